@@ -1,0 +1,5 @@
+"""``python -m agentd`` runs the CLI."""
+
+from agentd.cli.main import main
+
+main()

@@ -1,0 +1,219 @@
+"""``agentd memory …``: add, search, list, forget, import and re-embed memories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from agentd._exceptions import InvalidInput
+from agentd.app import App
+from agentd.cli.main import pass_app
+from agentd.cli.output import err, out, print_json, progress_bar
+from agentd.scopes import GLOBAL, Reach, Scope, check_identifier
+
+
+def _scope(channel: str | None, user: str | None, global_: bool, required: bool) -> Scope | None:
+    chosen = [x for x in (channel is not None, user is not None, global_) if x]
+    if len(chosen) > 1:
+        raise InvalidInput("scope", "give only one of --channel, --user, --global")
+    if channel is not None:
+        return Scope.channel(channel)
+    if user is not None:
+        return Scope.user(user)
+    if global_ or required:
+        return GLOBAL
+    return None
+
+
+def _metadata(raw: str | None) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput("--metadata", f"not valid JSON: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(value, dict):
+        raise InvalidInput("--metadata", "must be a JSON object, e.g. '{\"source\": \"crm\"}'")
+    return value
+
+
+_persona = click.option("--persona", "-p", required=True, help="Persona whose memory this is.")
+_json = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+@click.group()
+def memory() -> None:
+    """Long-term memories: add, search, list, forget, import, reembed."""
+
+
+@memory.command()
+@click.argument("text")
+@_persona
+@click.option("--channel", "-c", help="Store in this channel's scope.")
+@click.option("--user", "-u", help="Store in this user's scope.")
+@click.option("--global", "global_", is_flag=True, help="Store in the persona's global scope (default).")
+@click.option("--category", default="fact", show_default=True, help="preference, fact, decision, …")
+@click.option("--metadata", help="A JSON object kept with the memory and returned with results.")
+@_json
+@pass_app
+def add(
+    app: App,
+    text: str,
+    persona: str,
+    channel: str | None,
+    user: str | None,
+    global_: bool,
+    category: str,
+    metadata: str | None,
+    as_json: bool,
+) -> None:
+    """Remember TEXT (the same text in the same persona and scope is stored once)."""
+    scope = _scope(channel, user, global_, required=True)
+    assert scope is not None
+    mem, created = app.memory.add(persona, scope, text, category, _metadata(metadata))
+    if as_json:
+        print_json({**mem.as_json(), "created": created})
+    elif created:
+        out.print(f"stored memory {mem.id} in {persona} / {mem.scope}")
+    else:
+        out.print(f"already stored as memory {mem.id} in {persona} / {mem.scope}")
+
+
+@memory.command()
+@click.argument("query")
+@_persona
+@click.option("--channel", "-c", help="Search this channel's memories (plus global and --user).")
+@click.option("--user", "-u", help="Search this user's memories (plus global and --channel).")
+@click.option("--limit", "-n", type=click.IntRange(1, 1000), help="How many results (default: memory.recall_limit).")
+@click.option("--min-score", type=click.FloatRange(0, 1), help="Relevance threshold (default: memory.min_score).")
+@_json
+@pass_app
+def search(
+    app: App,
+    query: str,
+    persona: str,
+    channel: str | None,
+    user: str | None,
+    limit: int | None,
+    min_score: float | None,
+    as_json: bool,
+) -> None:
+    """Search memories for QUERY; without --channel/--user, every scope of the persona."""
+    if channel is not None:
+        check_identifier("--channel", channel)
+    if user is not None:
+        check_identifier("--user", user)
+    reach = Reach(persona, channel, user, everywhere=channel is None and user is None)
+    hits = app.memory.search(query, reach, limit=limit, min_relevance=min_score)
+    if as_json:
+        print_json({"results": [h.as_result() for h in hits], "total_found": len(hits)})
+        return
+    if not hits:
+        err.print("no memories above the threshold")
+        return
+    table = Table("id", "score", "relevance", "category", "scope", "text", "created")
+    for h in hits:
+        m = h.memory
+        table.add_row(str(m.id), f"{h.score:.2f}", f"{h.relevance:.2f}", m.category, str(m.scope), m.text, m.created_at.date().isoformat())
+    out.print(table)
+
+
+@memory.command(name="list")
+@_persona
+@click.option("--channel", "-c", help="Only this channel's memories.")
+@click.option("--user", "-u", help="Only this user's memories.")
+@click.option("--global", "global_", is_flag=True, help="Only the persona's global memories.")
+@click.option("--limit", "-n", type=click.IntRange(1, 100_000), default=100, show_default=True)
+@click.option("--offset", type=click.IntRange(0), default=0)
+@_json
+@pass_app
+def list_(
+    app: App,
+    persona: str,
+    channel: str | None,
+    user: str | None,
+    global_: bool,
+    limit: int,
+    offset: int,
+    as_json: bool,
+) -> None:
+    """List a persona's memories, newest first."""
+    scope = _scope(channel, user, global_, required=False)
+    mems = app.memory.list(persona, scope, limit, offset)
+    if as_json:
+        print_json([m.as_json() for m in mems])
+        return
+    table = Table("id", "scope", "category", "text", "created")
+    for m in mems:
+        table.add_row(str(m.id), str(m.scope), m.category, m.text, m.created_at.isoformat(timespec="seconds"))
+    out.print(table)
+    err.print(f"{len(mems)} shown, {app.memory.count(persona)} stored for {persona}")
+
+
+@memory.command()
+@click.argument("memory_id", type=int)
+@_json
+@pass_app
+def forget(app: App, memory_id: int, as_json: bool) -> None:
+    """Delete memory MEMORY_ID (its row, vector and index entry)."""
+    mem = app.memory.forget(memory_id)
+    if as_json:
+        print_json({"forgotten": mem.as_json()})
+    else:
+        out.print(f"forgot memory {mem.id} ({mem.persona} / {mem.scope}): {mem.text}")
+
+
+@memory.command(name="import")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--persona", "-p", help="Persona for lines that name none.")
+@_json
+@pass_app
+def import_(app: App, file: Path, persona: str | None, as_json: bool) -> None:
+    """Import memories from a JSONL FILE (one JSON object per line).
+
+    \b
+    Each line: {"text": "...", "persona": "buddy", "scope": "global" | "channel:NAME" | "user:ID",
+                "category": "fact", "metadata": {...}, "created_at": "2025-01-15T10:30:00Z"}
+    Only "text" is required (and "persona" unless --persona is given).
+    Bad lines are skipped and reported with their line numbers.
+    """
+    with progress_bar("importing") as update:
+        report = app.memory.import_jsonl(file, persona, progress=update)
+    if as_json:
+        print_json(report.as_json())
+        return
+    out.print(f"added {report.added}, already stored {report.duplicates}, skipped {len(report.skipped)}")
+    for number, reason in report.skipped:
+        err.print(f"  line {number}: {reason}")
+
+
+@memory.command()
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@_json
+@pass_app
+def reembed(app: App, yes: bool, as_json: bool) -> None:
+    """Rebuild every vector with the configured embedding model.
+
+    Use after changing [embedding]: the store refuses to mix vectors of two models.
+    """
+    from agentd.memory import MemoryService
+
+    embedder = app.embedder
+    if embedder is None:
+        raise InvalidInput("embedding.provider", "is \"none\"; configure a model to re-embed with")
+    space = app.store.embedding_space()
+    if not yes and not as_json:
+        was = f"{space.model_id} ({space.dimension}-d)" if space else "no model"
+        click.confirm(f"re-embed every memory: {was} -> {embedder.model_id} ({embedder.dimension}-d)?", abort=True)
+    # Not app.memory: that checks the store's model first, and re-embedding is how a mismatch is fixed.
+    service = MemoryService(app.store, embedder, app.config.memory, app.personas, check_embedding=False)
+    with progress_bar("re-embedding") as update:
+        count = service.reembed(progress=update)
+    if as_json:
+        print_json({"reembedded": count, "model": embedder.model_id, "dimension": embedder.dimension})
+    else:
+        out.print(f"re-embedded {count} memories with {embedder.model_id} ({embedder.dimension}-d)")

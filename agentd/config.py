@@ -1,0 +1,298 @@
+"""agentd.toml, parsed once into typed, frozen values.
+
+Where the file comes from, in order: ``--config PATH``, ``$AGENTD_CONFIG``,
+``./agentd.toml``, else the built-in defaults. A path that was asked for and is
+missing is an error. Environment variables ``AGENTD_<SECTION>__<KEY>`` override
+single keys (``AGENTD_MEMORY__TOP_K=5``); their values are read as TOML values
+when they parse as one (``5``, ``true``, ``0.4``) and as strings otherwise.
+
+Every problem becomes a :class:`~agentd.ConfigError` naming the file (or the
+environment variable), the dotted key and the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agentd._exceptions import ConfigError
+
+ENV_PREFIX = "AGENTD_"
+#: Environment variables with the prefix that are not key overrides.
+_ENV_NOT_OVERRIDES = frozenset({"AGENTD_CONFIG", "AGENTD_HOME"})
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class DaemonConfig(_Section):
+    """``[daemon]``: where ``agentd serve`` listens and how it guards the door."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    #: Required when ``host`` is not a loopback address. Sent as
+    #: ``Authorization: Bearer <key>`` or ``X-API-Key``.
+    api_key: str = ""
+    #: Largest request body accepted, in bytes.
+    max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    #: On SIGTERM/SIGINT, how long in-flight replies may take to finish.
+    shutdown_grace_seconds: float = Field(default=10.0, ge=0)
+
+
+class DatabaseConfig(_Section):
+    """``[database]``: the SQLite file (relative paths are relative to the config file)."""
+
+    url: str = "sqlite:///agentd.db"
+    busy_timeout_ms: int = Field(default=5000, ge=0)
+
+
+class CalibrationConfig(_Section):
+    """How a raw cosine similarity maps to the relevance in [0, 1] that agentd shows.
+
+    relevance = 1 / (1 + exp(-(cosine - midpoint) / scale)). ``midpoint`` is the
+    cosine that reads as relevance 0.5 (the default threshold).
+    """
+
+    midpoint: float = 0.30
+    scale: float = Field(default=0.05, gt=0)
+
+
+class EmbeddingConfig(_Section):
+    """``[embedding]``: which model turns text into vectors."""
+
+    provider: Literal["local", "litellm", "none"] = "local"
+    #: For ``litellm``: any embedding model string litellm accepts.
+    model: str = ""
+    api_base: str = ""
+    #: Name of the environment variable holding the key for ``litellm``.
+    api_key_env: str = ""
+    batch_size: int = Field(default=64, ge=1, le=2048)
+    #: Overrides the provider's default calibration (see README, "Relevance").
+    calibration: CalibrationConfig | None = None
+
+
+class MemoryConfig(_Section):
+    """``[memory]``: automatic retrieval, recall and the /context assembly."""
+
+    auto_retrieve: bool = True
+    top_k: int = Field(default=3, ge=1, le=100)
+    #: Calibrated relevance below which a memory is never injected or returned.
+    min_score: float = Field(default=0.5, ge=0.0, le=1.0)
+    recall_limit: int = Field(default=5, ge=1, le=100)
+    token_budget: int = Field(default=2000, ge=1)
+    limit: int = Field(default=20, ge=1, le=1000)
+    #: Recency: score = relevance * (1 - decay_weight + decay_weight * 0.5 ** (age / half_life)).
+    half_life_days: float = Field(default=30.0, gt=0)
+    decay_weight: float = Field(default=0.2, ge=0.0, le=1.0)
+    retrieval_timeout_seconds: float = Field(default=2.0, gt=0)
+    #: Longest memory text accepted, in characters.
+    max_text_chars: int = Field(default=8000, ge=16)
+
+
+class HistoryConfig(_Section):
+    """``[history]``: recall of the user's own earlier exchanges (seed 004)."""
+
+    enabled: bool = True
+    max_snippets: int = Field(default=3, ge=0, le=50)
+    snippet_rune_limit: int = Field(default=240, ge=16)
+    min_overlap_ratio: float = Field(default=0.3, ge=0.0, le=1.0)
+    max_inspected: int = Field(default=200, ge=1)
+    recent_window: int = Field(default=20, ge=0)
+
+
+class ModelsConfig(_Section):
+    """``[models]``: the context window of each model.
+
+    Looked up in order: ``context_windows`` exact names, then its glob patterns
+    (``claude-*``), then litellm's model information, then the defaults.
+    """
+
+    context_windows: dict[str, int] = Field(default_factory=dict)
+    default_context_window: int = Field(default=128_000, ge=256)
+    claude_context_window: int = Field(default=200_000, ge=256)
+    llm_timeout_seconds: float = Field(default=120.0, gt=0)
+
+
+class RuntimeConfig(_Section):
+    """``[runtime]``: the supervisor and its actors."""
+
+    idle_stop_seconds: float = Field(default=600.0, gt=0)
+    max_restarts: int = Field(default=3, ge=0)
+    restart_window_seconds: float = Field(default=60.0, gt=0)
+    restart_backoff_seconds: float = Field(default=0.2, ge=0)
+    max_tool_rounds: int = Field(default=4, ge=0, le=32)
+    delegate_max_depth: int = Field(default=2, ge=0, le=8)
+    subagent_token_budget: int = Field(default=1000, ge=1)
+    subagent_limit: int = Field(default=10, ge=1)
+    #: Re-dispatch user messages that were accepted but never answered (e.g. after a crash).
+    resume_pending: bool = True
+
+
+class LoggingConfig(_Section):
+    """``[logging]``."""
+
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["console", "json"] = "console"
+
+
+class PersonasConfig(_Section):
+    """``[personas]``: where persona files live."""
+
+    dir: str = "personas"
+
+
+class _Root(_Section):
+    daemon: DaemonConfig = DaemonConfig()
+    database: DatabaseConfig = DatabaseConfig()
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    memory: MemoryConfig = MemoryConfig()
+    history: HistoryConfig = HistoryConfig()
+    models: ModelsConfig = ModelsConfig()
+    runtime: RuntimeConfig = RuntimeConfig()
+    logging: LoggingConfig = LoggingConfig()
+    personas: PersonasConfig = PersonasConfig()
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration, with relative paths resolved."""
+
+    source: str
+    base_dir: Path
+    daemon: DaemonConfig
+    database: DatabaseConfig
+    embedding: EmbeddingConfig
+    memory: MemoryConfig
+    history: HistoryConfig
+    models: ModelsConfig
+    runtime: RuntimeConfig
+    logging: LoggingConfig
+    personas_dir: Path
+
+    @property
+    def database_url(self) -> str:
+        """The database URL with a relative SQLite path made absolute."""
+        return resolve_sqlite_url(self.database.url, self.base_dir)
+
+    def replace(self, **sections: Any) -> Config:
+        """A copy with whole sections replaced (``memory=cfg.memory.model_copy(update=...)``)."""
+        values = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        values.update(sections)
+        return Config(**values)
+
+
+def resolve_sqlite_url(url: str, base_dir: Path) -> str:
+    """Make ``sqlite:///relative.db`` relative to ``base_dir`` rather than the cwd."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        return url
+    path = url[len(prefix) :]
+    if path in ("", ":memory:") or path.startswith("/"):
+        return url
+    return prefix + str((base_dir / path).resolve())
+
+
+def _parse_env_value(raw: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
+    """Merge ``AGENTD_SECTION__KEY`` overrides into ``data``; return key path -> env var."""
+    origins: dict[str, str] = {}
+    for name in sorted(environ):
+        if not name.startswith(ENV_PREFIX) or name in _ENV_NOT_OVERRIDES:
+            continue
+        parts = [p.lower() for p in name[len(ENV_PREFIX) :].split("__")]
+        if len(parts) < 2 or not all(parts):
+            raise ConfigError(
+                f"environment variable {name}",
+                "",
+                "overrides are spelled AGENTD_<SECTION>__<KEY>, e.g. AGENTD_MEMORY__TOP_K=5",
+            )
+        node = data
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"environment variable {name}", ".".join(parts), "not a table")
+            node = child
+        node[parts[-1]] = _parse_env_value(environ[name])
+        origins[".".join(parts)] = name
+    return origins
+
+
+def _describe(err: dict[str, Any]) -> str:
+    if err["type"] == "extra_forbidden":
+        return "unknown key"
+    msg = str(err["msg"])
+    if "input" in err and err["type"] not in ("missing",):
+        msg += f" (got {err['input']!r})"
+    return msg
+
+
+def find_config_path(explicit: str | os.PathLike[str] | None, environ: Mapping[str, str]) -> Path | None:
+    """The config file to read: explicit, ``$AGENTD_CONFIG``, ``./agentd.toml`` or none."""
+    if explicit:
+        return Path(explicit)
+    if environ.get("AGENTD_CONFIG"):
+        return Path(environ["AGENTD_CONFIG"])
+    local = Path("agentd.toml")
+    return local if local.is_file() else None
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Config:
+    """Read, merge and validate the configuration once."""
+    env = os.environ if environ is None else environ
+    cfg_path = find_config_path(path, env)
+    data: dict[str, Any] = {}
+    if cfg_path is not None:
+        source = str(cfg_path)
+        try:
+            text = cfg_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError(source, "", "file not found") from None
+        except OSError as exc:
+            raise ConfigError(source, "", f"cannot read: {exc.strerror}") from exc
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(source, "", f"not valid TOML: {exc}") from exc
+        base_dir = cfg_path.resolve().parent
+    else:
+        source = "built-in defaults"
+        base_dir = Path.cwd()
+
+    origins = _apply_env(data, env)
+    try:
+        root = _Root.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        where = f"environment variable {origins[key]}" if key in origins else source
+        raise ConfigError(where, key, _describe(err)) from None
+
+    return Config(
+        source=source,
+        base_dir=base_dir,
+        daemon=root.daemon,
+        database=root.database,
+        embedding=root.embedding,
+        memory=root.memory,
+        history=root.history,
+        models=root.models,
+        runtime=root.runtime,
+        logging=root.logging,
+        personas_dir=(base_dir / root.personas.dir).resolve(),
+    )

@@ -1,0 +1,1 @@
+"""Prompt assembly under the model's real context window."""

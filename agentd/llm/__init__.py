@@ -1,0 +1,35 @@
+"""Everything that talks to litellm lives in this package; nothing else imports it.
+
+litellm is imported lazily (it takes ~2 s) and always with
+``LITELLM_LOCAL_MODEL_COST_MAP=True``, so importing it never touches the network.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from types import ModuleType
+
+_lock = threading.Lock()
+_module: ModuleType | None = None
+
+
+def litellm_module() -> ModuleType:
+    """Import and configure litellm once (offline cost map, no telemetry, quiet)."""
+    global _module
+    with _lock:
+        if _module is None:
+            # Must be set before the import: litellm fetches its model map at import otherwise.
+            os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+            import logging
+
+            import litellm
+
+            # litellm logs advice (e.g. on custom pricing) as warnings; agentd reports its own errors.
+            logging.getLogger("LiteLLM").setLevel(logging.ERROR)
+
+            litellm.suppress_debug_info = True
+            litellm.telemetry = False
+            litellm.drop_params = True
+            _module = litellm
+        return _module

@@ -1,0 +1,89 @@
+"""JSONL import: parse and validate lines, report what was skipped and why.
+
+One memory per line::
+
+    {"text": "User likes Python", "persona": "buddy", "scope": "user:alice",
+     "category": "preference", "metadata": {"source": "crm"},
+     "created_at": "2025-01-15T10:30:00Z"}
+
+``text`` is required; ``persona`` may come from ``--persona``; ``scope`` defaults to
+``global``, ``category`` to ``fact``, ``created_at`` to now. A bad line is skipped
+with its line number and reason; the rest are imported.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from agentd._exceptions import InvalidInput
+from agentd.scopes import Scope
+from agentd.store.memories import NewMemory
+
+FIELDS = frozenset({"text", "persona", "scope", "category", "metadata", "created_at"})
+
+
+@dataclass
+class ImportReport:
+    """What an import did: added, duplicates, and each skipped line with its reason."""
+
+    added: int = 0
+    duplicates: int = 0
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "added": self.added,
+            "duplicates": self.duplicates,
+            "skipped": [{"line": n, "reason": r} for n, r in self.skipped],
+        }
+
+
+def parse_timestamp(value: object, field_name: str = "created_at") -> datetime:
+    """An ISO-8601 timestamp (``Z`` or an offset; naive means UTC) as an aware datetime."""
+    if not isinstance(value, str):
+        raise InvalidInput(field_name, "must be an ISO-8601 string such as 2025-01-15T10:30:00Z")
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(field_name, f"not an ISO-8601 timestamp: {value!r}") from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def parse_line(
+    raw: str, default_persona: str | None, validate: Callable[[NewMemory], NewMemory]
+) -> NewMemory:
+    """One JSONL line as a validated :class:`NewMemory` (raises :class:`InvalidInput`)."""
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput("line", f"not valid JSON: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(obj, dict):
+        raise InvalidInput("line", "must be a JSON object")
+    unknown = sorted(set(obj) - FIELDS)
+    if unknown:
+        raise InvalidInput(unknown[0], f"unknown field; known: {', '.join(sorted(FIELDS))}")
+    persona = obj.get("persona", default_persona)
+    if persona is None:
+        raise InvalidInput("persona", "missing (give it in the line or with --persona)")
+    created = parse_timestamp(obj["created_at"]) if "created_at" in obj else None
+    item = NewMemory(
+        persona=persona,
+        scope=Scope.parse(obj.get("scope", "global")),
+        category=obj.get("category", "fact"),
+        text=obj.get("text"),  # type: ignore[arg-type]  # validated below
+        metadata=obj.get("metadata") or {},
+        created_at=created,
+    )
+    return validate(item)
+
+
+def iter_lines(text_lines: Iterator[str]) -> Iterator[tuple[int, str]]:
+    """Non-blank lines with their 1-based numbers."""
+    for number, line in enumerate(text_lines, start=1):
+        if line.strip():
+            yield number, line

@@ -1,0 +1,277 @@
+"""The memory service: add, search, list, forget, import and re-embed memories.
+
+Everything that reads or writes memories goes through here (the CLI, the
+skills, the actors, the HTTP API), so validation, scoping and ranking are the
+same everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agentd._exceptions import EmbedderUnavailable, InvalidInput, NotFound
+from agentd.config import MemoryConfig
+from agentd.embedders import Embedder
+from agentd.memory.importer import ImportReport, iter_lines, parse_line
+from agentd.memory.search import MemoryHit, rank
+from agentd.relevance import Recency
+from agentd.scopes import Reach, Scope
+from agentd.store import Store
+from agentd.store import vectors as vector_table
+from agentd.store.memories import Memory, NewMemory
+from agentd.store.schema import utcnow
+
+_CATEGORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")
+#: ``progress(done, total)`` callbacks for long operations.
+Progress = Callable[[int, int], None]
+
+
+def _no_progress(_done: int, _total: int) -> None:
+    pass
+
+
+class MemoryService:
+    """Validated, scoped access to memories, with the injected embedder."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder | None,
+        config: MemoryConfig,
+        personas: Collection[str] | None = None,
+        check_embedding: bool = True,
+    ) -> None:
+        self._store = store
+        self._embedder = embedder
+        self._config = config
+        self._personas = personas
+        self._recency = Recency(config.half_life_days, config.decay_weight)
+        if embedder is not None and check_embedding:
+            store.bind_embedding(embedder.model_id, embedder.dimension)
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder in use (``None``: semantic search is unavailable)."""
+        return self._embedder
+
+    @property
+    def config(self) -> MemoryConfig:
+        """The ``[memory]`` settings."""
+        return self._config
+
+    # -- validation ------------------------------------------------------------
+
+    def check_persona(self, persona: str) -> str:
+        """Raise :class:`NotFound` for a persona agentd does not know."""
+        if not isinstance(persona, str) or not persona:
+            raise InvalidInput("persona", "must be a non-empty string")
+        if self._personas is not None and persona not in self._personas:
+            known = ", ".join(sorted(self._personas)) or "none"
+            raise NotFound("persona", persona, f"known personas: {known}")
+        return persona
+
+    def validate(self, item: NewMemory) -> NewMemory:
+        """Check one new memory; return it with its text stripped."""
+        self.check_persona(item.persona)
+        if not isinstance(item.text, str):
+            raise InvalidInput("text", "must be a string")
+        text = item.text.strip()
+        if not text:
+            raise InvalidInput("text", "must not be empty or whitespace")
+        if len(text) > self._config.max_text_chars:
+            raise InvalidInput(
+                "text", f"is {len(text)} characters; the limit is {self._config.max_text_chars} (memory.max_text_chars)"
+            )
+        if not isinstance(item.category, str) or not _CATEGORY.match(item.category):
+            raise InvalidInput("category", "must be 1-64 letters, digits, spaces, '_', '.' or '-'")
+        if not isinstance(item.metadata, dict):
+            raise InvalidInput("metadata", "must be a JSON object")
+        if not isinstance(item.scope, Scope):
+            raise InvalidInput("scope", "must be global, channel:NAME or user:ID")
+        return replace(item, text=text)
+
+    # -- writing -----------------------------------------------------------------
+
+    def add(
+        self,
+        persona: str,
+        scope: Scope,
+        text: str,
+        category: str = "fact",
+        metadata: dict[str, Any] | None = None,
+        created_at: datetime | None = None,
+        source_message_id: int | None = None,
+    ) -> tuple[Memory, bool]:
+        """Store one memory; return it and whether it was new (False: an identical one exists)."""
+        item = self.validate(
+            NewMemory(persona, scope, category, text, metadata or {}, created_at, source_message_id)
+        )
+        ((mid, created),) = self.add_many([item])
+        with self._store.read() as conn:
+            memory = self._store.memories.get(conn, mid)
+        assert memory is not None
+        return memory, created
+
+    def add_many(self, items: Sequence[NewMemory]) -> list[tuple[int, bool]]:
+        """Store already-validated memories in one transaction; embeds them in one batch."""
+        vecs = self._embed([i.text for i in items]) if self._embedder is not None and items else None
+        with self._store.write() as conn:
+            return self._store.memories.add(conn, items, vecs)
+
+    def forget(self, memory_id: int) -> Memory:
+        """Delete one memory: its row, vector and index entry."""
+        with self._store.write() as conn:
+            memory = self._store.memories.get(conn, memory_id)
+            if memory is None:
+                raise NotFound("memory", memory_id)
+            self._store.memories.delete(conn, memory_id)
+        return memory
+
+    def import_jsonl(
+        self, path: Path, default_persona: str | None = None, progress: Progress = _no_progress, batch: int = 256
+    ) -> ImportReport:
+        """Import a JSONL file; bad lines are reported with their numbers and skipped."""
+        report = ImportReport()
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise InvalidInput("file", f"cannot read {path}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise InvalidInput("file", f"{path} is not UTF-8 text: {exc.reason}") from exc
+        valid: list[NewMemory] = []
+        for number, raw in iter_lines(iter(lines)):
+            try:
+                valid.append(parse_line(raw, default_persona, self.validate))
+            except (InvalidInput, NotFound) as exc:
+                report.skipped.append((number, str(exc)))
+        total = len(valid)
+        progress(0, total)
+        for start in range(0, total, batch):
+            chunk = valid[start : start + batch]
+            for _mid, created in self.add_many(chunk):
+                if created:
+                    report.added += 1
+                else:
+                    report.duplicates += 1
+            progress(min(start + batch, total), total)
+        return report
+
+    def reembed(self, progress: Progress = _no_progress, batch: int = 256) -> int:
+        """Rebuild every vector with the configured embedder; return how many were embedded.
+
+        The store is re-bound to the configured model. Vectors are staged batch by
+        batch in a side table and swapped in one short transaction at the end.
+        """
+        embedder = self._require_embedder()
+        staging = vector_table.TABLE + "_next"
+        with self._store.write() as conn:
+            vector_table.drop(conn, staging)
+            conn.exec_driver_sql(vector_table.create_sql(embedder.dimension, staging))
+            total = self._store.memories.count(conn)
+        progress(0, total)
+        done = 0
+        with self._store.read() as reader:
+            batches = list(self._store.memories.iter_all(reader, batch))
+        for mems in batches:
+            vecs = self._embed([m.text for m in mems])
+            with self._store.write() as conn:
+                vector_table.insert(
+                    conn, ((m.id, m.persona, str(m.scope), v) for m, v in zip(mems, vecs, strict=True)), staging
+                )
+            done += len(mems)
+            progress(done, total)
+        with self._store.write() as conn:
+            self._store.rebind_embedding(conn, embedder.model_id, embedder.dimension)
+            conn.exec_driver_sql(
+                f"INSERT INTO {vector_table.TABLE}(rowid, persona, scope, embedding) "
+                f"SELECT rowid, persona, scope, embedding FROM {staging} "
+                "WHERE rowid IN (SELECT id FROM memories)"
+            )
+            vector_table.drop(conn, staging)
+            # Memories added while re-embedding ran are embedded now.
+            late = conn.exec_driver_sql(
+                f"SELECT id FROM memories WHERE id NOT IN (SELECT rowid FROM {vector_table.TABLE})"
+            ).fetchall()
+            if late:
+                mems = list(self._store.memories.fetch(conn, [r[0] for r in late]).values())
+                vecs = self._embed([m.text for m in mems])
+                vector_table.insert(conn, ((m.id, m.persona, str(m.scope), v) for m, v in zip(mems, vecs, strict=True)))
+                done += len(mems)
+        return done
+
+    # -- reading -----------------------------------------------------------------
+
+    def get(self, memory_id: int) -> Memory:
+        """One memory by id."""
+        with self._store.read() as conn:
+            memory = self._store.memories.get(conn, memory_id)
+        if memory is None:
+            raise NotFound("memory", memory_id)
+        return memory
+
+    def list(self, persona: str, scope: Scope | None = None, limit: int = 100, offset: int = 0) -> list[Memory]:
+        """A persona's memories, newest first."""
+        self.check_persona(persona)
+        with self._store.read() as conn:
+            return self._store.memories.list(conn, persona, scope, limit, offset)
+
+    def count(self, persona: str | None = None) -> int:
+        """How many memories are stored."""
+        with self._store.read() as conn:
+            return self._store.memories.count(conn, persona)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed one query (raises :class:`EmbedderUnavailable` without an embedder)."""
+        return self._embed([text])[0]
+
+    def search(
+        self,
+        query: str,
+        reach: Reach,
+        limit: int | None = None,
+        min_relevance: float | None = None,
+        vector: np.ndarray | None = None,
+        now: datetime | None = None,
+    ) -> list[MemoryHit]:
+        """The best memories for ``query`` within ``reach``, best first.
+
+        ``limit`` defaults to ``memory.recall_limit``, ``min_relevance`` to
+        ``memory.min_score``. Pass ``vector`` when the query is already embedded.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query", "must not be empty")
+        limit = self._config.recall_limit if limit is None else limit
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidInput("limit", "must be a positive integer")
+        self.check_persona(reach.persona)
+        embedder = self._require_embedder()
+        threshold = self._config.min_score if min_relevance is None else min_relevance
+        qvec = self.embed_query(query) if vector is None else vector
+        scopes = [str(s) for s in reach.scopes()]
+        pool = max(limit * 4, 20)
+        with self._store.read() as conn:
+            nearest = vector_table.nearest(conn, qvec, reach.persona, scopes, pool)
+            memories = self._store.memories.fetch(conn, [mid for mid, _ in nearest])
+        return rank(
+            dict(nearest), memories, embedder.calibration, self._recency, now or utcnow(), limit, threshold
+        )
+
+    # -- internals -----------------------------------------------------------------
+
+    def _require_embedder(self) -> Embedder:
+        if self._embedder is None:
+            raise EmbedderUnavailable(
+                "no embedding model is configured ([embedding] provider = \"none\"); "
+                "semantic memory search needs one: set provider = \"local\" or \"litellm\""
+            )
+        return self._embedder
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self._require_embedder().embed(list(texts))

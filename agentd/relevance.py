@@ -1,0 +1,59 @@
+"""Relevance: the calibrated score in [0, 1] that agentd shows and filters on.
+
+Raw cosine similarities are not comparable across embedding models, and for
+all-MiniLM-L6-v2 a clearly related pair ("User likes Python" / "What programming
+language should I learn?") scores only 0.36 while unrelated pairs sit at
+0.0-0.1. Each embedder therefore carries a :class:`Calibration`, a logistic map
+from cosine to relevance whose midpoint is the cosine that reads as 0.5, the
+default threshold. Recency then scales the relevance into the ranking score.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+SECONDS_PER_DAY = 86_400.0
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """relevance = 1 / (1 + exp(-(cosine - midpoint) / scale))."""
+
+    midpoint: float
+    scale: float
+
+    def relevance(self, cosine: float) -> float:
+        """The calibrated relevance of one cosine similarity."""
+        z = (cosine - self.midpoint) / self.scale
+        if z < -60:
+            return 0.0
+        return 1.0 / (1.0 + math.exp(-z))
+
+    def cosine_for(self, relevance: float) -> float:
+        """The cosine at which ``relevance`` is reached (inverse map)."""
+        relevance = min(max(relevance, 1e-9), 1 - 1e-9)
+        return self.midpoint + self.scale * math.log(relevance / (1 - relevance))
+
+
+#: Identity-like default for models nobody calibrated: relevance 0.5 at cosine 0.5.
+UNCALIBRATED = Calibration(midpoint=0.5, scale=0.1)
+
+
+@dataclass(frozen=True)
+class Recency:
+    """score = relevance * (1 - weight + weight * 0.5 ** (age_days / half_life_days)).
+
+    ``weight`` bounds what age can take away (0.2: a year-old memory keeps 80% of
+    its relevance), so an old fact that matches well still outranks a fresh one
+    that matches poorly.
+    """
+
+    half_life_days: float
+    weight: float
+
+    def factor(self, created_at: datetime, now: datetime) -> float:
+        """The multiplier for a memory created at ``created_at``."""
+        age_days = max(0.0, (now - created_at).total_seconds() / SECONDS_PER_DAY)
+        return 1.0 - self.weight + self.weight * 0.5 ** (age_days / self.half_life_days)

@@ -1,0 +1,101 @@
+"""Where a memory lives and where a search may look.
+
+A memory belongs to one persona and one :class:`Scope`: the persona's global
+store, one channel, or one user. Its canonical spelling is ``global``,
+``channel:NAME`` or ``user:ID``. A search looks at a :class:`Reach`: one persona's
+global store plus, when given, one channel and one user — never another
+persona's, channel's or user's memories.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from agentd._exceptions import InvalidInput
+
+ScopeKind = Literal["global", "channel", "user"]
+_ID = re.compile(r"^[^\s:][^\s]{0,127}$")
+
+
+def check_identifier(field: str, value: str) -> str:
+    """Validate a channel name or user id: 1-128 characters, no whitespace, no leading ':'."""
+    if not isinstance(value, str) or not _ID.match(value):
+        raise InvalidInput(field, "must be 1-128 characters without whitespace and not start with ':'")
+    return value
+
+
+@dataclass(frozen=True, order=True)
+class Scope:
+    """One memory scope: ``global``, ``channel:NAME`` or ``user:ID``."""
+
+    kind: ScopeKind
+    id: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind == "global":
+            if self.id:
+                raise InvalidInput("scope", "the global scope takes no id")
+        elif self.kind in ("channel", "user"):
+            check_identifier(f"scope.{self.kind}", self.id)
+        else:
+            raise InvalidInput("scope", f"unknown scope kind {self.kind!r}; use global, channel:NAME or user:ID")
+
+    @classmethod
+    def parse(cls, text: str) -> Scope:
+        """Parse ``global``, ``channel:NAME`` or ``user:ID``."""
+        if not isinstance(text, str):
+            raise InvalidInput("scope", "must be a string: global, channel:NAME or user:ID")
+        if text == "global":
+            return cls("global")
+        kind, sep, ident = text.partition(":")
+        if not sep or kind not in ("channel", "user"):
+            raise InvalidInput("scope", f"unknown scope {text!r}; use global, channel:NAME or user:ID")
+        return cls(kind, ident)  # type: ignore[arg-type]
+
+    @classmethod
+    def channel(cls, name: str) -> Scope:
+        """The scope of one channel."""
+        return cls("channel", name)
+
+    @classmethod
+    def user(cls, user_id: str) -> Scope:
+        """The scope of one user."""
+        return cls("user", user_id)
+
+    @classmethod
+    def global_(cls) -> Scope:
+        """The persona-wide scope."""
+        return cls("global")
+
+    def __str__(self) -> str:
+        return "global" if self.kind == "global" else f"{self.kind}:{self.id}"
+
+
+GLOBAL = Scope("global")
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Where one search may look: persona ∩ (global ∪ channel ∪ user).
+
+    With ``everywhere=True`` (admin listing and search from the CLI) every scope
+    of the persona is searched.
+    """
+
+    persona: str
+    channel: str | None = None
+    user: str | None = None
+    everywhere: bool = False
+
+    def scopes(self) -> tuple[Scope, ...]:
+        """The scopes searched, global first (empty tuple means every scope of the persona)."""
+        if self.everywhere:
+            return ()
+        found = [GLOBAL]
+        if self.channel:
+            found.append(Scope.channel(self.channel))
+        if self.user:
+            found.append(Scope.user(self.user))
+        return tuple(found)

@@ -1,0 +1,76 @@
+"""Context records: what each reply was given."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from agentd.store.schema import ContextRecordRow, utcnow
+
+_T = ContextRecordRow.__table__
+
+
+@dataclass(frozen=True)
+class ContextRecord:
+    """The memories, history, budget, model and usage behind one reply."""
+
+    id: int
+    reply_id: int
+    user_message_id: int | None
+    persona: str
+    channel: str
+    model: str
+    data: dict[str, Any]
+    created_at: datetime
+
+
+class ContextRepo:
+    """SQL for context records."""
+
+    def add(
+        self,
+        conn: sa.Connection,
+        *,
+        reply_id: int,
+        user_message_id: int | None,
+        persona: str,
+        channel: str,
+        model: str,
+        data: dict[str, Any],
+    ) -> int:
+        """Record what reply ``reply_id`` was given."""
+        return int(
+            conn.execute(
+                sa.insert(_T).values(
+                    reply_id=reply_id,
+                    user_message_id=user_message_id,
+                    persona=persona,
+                    channel=channel,
+                    model=model,
+                    data=data,
+                    created_at=utcnow(),
+                )
+            ).inserted_primary_key[0]
+        )
+
+    def for_message(self, conn: sa.Connection, message_id: int) -> ContextRecord | None:
+        """The record of a reply, looked up by the reply's id or by the user message it answers."""
+        row = conn.execute(
+            sa.select(_T).where(sa.or_(_T.c.reply_id == message_id, _T.c.user_message_id == message_id)).order_by(_T.c.id)
+        ).first()
+        if row is None:
+            return None
+        m = row._mapping
+        return ContextRecord(
+            id=m["id"],
+            reply_id=m["reply_id"],
+            user_message_id=m["user_message_id"],
+            persona=m["persona"],
+            channel=m["channel"],
+            model=m["model"],
+            data=m["data"],
+            created_at=m["created_at"],
+        )

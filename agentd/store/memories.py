@@ -1,0 +1,180 @@
+"""Memory rows, their vectors and their words, kept in one transaction."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+
+from agentd.scopes import Scope
+from agentd.store import lexical, vectors
+from agentd.store.schema import MemoryRow, utcnow
+
+_T = MemoryRow.__table__
+_WS = re.compile(r"\s+")
+
+
+def content_hash(text: str) -> str:
+    """The dedupe key: sha256 of the NFC, case-folded, whitespace-collapsed text."""
+    norm = _WS.sub(" ", unicodedata.normalize("NFC", text)).strip().casefold()
+    return hashlib.sha256(norm.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One stored memory."""
+
+    id: int
+    persona: str
+    scope: Scope
+    category: str
+    text: str
+    metadata: dict[str, Any]
+    created_at: datetime
+    content_hash: str
+    source_message_id: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "id": self.id,
+            "persona": self.persona,
+            "scope": str(self.scope),
+            "category": self.category,
+            "text": self.text,
+            "metadata": self.metadata,
+            "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
+        }
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    """A memory to insert, with its vector when an embedder exists."""
+
+    persona: str
+    scope: Scope
+    category: str
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime | None = None
+    source_message_id: int | None = None
+
+
+def _memory(row: sa.Row[Any]) -> Memory:
+    m = row._mapping
+    return Memory(
+        id=m["id"],
+        persona=m["persona"],
+        scope=Scope.parse(m["scope"]),
+        category=m["category"],
+        text=m["text"],
+        metadata=m["metadata"] or {},
+        created_at=m["created_at"],
+        content_hash=m["content_hash"],
+        source_message_id=m["source_message_id"],
+    )
+
+
+class MemoryRepo:
+    """SQL for memories: rows in ``memories``, vectors in sqlite-vec, words in FTS5."""
+
+    def add(
+        self, conn: sa.Connection, items: Sequence[NewMemory], vecs: np.ndarray | None
+    ) -> list[tuple[int, bool]]:
+        """Insert ``items``; return ``(id, created)`` each (``created`` False for a duplicate)."""
+        out: list[tuple[int, bool]] = []
+        now = utcnow()
+        vec_rows, fts_rows = [], []
+        for i, item in enumerate(items):
+            digest = content_hash(item.text)
+            scope = str(item.scope)
+            existing = conn.execute(
+                sa.select(_T.c.id).where(
+                    _T.c.persona == item.persona, _T.c.scope == scope, _T.c.content_hash == digest
+                )
+            ).scalar_one_or_none()
+            if existing is not None:
+                out.append((existing, False))
+                continue
+            mid = conn.execute(
+                sa.insert(_T).values(
+                    persona=item.persona,
+                    scope=scope,
+                    category=item.category,
+                    text=item.text,
+                    content_hash=digest,
+                    metadata=item.metadata or None,
+                    created_at=item.created_at or now,
+                    source_message_id=item.source_message_id,
+                )
+            ).inserted_primary_key[0]
+            out.append((mid, True))
+            fts_rows.append((mid, item.persona, scope, item.text))
+            if vecs is not None:
+                vec_rows.append((mid, item.persona, scope, vecs[i]))
+        vectors.insert(conn, vec_rows)
+        lexical.insert(conn, fts_rows)
+        return out
+
+    def get(self, conn: sa.Connection, memory_id: int) -> Memory | None:
+        """One memory by id."""
+        row = conn.execute(sa.select(_T).where(_T.c.id == memory_id)).first()
+        return None if row is None else _memory(row)
+
+    def fetch(self, conn: sa.Connection, ids: Sequence[int]) -> dict[int, Memory]:
+        """Memories by id (missing ids are absent from the result)."""
+        found: dict[int, Memory] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            for row in conn.execute(sa.select(_T).where(_T.c.id.in_(chunk))):
+                mem = _memory(row)
+                found[mem.id] = mem
+        return found
+
+    def list(
+        self,
+        conn: sa.Connection,
+        persona: str,
+        scope: Scope | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Memory]:
+        """A persona's memories, newest first, optionally in one scope."""
+        query = sa.select(_T).where(_T.c.persona == persona)
+        if scope is not None:
+            query = query.where(_T.c.scope == str(scope))
+        query = query.order_by(_T.c.id.desc()).limit(limit).offset(offset)
+        return [_memory(r) for r in conn.execute(query)]
+
+    def count(self, conn: sa.Connection, persona: str | None = None) -> int:
+        """How many memories (of one persona, or in all)."""
+        query = sa.select(sa.func.count()).select_from(_T)
+        if persona is not None:
+            query = query.where(_T.c.persona == persona)
+        return int(conn.execute(query).scalar_one())
+
+    def delete(self, conn: sa.Connection, memory_id: int) -> bool:
+        """Remove the row, its vector and its words; False if there was none."""
+        gone = conn.execute(sa.delete(_T).where(_T.c.id == memory_id)).rowcount
+        if gone:
+            vectors.delete(conn, memory_id)
+            lexical.delete(conn, memory_id)
+        return bool(gone)
+
+    def iter_all(self, conn: sa.Connection, batch: int = 256) -> Iterator[list[Memory]]:
+        """Every memory in id order, in batches (for re-embedding)."""
+        last = 0
+        while True:
+            rows = conn.execute(sa.select(_T).where(_T.c.id > last).order_by(_T.c.id).limit(batch)).all()
+            if not rows:
+                return
+            mems = [_memory(r) for r in rows]
+            last = mems[-1].id
+            yield mems

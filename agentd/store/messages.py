@@ -1,0 +1,211 @@
+"""Channels and their messages."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from agentd.store.schema import ChannelRow, MessageRow, utcnow
+
+_M = MessageRow.__table__
+_C = ChannelRow.__table__
+
+
+@dataclass(frozen=True)
+class Message:
+    """One stored message."""
+
+    id: int
+    channel: str
+    persona: str | None
+    role: str
+    author: str
+    content: str
+    source: str
+    status: str
+    reply_to: int | None
+    request_id: str | None
+    token_count: int | None
+    token_counter: str | None
+    options: dict[str, Any]
+    created_at: datetime
+
+    def as_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "id": self.id,
+            "channel": self.channel,
+            "persona": self.persona,
+            "role": self.role,
+            "author": self.author,
+            "content": self.content,
+            "source": self.source,
+            "status": self.status,
+            "reply_to": self.reply_to,
+            "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
+        }
+
+
+def _message(row: sa.Row[Any]) -> Message:
+    m = row._mapping
+    return Message(
+        id=m["id"],
+        channel=m["channel"],
+        persona=m["persona"],
+        role=m["role"],
+        author=m["author"],
+        content=m["content"],
+        source=m["source"],
+        status=m["status"],
+        reply_to=m["reply_to"],
+        request_id=m["request_id"],
+        token_count=m["token_count"],
+        token_counter=m["token_counter"],
+        options=m["options"] or {},
+        created_at=m["created_at"],
+    )
+
+
+class MessageRepo:
+    """SQL for channels and messages. Every query is bounded by a LIMIT and an index."""
+
+    def ensure_channel(self, conn: sa.Connection, name: str) -> None:
+        """Create the channel row if it does not exist yet."""
+        conn.execute(sqlite_insert(_C).values(name=name, created_at=utcnow()).on_conflict_do_nothing())
+
+    def channel_exists(self, conn: sa.Connection, name: str) -> bool:
+        """True when the channel has a row."""
+        return conn.execute(sa.select(_C.c.name).where(_C.c.name == name)).first() is not None
+
+    def add(
+        self,
+        conn: sa.Connection,
+        *,
+        channel: str,
+        role: str,
+        author: str,
+        content: str,
+        status: str,
+        persona: str | None = None,
+        source: str = "chat",
+        reply_to: int | None = None,
+        request_id: str | None = None,
+        token_count: int | None = None,
+        token_counter: str | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> Message:
+        """Insert one message (and its channel if new)."""
+        self.ensure_channel(conn, channel)
+        values = dict(
+            channel=channel,
+            persona=persona,
+            role=role,
+            author=author,
+            content=content,
+            source=source,
+            status=status,
+            reply_to=reply_to,
+            request_id=request_id,
+            token_count=token_count,
+            token_counter=token_counter,
+            options=dict(options) if options else None,
+            created_at=utcnow(),
+        )
+        mid = conn.execute(sa.insert(_M).values(**values)).inserted_primary_key[0]
+        return Message(id=mid, **{**values, "options": dict(options or {})})  # type: ignore[arg-type]
+
+    def get(self, conn: sa.Connection, message_id: int) -> Message | None:
+        """One message by id."""
+        row = conn.execute(sa.select(_M).where(_M.c.id == message_id)).first()
+        return None if row is None else _message(row)
+
+    def set_status(self, conn: sa.Connection, message_id: int, status: str) -> None:
+        """Change a message's status."""
+        conn.execute(sa.update(_M).where(_M.c.id == message_id).values(status=status))
+
+    def update_content(self, conn: sa.Connection, message_id: int, content: str, status: str) -> None:
+        """Replace a reply's text and status (a streamed reply is written as it completes)."""
+        conn.execute(
+            sa.update(_M)
+            .where(_M.c.id == message_id)
+            .values(content=content, status=status, token_count=None, token_counter=None)
+        )
+
+    def set_token_counts(self, conn: sa.Connection, counts: Mapping[int, int], counter: str) -> None:
+        """Keep computed token counts so assembling never counts a stored message twice."""
+        if counts:
+            conn.execute(
+                sa.update(_M).where(_M.c.id == sa.bindparam("mid")).values(token_count=sa.bindparam("n"), token_counter=counter),
+                [{"mid": mid, "n": n} for mid, n in counts.items()],
+            )
+
+    def recent(
+        self,
+        conn: sa.Connection,
+        channel: str,
+        limit: int,
+        before_id: int | None = None,
+        roles: Sequence[str] = ("user", "assistant"),
+    ) -> list[Message]:
+        """Up to ``limit`` messages of ``channel`` older than ``before_id``, newest first."""
+        query = sa.select(_M).where(_M.c.channel == channel, _M.c.role.in_(list(roles)))
+        if before_id is not None:
+            query = query.where(_M.c.id < before_id)
+        query = query.order_by(_M.c.id.desc()).limit(limit)
+        return [_message(r) for r in conn.execute(query)]
+
+    def count(self, conn: sa.Connection, channel: str, roles: Sequence[str] = ("user", "assistant")) -> int:
+        """How many messages ``channel`` holds."""
+        return int(
+            conn.execute(
+                sa.select(sa.func.count()).select_from(_M).where(_M.c.channel == channel, _M.c.role.in_(list(roles)))
+            ).scalar_one()
+        )
+
+    def after(self, conn: sa.Connection, channel: str, after_id: int, limit: int = 100) -> list[Message]:
+        """Messages of ``channel`` with id > ``after_id``, oldest first."""
+        query = (
+            sa.select(_M)
+            .where(_M.c.channel == channel, _M.c.id > after_id, _M.c.role.in_(["user", "assistant"]))
+            .order_by(_M.c.id)
+            .limit(limit)
+        )
+        return [_message(r) for r in conn.execute(query)]
+
+    def by_author(
+        self, conn: sa.Connection, channel: str, author: str, before_id: int, limit: int
+    ) -> list[Message]:
+        """Up to ``limit`` of ``author``'s user messages in ``channel`` before ``before_id``, newest first."""
+        query = (
+            sa.select(_M)
+            .where(_M.c.channel == channel, _M.c.author == author, _M.c.id < before_id, _M.c.role == "user")
+            .order_by(_M.c.id.desc())
+            .limit(limit)
+        )
+        return [_message(r) for r in conn.execute(query)]
+
+    def replies_to(self, conn: sa.Connection, message_ids: Sequence[int]) -> dict[int, Message]:
+        """The first assistant reply to each of ``message_ids``."""
+        if not message_ids:
+            return {}
+        query = (
+            sa.select(_M)
+            .where(_M.c.reply_to.in_(list(message_ids)), _M.c.role == "assistant")
+            .order_by(_M.c.id)
+        )
+        found: dict[int, Message] = {}
+        for row in conn.execute(query):
+            msg = _message(row)
+            assert msg.reply_to is not None
+            found.setdefault(msg.reply_to, msg)
+        return found
+
+    def with_status(self, conn: sa.Connection, status: str, limit: int = 10_000) -> list[Message]:
+        """Messages in ``status`` (e.g. accepted user messages still ``pending``), oldest first."""
+        query = sa.select(_M).where(_M.c.status == status).order_by(_M.c.id).limit(limit)
+        return [_message(r) for r in conn.execute(query)]

@@ -1,0 +1,144 @@
+"""Search latency and insert rate at scale.
+
+    python bench/search.py                       # 10k and 100k memories
+    python bench/search.py --sizes 10000,100000,1000000
+
+One persona, memories spread over 100 channels (plus a global scope). Prints,
+per size:
+
+* insert rate end-to-end (``MemoryService.add_many``: embed + rows + vectors +
+  words) measured on the first 2,000 memories, and the store-only rate for the
+  bulk (vectors precomputed: embedding a million texts would take half an hour
+  here and says nothing about the store);
+* p50/p95 of one scoped search (embed the query + lexical + vector + ranking,
+  through ``MemoryService.search``, the function recall and automatic
+  retrieval use), over distinct queries in random channels;
+* p50/p95 of one persona-wide search (every scope, as ``agentd memory search``
+  without ``--channel``).
+
+Texts come from a deterministic generator; the bulk's vectors are real
+embeddings of a pool of distinct texts, each perturbed slightly so no two
+memories share a vector.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agentd.config import MemoryConfig  # noqa: E402
+from agentd.embedders import normalize  # noqa: E402
+from agentd.embedders.local import LocalEmbedder  # noqa: E402
+from agentd.memory import MemoryService, NewMemory  # noqa: E402
+from agentd.scopes import GLOBAL, Reach, Scope  # noqa: E402
+from agentd.store import Store  # noqa: E402
+
+SUBJECTS = ["Alice", "Bob", "the team", "Carol", "the user", "Dmitri", "Priya", "the client", "Ming", "Lena"]
+VERBS = ["prefers", "is learning", "deployed", "wrote about", "asked about", "dislikes", "is planning", "fixed",
+         "reviewed", "recommended"]
+OBJECTS = ["Rust lifetimes", "the Postgres migration", "sourdough baking", "a trip to Lisbon", "Kubernetes autoscaling",
+           "jazz piano", "the quarterly report", "SQLite WAL mode", "marathon training", "the billing outage",
+           "Python type hints", "a birthday party", "the onboarding docs", "vegan recipes", "the mobile release",
+           "chess openings", "the GPU cluster", "a new espresso machine", "the design review", "Spanish lessons"]
+WHEN = ["on Monday", "last week", "yesterday", "in March", "after lunch", "before the offsite", "every morning",
+        "since 2021", "this quarter", "at the meetup"]
+PERSONA = "bench"
+
+
+def text_for(i: int) -> str:
+    r = random.Random(i)
+    return f"{r.choice(SUBJECTS)} {r.choice(VERBS)} {r.choice(OBJECTS)} {r.choice(WHEN)} (note {i})"
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[int(0.95 * (len(ordered) - 1))]
+
+
+def scope_for(i: int, channels: int) -> Scope:
+    return GLOBAL if i % 50 == 0 else Scope.channel(f"ch{i % channels}")
+
+
+def load(store: Store, service: MemoryService, embedder: LocalEmbedder, size: int, channels: int, start: int) -> tuple[float, float]:
+    """Fill the store up to ``size``; return (end-to-end rate, store-only rate) in memories/s."""
+    e2e_rate = float("nan")
+    n = start
+    if n == 0:
+        sample = min(2000, size)
+        items = [NewMemory(PERSONA, scope_for(i, channels), "fact", text_for(i)) for i in range(sample)]
+        t = time.perf_counter()
+        for k in range(0, sample, 256):
+            service.add_many(items[k : k + 256])
+        e2e_rate = sample / (time.perf_counter() - t)
+        n = sample
+    pool_size = 20_000
+    pool = embedder.embed([text_for(10_000_000 + i) for i in range(min(pool_size, max(size - n, 1)))])
+    rng = np.random.default_rng(0)
+    t = time.perf_counter()
+    inserted = 0
+    batch = 5000
+    while n < size:
+        count = min(batch, size - n)
+        items = [NewMemory(PERSONA, scope_for(i, channels), "fact", text_for(i)) for i in range(n, n + count)]
+        base = pool[rng.integers(0, len(pool), count)]
+        vecs = normalize(base + rng.normal(0, 0.02, base.shape).astype(np.float32))
+        with store.write() as conn:
+            store.memories.add(conn, items, vecs)
+        n += count
+        inserted += count
+        if inserted % 100_000 == 0:
+            print(f"  … {n:,} memories", flush=True)
+    bulk_rate = inserted / (time.perf_counter() - t) if inserted else float("nan")
+    return e2e_rate, bulk_rate
+
+
+def measure(service: MemoryService, channels: int, queries: int, everywhere: bool) -> tuple[float, float]:
+    r = random.Random(42)
+    samples = []
+    for q in range(queries):
+        query = f"what does {r.choice(SUBJECTS)} think about {r.choice(OBJECTS)} {q}"
+        reach = Reach(PERSONA, everywhere=True) if everywhere else Reach(PERSONA, channel=f"ch{r.randrange(channels)}")
+        t = time.perf_counter()
+        service.search(query, reach, limit=5, min_relevance=0.0)
+        samples.append((time.perf_counter() - t) * 1000)
+    return percentiles(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,100000", help="comma-separated store sizes (ascending)")
+    parser.add_argument("--channels", type=int, default=100)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--wide-queries", type=int, default=30, help="persona-wide queries per size")
+    parser.add_argument("--dir", help="where to keep the database (default: a temp dir)")
+    args = parser.parse_args()
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+
+    workdir = Path(args.dir or tempfile.mkdtemp(prefix="agentd-bench-"))
+    embedder = LocalEmbedder()
+    store = Store.open(f"sqlite:///{workdir / 'bench.db'}", dimension=embedder.dimension)
+    service = MemoryService(store, embedder, MemoryConfig(), personas=[PERSONA])
+    print(f"database: {workdir / 'bench.db'}; {args.channels} channels; embedder {embedder.model_id}")
+    print(f"{'memories':>10} {'e2e ins/s':>10} {'bulk ins/s':>11} {'scoped p50':>11} {'scoped p95':>11} {'wide p50':>9} {'wide p95':>9}")
+    have = 0
+    for size in sizes:
+        e2e, bulk = load(store, service, embedder, size, args.channels, have)
+        have = size
+        measure(service, args.channels, 10, everywhere=False)  # warm the page cache
+        p50, p95 = measure(service, args.channels, args.queries, everywhere=False)
+        w50, w95 = measure(service, args.channels, args.wide_queries, everywhere=True)
+        print(f"{size:>10,} {e2e:>10.0f} {bulk:>11.0f} {p50:>9.2f}ms {p95:>9.2f}ms {w50:>7.1f}ms {w95:>7.1f}ms", flush=True)
+    store.close()
+
+
+if __name__ == "__main__":
+    main()

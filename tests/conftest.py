@@ -1,0 +1,91 @@
+"""Shared fixtures: real SQLite files in tmp dirs, the real local embedder, a fake OpenAI server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentd.app import App
+from agentd.config import Config, load_config
+from agentd.embedders.local import LocalEmbedder
+from tests.fakeopenai import FakeOpenAI
+
+REPO = Path(__file__).resolve().parent.parent
+
+BUDDY = """
+name = "buddy"
+model = "offline"
+max_tokens = 512
+channels = ["general", "dm-*"]
+skills = ["remember", "recall", "delegate"]
+system_prompt = "You are buddy. You remember things."
+"""
+
+SCHOLAR = """
+name = "scholar"
+model = "offline"
+max_tokens = 512
+channels = ["research"]
+skills = ["recall", "remember"]
+system_prompt = "You are scholar. Answer briefly."
+"""
+
+
+def write_home(root: Path, config: str = "", personas: dict[str, str] | None = None) -> Path:
+    """Write an agentd.toml and persona files under ``root``; return the config path."""
+    (root / "personas").mkdir(parents=True, exist_ok=True)
+    for name, text in (personas or {"buddy": BUDDY, "scholar": SCHOLAR}).items():
+        (root / "personas" / f"{name}.toml").write_text(textwrap.dedent(text))
+    path = root / "agentd.toml"
+    base = '[database]\nurl = "sqlite:///agentd.db"\n[logging]\nlevel = "warning"\n'
+    path.write_text(base + textwrap.dedent(config))
+    return path
+
+
+@pytest.fixture(scope="session")
+def embedder() -> LocalEmbedder:
+    """The real local embedder, loaded once per test session."""
+    return LocalEmbedder()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """A config dir with the two test personas; returns the agentd.toml path."""
+    return write_home(tmp_path)
+
+
+@pytest.fixture
+def config(home: Path) -> Config:
+    return load_config(home, environ={})
+
+
+@pytest.fixture
+def app(config: Config, embedder: LocalEmbedder) -> Iterator[App]:
+    """An App over a fresh SQLite file, with the shared real embedder."""
+    a = App(config, embedder=embedder)
+    yield a
+    a.close()
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    server = FakeOpenAI().start()
+    yield server
+    server.stop()
+
+
+def agentd_cli(*args: str, config: Path | None = None, env: dict[str, str] | None = None,
+               input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the installed ``agentd`` entry point."""
+    exe = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
+    full_env.update(env or {})
+    cmd = [exe, *(["--config", str(config)] if config else []), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=full_env, input=input, timeout=timeout)
