@@ -6,6 +6,7 @@ from functools import cached_property
 from typing import Any
 
 from agentd.config import Config
+from agentd.context.builder import ContextBuilder
 from agentd.context.windows import WindowMap
 from agentd.embedders import Embedder, build_embedder
 from agentd.memory import MemoryService
@@ -56,6 +57,13 @@ class App:
         from agentd.llm.models import max_input_tokens
 
         return WindowMap(self.config.models, max_input_tokens)
+
+    @cached_property
+    def builder(self) -> ContextBuilder:
+        """Assembles personas' prompts from the store."""
+        from agentd.llm.tokens import counter_for
+
+        return ContextBuilder(self.store, self.config, self.windows, counter_for)
 
     def close(self) -> None:
         """Release the database."""

@@ -148,6 +148,15 @@ class PersonasConfig(_Section):
     dir: str = "personas"
 
 
+class ChannelConfig(_Section):
+    """``[channels.NAME]``: personas bound to a channel, and its project directory."""
+
+    #: Personas that answer messages posted to this channel without naming one.
+    personas: list[str] = Field(default_factory=list)
+    #: Its ``AGENTS.md`` is the project context (overrides the persona's project_dir).
+    project_dir: str | None = None
+
+
 class _Root(_Section):
     daemon: DaemonConfig = DaemonConfig()
     database: DatabaseConfig = DatabaseConfig()
@@ -158,6 +167,7 @@ class _Root(_Section):
     runtime: RuntimeConfig = RuntimeConfig()
     logging: LoggingConfig = LoggingConfig()
     personas: PersonasConfig = PersonasConfig()
+    channels: dict[str, ChannelConfig] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -175,6 +185,14 @@ class Config:
     runtime: RuntimeConfig
     logging: LoggingConfig
     personas_dir: Path
+    channels: dict[str, ChannelConfig]
+
+    def channel_project_dir(self, channel: str) -> Path | None:
+        """The project directory configured for ``channel``, resolved against the config file."""
+        entry = self.channels.get(channel)
+        if entry is None or not entry.project_dir:
+            return None
+        return (self.base_dir / entry.project_dir).resolve()
 
     @property
     def database_url(self) -> str:
@@ -295,4 +313,5 @@ def load_config(
         runtime=root.runtime,
         logging=root.logging,
         personas_dir=(base_dir / root.personas.dir).resolve(),
+        channels=dict(root.channels),
     )

@@ -11,8 +11,9 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
+# Piped output gets a width that fits the tables instead of rich's 80 columns.
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 120)
 
 
 def print_json(value: Any) -> None:

@@ -21,6 +21,7 @@ def litellm_module() -> ModuleType:
         if _module is None:
             # Must be set before the import: litellm fetches its model map at import otherwise.
             os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
             import logging
 
             import litellm
@@ -31,5 +32,8 @@ def litellm_module() -> ModuleType:
             litellm.suppress_debug_info = True
             litellm.telemetry = False
             litellm.drop_params = True
+            # litellm would fetch Llama/Cohere tokenizers from the Hugging Face hub at
+            # run time; agentd never downloads, so every model counts with tiktoken.
+            litellm.disable_hf_tokenizer_download = True
             _module = litellm
         return _module

@@ -14,6 +14,8 @@ from agentd.store.schema import ChannelRow, MessageRow, utcnow
 
 _M = MessageRow.__table__
 _C = ChannelRow.__table__
+#: Roles that make up a channel's conversation (what history is built from).
+CONVERSATION_ROLES = ("user", "assistant")
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,8 @@ class MessageRepo:
             created_at=utcnow(),
         )
         mid = conn.execute(sa.insert(_M).values(**values)).inserted_primary_key[0]
+        if role in CONVERSATION_ROLES:
+            conn.execute(sa.update(_C).where(_C.c.name == channel).values(message_count=_C.c.message_count + 1))
         return Message(id=mid, **{**values, "options": dict(options or {})})  # type: ignore[arg-type]
 
     def get(self, conn: sa.Connection, message_id: int) -> Message | None:
@@ -159,13 +163,32 @@ class MessageRepo:
         query = query.order_by(_M.c.id.desc()).limit(limit)
         return [_message(r) for r in conn.execute(query)]
 
-    def count(self, conn: sa.Connection, channel: str, roles: Sequence[str] = ("user", "assistant")) -> int:
-        """How many messages ``channel`` holds."""
-        return int(
-            conn.execute(
-                sa.select(sa.func.count()).select_from(_M).where(_M.c.channel == channel, _M.c.role.in_(list(roles)))
+    def count(self, conn: sa.Connection, channel: str, before_id: int | None = None) -> int:
+        """How many user and assistant messages ``channel`` holds (older than ``before_id`` when given).
+
+        O(1) from the channel's counter, minus the few messages at or after ``before_id``.
+        """
+        total = conn.execute(sa.select(_C.c.message_count).where(_C.c.name == channel)).scalar_one_or_none() or 0
+        if before_id is not None:
+            newer = conn.execute(
+                sa.select(sa.func.count())
+                .select_from(_M)
+                .where(_M.c.channel == channel, _M.c.id >= before_id, _M.c.role.in_(CONVERSATION_ROLES))
             ).scalar_one()
-        )
+            total -= int(newer)
+        return int(total)
+
+    def history_page(
+        self, conn: sa.Connection, channel: str, before_id: int | None, limit: int
+    ) -> list[tuple[int, str, str, int | None, str | None]]:
+        """``(id, role, content, token_count, token_counter)`` of up to ``limit`` conversation
+        messages before ``before_id``, newest first (the assembler's hot path: plain tuples)."""
+        rows = conn.exec_driver_sql(
+            "SELECT id, role, content, token_count, token_counter FROM messages "
+            "WHERE channel = ? AND role IN ('user', 'assistant') AND id < ? ORDER BY id DESC LIMIT ?",
+            (channel, before_id if before_id is not None else 2**62, limit),
+        ).fetchall()
+        return [tuple(r) for r in rows]  # type: ignore[misc]
 
     def after(self, conn: sa.Connection, channel: str, after_id: int, limit: int = 100) -> list[Message]:
         """Messages of ``channel`` with id > ``after_id``, oldest first."""

@@ -48,6 +48,8 @@ class ChannelRow(Base):
 
     name: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    #: User and assistant messages in the channel, kept by MessageRepo.add (O(1) counts).
+    message_count: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
 
 
 class MessageRow(Base):

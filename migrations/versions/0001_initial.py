@@ -22,6 +22,7 @@ def upgrade() -> None:
         "channels",
         sa.Column("name", sa.String(128), primary_key=True),
         sa.Column("created_at", UTCDateTime(), nullable=False),
+        sa.Column("message_count", sa.Integer, nullable=False, server_default="0"),
     )
     op.create_table(
         "messages",

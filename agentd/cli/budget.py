@@ -1,0 +1,90 @@
+"""``agentd budget``: where the tokens of a persona's next prompt would go."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from agentd._exceptions import AgentdError
+from agentd.app import App
+from agentd.cli.main import pass_app
+from agentd.cli.output import out, print_json
+from agentd.memory.search import MemoryHit
+from agentd.scopes import Reach, check_identifier
+
+BAR_WIDTH = 30
+
+
+def _bar(tokens: int, window: int) -> str:
+    cells = round(BAR_WIDTH * tokens / window) if window else 0
+    return "█" * cells + "·" * (BAR_WIDTH - cells)
+
+
+def recall_for(app: App, persona: str, channel: str, user: str | None, query: str | None) -> list[MemoryHit]:
+    """The memories automatic retrieval would inject for ``query`` (none when it is off or fails)."""
+    if not query or not app.config.memory.auto_retrieve or app.embedder is None:
+        return []
+    try:
+        return app.memory.search(query, Reach(persona, channel, user), limit=app.config.memory.top_k)
+    except AgentdError:
+        return []
+
+
+@click.command()
+@click.argument("persona")
+@click.option("--channel", "-c", required=True, help="Channel whose prompt to assemble.")
+@click.option("--user", "-u", help="Sender whose user-scoped memories count.")
+@click.option("--message", "-m", help="The next message (default: none; memories are recalled for the channel's last user message).")
+@click.option("--json", "as_json", is_flag=True, help="Print the ContextBudget as JSON.")
+@pass_app
+def budget(app: App, persona: str, channel: str, user: str | None, message: str | None, as_json: bool) -> None:
+    """Show what PERSONA's prompt in a channel would be made of right now.
+
+    Each section's tokens and share of the model's context window, how many
+    history messages fit of those available, which memories would be
+    injected with their scores, and whether the context is exhausted.
+    """
+    check_identifier("--channel", channel)
+    if user is not None:
+        check_identifier("--user", user)
+    p = app.personas[persona]
+    query = message
+    if query is None:
+        with app.store.read() as conn:
+            last = app.store.messages.recent(conn, channel, 1, roles=("user",))
+        query = last[0].content if last else None
+    hits = recall_for(app, p.name, channel, user, query)
+    from agentd.skills import build_registry
+
+    tools = build_registry(p, app.memory if app.embedder is not None else None, app.personas).tool_definitions()
+    ctx = app.builder.build(p, channel, message, memories=hits, tools=tools)
+    b = ctx.budget
+    if as_json:
+        print_json(b.as_json())
+        return
+    out.print(
+        f"[bold]{p.name}[/] in [bold]#{channel}[/]: model {b.model}, window {b.window:,} tokens "
+        f"({b.window_source}), tokenizer {b.tokenizer}"
+    )
+    table = Table("section", "tokens", "share", "", "detail")
+    rows = [
+        ("system prompt", b.system_tokens, "never dropped"),
+        ("project (AGENTS.md)", b.project_tokens, "truncated" if b.project_truncated else ("" if b.project_tokens else "none")),
+        ("memories", b.memory_tokens, f"{b.memories_included} included, {b.memories_dropped} dropped"),
+        ("user history", b.user_history_tokens, f"{b.snippets_dropped} snippets dropped" if b.snippets_dropped else ""),
+        ("history", b.history_tokens, f"{b.history_messages} of {b.history_available} messages"),
+        ("current message", b.current_tokens, "" if message is not None else "none given"),
+        ("tool definitions", b.tools_tokens, ""),
+        ("output reserve", b.output_reserve, "persona max_tokens"),
+        ("free", b.free_tokens, ""),
+    ]
+    for name, tokens, detail in rows:
+        table.add_row(name, f"{tokens:,}", f"{100 * tokens / b.window:5.1f}%", _bar(tokens, b.window), detail)
+    table.add_section()
+    table.add_row("total", f"{b.total_tokens + b.output_reserve:,}", f"{100 * (b.total_tokens + b.output_reserve) / b.window:5.1f}%", _bar(b.total_tokens + b.output_reserve, b.window), f"of {b.window:,}")
+    out.print(table)
+    if ctx.memories:
+        out.print("memories injected:")
+        for hit in ctx.memories:
+            out.print(f"  {hit.score:.2f}  {hit.memory.text}  ({hit.memory.category}, {hit.memory.scope}, id {hit.memory.id})")
+    out.print(f"exhausted: {'yes' if b.exhausted else 'no'}")

@@ -1,0 +1,257 @@
+"""The context assembler (seed 001): a deterministic prompt, by priority, under the window.
+
+Priority, highest first:
+
+1. the system prompt — never dropped;
+2. the current message — always included, or :class:`ContextOverflow`;
+3. project context (``AGENTS.md``) — truncated with a visible marker if it must be;
+4. recalled memories — whole memories, best first, until one does not fit;
+5. recalled user exchanges (seed 004) — whole snippets, newest first;
+6. recent channel history — whole messages, newest first, until one does not
+   fit; sent in chronological order.
+
+The budget is the model's window minus the output reserve, minus the tool
+definitions. Counts come from the model's tokenizer (:mod:`agentd.context.tokens`)
+with message framing included, so the sum is never below what litellm counts
+for the assembled request. The assembler is pure: same inputs, same output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentd._exceptions import ContextOverflow
+from agentd.context.budget import ContextBudget
+from agentd.context.render import MEMORIES_HEADING, PROJECT_HEADING, memory_line, truncation_marker
+from agentd.context.tokens import JOIN, PER_MESSAGE, REPLY_PRIMING, TokenCounter, tools_tokens
+from agentd.context.windows import Window
+from agentd.memory.search import MemoryHit
+
+#: The user_history message's first line.
+USER_HISTORY_HEADING = "## Earlier exchanges with this user (recalled, oldest context first)"
+#: A project section smaller than this is not worth sending truncated.
+MIN_PROJECT_TOKENS = 32
+
+
+@dataclass(frozen=True)
+class HistoryItem:
+    """One earlier message of the channel, with its (cached) token count."""
+
+    message_id: int
+    role: str
+    content: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Project:
+    """A project's ``AGENTS.md``."""
+
+    path: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ContextRequest:
+    """Everything one assembly may use; lists are in priority order."""
+
+    model: str
+    system_prompt: str
+    current: str | None
+    output_reserve: int
+    project: Project | None = None
+    memories: Sequence[MemoryHit] = ()
+    #: Rendered seed-004 snippets, newest first.
+    user_history: Sequence[str] = ()
+    #: Recent channel messages, newest first.
+    history: Sequence[HistoryItem] = ()
+    history_available: int = 0
+    tools: Sequence[dict[str, Any]] = ()
+
+
+@dataclass(frozen=True)
+class PromptMessage:
+    """One message of the assembled prompt; ``source`` tags where it came from."""
+
+    role: str
+    content: str
+    source: str
+    message_id: int | None = None
+
+    def for_llm(self) -> dict[str, str]:
+        """The OpenAI-format message."""
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class AssembledContext:
+    """The prompt, its accounting, and exactly which memories and messages made it in."""
+
+    messages: tuple[PromptMessage, ...]
+    budget: ContextBudget
+    memories: tuple[MemoryHit, ...] = ()
+    user_history: tuple[str, ...] = ()
+    history_ids: tuple[int, ...] = field(default=())
+
+    def for_llm(self) -> list[dict[str, str]]:
+        """The messages in the OpenAI format litellm takes."""
+        return [m.for_llm() for m in self.messages]
+
+
+class ContextAssembler:
+    """Builds prompts under a window with one tokenizer."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self._counter = counter
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The tokenizer the assembler counts with."""
+        return self._counter
+
+    def assemble(self, request: ContextRequest, window: Window) -> AssembledContext:
+        """Assemble ``request`` under ``window``; raises :class:`ContextOverflow` if even
+        the system prompt and the current message cannot fit."""
+        count = self._counter.count
+        budget = window.tokens - request.output_reserve
+        tools = tools_tokens(self._counter, request.tools)
+        system = count(request.system_prompt) + PER_MESSAGE
+        current = count(request.current) + PER_MESSAGE if request.current is not None else 0
+        fixed = REPLY_PRIMING + tools + system + current
+        if fixed > budget:
+            raise ContextOverflow(
+                f"model {request.model!r} has a {window.tokens:,}-token context window ({window.source}); "
+                f"after the {request.output_reserve:,}-token output reserve and {tools:,} tokens of tool "
+                f"definitions, the system prompt ({system:,} tokens) and the current message "
+                f"({current:,} tokens) do not fit in the {budget - tools - REPLY_PRIMING:,} tokens left"
+            )
+        left = budget - fixed
+        sections = [request.system_prompt]
+
+        # Project context: whole, or truncated with a marker.
+        project_tokens, project_truncated = 0, False
+        if request.project is not None and request.project.text.strip():
+            block, project_tokens, project_truncated = self._project(request.project, left)
+            if block:
+                sections.append(block)
+                left -= project_tokens
+
+        # Memories: whole ones, best first, stop at the first that does not fit.
+        memory_tokens, kept_memories = 0, []
+        if request.memories:
+            cost = JOIN + count(MEMORIES_HEADING)
+            lines = []
+            for hit in request.memories:
+                line = memory_line(hit.memory.text, hit.memory.category, hit.relevance)
+                line_cost = count(line) + JOIN
+                if cost + line_cost > left:
+                    break
+                cost += line_cost
+                lines.append(line)
+                kept_memories.append(hit)
+            if lines:
+                sections.append("\n".join([MEMORIES_HEADING, *lines]))
+                memory_tokens = cost
+                left -= cost
+        memories_dropped = len(request.memories) - len(kept_memories)
+
+        # Recalled exchanges with this user (seed 004): one system message of whole snippets.
+        history_summary_tokens, kept_snippets = 0, []
+        if request.user_history:
+            cost = PER_MESSAGE + count(USER_HISTORY_HEADING)
+            for snippet in request.user_history:
+                snippet_cost = count(snippet) + JOIN
+                if cost + snippet_cost > left:
+                    break
+                cost += snippet_cost
+                kept_snippets.append(snippet)
+            if kept_snippets:
+                history_summary_tokens = cost
+                left -= cost
+        snippets_dropped = len(request.user_history) - len(kept_snippets)
+
+        # Recent history: newest first, whole messages, contiguous.
+        history_tokens, kept_history = 0, []
+        for item in request.history:
+            cost = item.tokens + PER_MESSAGE
+            if cost > left:
+                break
+            left -= cost
+            history_tokens += cost
+            kept_history.append(item)
+        messages_dropped = max(request.history_available, len(request.history)) - len(kept_history)
+
+        system_message = PromptMessage("system", "\n\n".join(sections), "system")
+        messages = [system_message]
+        if kept_snippets:
+            # Oldest snippet first, so the recalled exchanges read in order.
+            body = "\n".join([USER_HISTORY_HEADING, *reversed(kept_snippets)])
+            messages.append(PromptMessage("system", body, "user_history"))
+        messages.extend(
+            PromptMessage(item.role, item.content, "history", item.message_id) for item in reversed(kept_history)
+        )
+        if request.current is not None:
+            messages.append(PromptMessage("user", request.current, "current"))
+
+        total = budget - left
+        accounting = ContextBudget(
+            model=request.model,
+            tokenizer=self._counter.name,
+            window=window.tokens,
+            window_source=window.source,
+            output_reserve=request.output_reserve,
+            total_tokens=total,
+            system_tokens=system + REPLY_PRIMING,
+            project_tokens=project_tokens,
+            memory_tokens=memory_tokens,
+            user_history_tokens=history_summary_tokens,
+            history_tokens=history_tokens,
+            current_tokens=current,
+            tools_tokens=tools,
+            history_messages=len(kept_history),
+            history_available=max(request.history_available, len(request.history)),
+            memories_included=len(kept_memories),
+            memories_dropped=memories_dropped,
+            messages_dropped=messages_dropped,
+            snippets_dropped=snippets_dropped,
+            project_truncated=project_truncated,
+            exhausted=bool(project_truncated or memories_dropped or snippets_dropped or messages_dropped),
+        )
+        return AssembledContext(
+            messages=tuple(messages),
+            budget=accounting,
+            memories=tuple(kept_memories),
+            user_history=tuple(kept_snippets),
+            history_ids=tuple(item.message_id for item in reversed(kept_history)),
+        )
+
+    def _project(self, project: Project, left: int) -> tuple[str, int, bool]:
+        """The project block within ``left`` tokens: (text, tokens, truncated)."""
+        count = self._counter.count
+        full = f"{PROJECT_HEADING}\n{project.text.strip()}"
+        cost = count(full) + JOIN
+        if cost <= left:
+            return full, cost, False
+        if left < MIN_PROJECT_TOKENS:
+            return "", 0, True
+        body = project.text.strip()
+        total = count(body)
+        # Longest prefix (by characters, found by bisection) whose block still fits.
+        lo, hi, best = 0, len(body), ""
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            prefix = body[:mid]
+            cut = prefix.rfind("\n")
+            if cut > mid // 2:  # prefer ending at a line break when one is near
+                prefix = prefix[:cut]
+            marker = truncation_marker(count(prefix), total)
+            block = f"{PROJECT_HEADING}\n{prefix}\n{marker}"
+            if count(block) + JOIN <= left:
+                best, lo = block, mid + 1
+            else:
+                hi = mid - 1
+        if not best:
+            return "", 0, True
+        return best, count(best) + JOIN, True

@@ -1,0 +1,124 @@
+"""Gathers what a persona's prompt is made of, from the store, and assembles it.
+
+Used by the actors before every reply and by ``agentd budget``. Recent history is
+read newest first, page by page, and only as far back as the window could hold,
+so a channel of 100,000 messages costs the same as one of 1,000. Token counts of
+stored messages are computed once (by the tokenizer they are keyed on) and kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agentd.config import Config
+from agentd.context.assembler import AssembledContext, ContextAssembler, ContextRequest, HistoryItem
+from agentd.context.project import ProjectFiles
+from agentd.context.tokens import PER_MESSAGE, TokenCounter
+from agentd.context.windows import Window, WindowMap
+from agentd.memory.search import MemoryHit
+from agentd.personas import Persona
+from agentd.store import Store
+
+PAGE = 200
+#: Never inspect more history than this, whatever the window.
+MAX_HISTORY_MESSAGES = 20_000
+
+
+class ContextBuilder:
+    """Loads history, project files and windows; runs the assembler."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        windows: WindowMap,
+        counter_for: Callable[[str], TokenCounter],
+        projects: ProjectFiles | None = None,
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._windows = windows
+        self._counter_for = counter_for
+        self._projects = projects or ProjectFiles()
+
+    def window(self, persona: Persona) -> Window:
+        """The persona's context window."""
+        return self._windows.window_for(persona.model, persona.context_window)
+
+    def counter(self, persona: Persona) -> TokenCounter:
+        """The persona's tokenizer."""
+        return self._counter_for(persona.model)
+
+    def count_message(self, persona: Persona, text: str) -> tuple[int, str]:
+        """(tokens, tokenizer name) of ``text`` for ``persona``, to store with a new message."""
+        counter = self.counter(persona)
+        return counter.count(text), counter.name
+
+    def build(
+        self,
+        persona: Persona,
+        channel: str,
+        current: str | None,
+        *,
+        before_id: int | None = None,
+        memories: Sequence[MemoryHit] = (),
+        user_history: Sequence[str] = (),
+        tools: Sequence[dict[str, Any]] = (),
+        system_prompt: str | None = None,
+    ) -> AssembledContext:
+        """Assemble ``persona``'s prompt in ``channel`` for ``current``.
+
+        ``before_id``: history is read from messages older than this id (the
+        current message's own id, so it is not sent twice).
+        """
+        window = self.window(persona)
+        counter = self.counter(persona)
+        history, available = self.history(channel, before_id, counter, window.tokens - persona.max_tokens)
+        project_dir = self._config.channel_project_dir(channel) or persona.project_dir
+        request = ContextRequest(
+            model=persona.model,
+            system_prompt=(system_prompt or persona.system_prompt).strip(),
+            current=current,
+            output_reserve=persona.max_tokens,
+            project=self._projects.load(project_dir),
+            memories=tuple(memories),
+            user_history=tuple(user_history),
+            history=history,
+            history_available=available,
+            tools=tuple(tools),
+        )
+        return ContextAssembler(counter).assemble(request, window)
+
+    def history(
+        self, channel: str, before_id: int | None, counter: TokenCounter, max_tokens: int
+    ) -> tuple[list[HistoryItem], int]:
+        """Recent messages newest first, up to ``max_tokens`` worth; and how many the channel has."""
+        items: list[HistoryItem] = []
+        spent = 0
+        cursor = before_id
+        with self._store.read() as conn:
+            available = self._store.messages.count(conn, channel, before_id=before_id)
+        while spent <= max_tokens and len(items) < MAX_HISTORY_MESSAGES:
+            with self._store.read() as conn:
+                page = self._store.messages.history_page(conn, channel, cursor, PAGE)
+            if not page:
+                break
+            fresh: dict[int, int] = {}
+            for mid, role, content, cached, cached_by in page:
+                if cached is not None and cached_by == counter.name:
+                    tokens = cached
+                else:
+                    tokens = counter.count(content)
+                    fresh[mid] = tokens
+                items.append(HistoryItem(mid, role, content, tokens))
+                spent += tokens + PER_MESSAGE
+                if spent > max_tokens:
+                    break
+            if fresh:
+                with self._store.write() as conn:
+                    self._store.messages.set_token_counts(conn, fresh, counter.name)
+            cursor = page[-1][0]
+            if len(page) < PAGE:
+                break
+        return items, available

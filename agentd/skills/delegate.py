@@ -1,0 +1,55 @@
+"""``delegate(persona, task)``: run another persona as a subagent (seed 003)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from agentd._exceptions import SkillExecutionFailed, SkillInvalidInput
+from agentd.skills.registry import SkillContext, function_tool
+
+
+class DelegateRunner(Protocol):
+    """Runs a persona on a task in a child channel and returns its answer."""
+
+    def run_subagent(self, persona: str, task: str, ctx: SkillContext) -> dict[str, Any]:
+        """The subagent's answer (``{"persona", "channel", "answer", ...}``)."""
+        ...
+
+
+class DelegateSkill:
+    """Hands a task to another persona and returns its answer as the tool result."""
+
+    name = "delegate"
+
+    def __init__(self, personas: Sequence[str], runner: DelegateRunner | None) -> None:
+        self._personas = sorted(personas)
+        self._runner = runner
+
+    def definition(self) -> dict[str, Any]:
+        """The tool definition, listing the personas that can take a task."""
+        return function_tool(
+            self.name,
+            "Ask another persona to do a task and return its answer. It sees only the task you give it "
+            "and its own memories.",
+            {
+                "persona": {"type": "string", "enum": self._personas, "description": "Who does the task."},
+                "task": {"type": "string", "description": "The task, self-contained."},
+            },
+            ["persona", "task"],
+        )
+
+    def run(self, arguments: dict[str, Any], ctx: SkillContext) -> dict[str, Any]:
+        """Validate, refuse cycles, and run the subagent."""
+        persona = arguments.get("persona")
+        task = arguments.get("task")
+        if not isinstance(persona, str) or persona not in self._personas:
+            raise SkillInvalidInput(f"persona must be one of: {', '.join(self._personas)}")
+        if not isinstance(task, str) or not task.strip():
+            raise SkillInvalidInput("task must be a non-empty string")
+        chain = ctx.chain or (ctx.persona,)
+        if persona in chain:
+            raise SkillInvalidInput(f"delegating to {persona} would loop: {' -> '.join((*chain, persona))}")
+        if self._runner is None:
+            raise SkillExecutionFailed("delegation is not available outside the runtime")
+        return self._runner.run_subagent(persona, task.strip(), ctx)

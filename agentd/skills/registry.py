@@ -1,0 +1,85 @@
+"""Skills: tools the model may call, with OpenAI-format definitions (seed 002)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from agentd._exceptions import AgentdError, SkillExecutionFailed, SkillInvalidInput
+
+
+@dataclass(frozen=True)
+class SkillContext:
+    """Who is calling a skill, and from where."""
+
+    persona: str
+    channel: str
+    user: str | None = None
+    message_id: int | None = None
+    #: Personas on the delegation path so far (for depth and cycle checks).
+    chain: tuple[str, ...] = ()
+
+
+class Skill(Protocol):
+    """One tool."""
+
+    name: str
+
+    def definition(self) -> dict[str, Any]:
+        """The OpenAI ``tools`` entry."""
+        ...
+
+    def run(self, arguments: dict[str, Any], ctx: SkillContext) -> dict[str, Any]:
+        """Do the work; raise :class:`SkillInvalidInput` or :class:`SkillExecutionFailed`."""
+        ...
+
+
+def function_tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """An OpenAI function-tool definition."""
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required, "additionalProperties": False},
+        },
+    }
+
+
+class SkillRegistry:
+    """The skills one persona may use, by name."""
+
+    def __init__(self, skills: Iterable[Skill] = ()) -> None:
+        self._skills = {s.name: s for s in skills}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._skills
+
+    def names(self) -> list[str]:
+        """Registered skill names, sorted."""
+        return sorted(self._skills)
+
+    def tool_definitions(self) -> list[dict[str, Any]]:
+        """Every skill's definition, in name order (stable, so prompts are deterministic)."""
+        return [self._skills[n].definition() for n in self.names()]
+
+    def execute(self, name: str, arguments: str | dict[str, Any], ctx: SkillContext) -> dict[str, Any]:
+        """Run one tool call; every failure is a :class:`~agentd.SkillError`."""
+        skill = self._skills.get(name)
+        if skill is None:
+            raise SkillInvalidInput(f"unknown tool {name!r}; available: {', '.join(self.names()) or 'none'}")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments or "{}")
+            except json.JSONDecodeError as exc:
+                raise SkillInvalidInput(f"arguments of {name} are not valid JSON: {exc.msg}") from None
+        if not isinstance(arguments, dict):
+            raise SkillInvalidInput(f"arguments of {name} must be a JSON object")
+        try:
+            return skill.run(arguments, ctx)
+        except (SkillInvalidInput, SkillExecutionFailed):
+            raise
+        except AgentdError as exc:
+            raise SkillExecutionFailed(f"{name} failed: {exc}") from exc
