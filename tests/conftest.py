@@ -19,6 +19,14 @@ from tests.fakeopenai import FakeOpenAI
 
 REPO = Path(__file__).resolve().parent.parent
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Log as the daemon does, at warning level, so test output stays readable."""
+    from agentd.config import LoggingConfig
+    from agentd.log import configure
+
+    configure(LoggingConfig(level="warning"))
+
 BUDDY = """
 name = "buddy"
 model = "offline"

@@ -119,8 +119,11 @@ class FakeOpenAI:
         handler.send_response(status)
         handler.send_header("Content-Type", "application/json")
         handler.send_header("Content-Length", str(len(data)))
+        # One request per connection, so stop() really takes the server away.
+        handler.send_header("Connection", "close")
         handler.end_headers()
         handler.wfile.write(data)
+        handler.close_connection = True
 
     def _embeddings(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
         if self.embedding_delay:

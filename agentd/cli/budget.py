@@ -7,6 +7,7 @@ from rich.table import Table
 
 from agentd._exceptions import AgentdError
 from agentd.app import App
+from agentd.context.budget import ContextBudget
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
 from agentd.memory.search import MemoryHit
@@ -28,6 +29,28 @@ def recall_for(app: App, persona: str, channel: str, user: str | None, query: st
         return app.memory.search(query, Reach(persona, channel, user), limit=app.config.memory.top_k)
     except AgentdError:
         return []
+
+
+def budget_table(b: ContextBudget, has_message: bool = True) -> Table:
+    """The ContextBudget as a table: tokens and share of the window per section, with a bar."""
+    table = Table("section", "tokens", "share", "", "detail")
+    rows = [
+        ("system prompt", b.system_tokens, "never dropped"),
+        ("project (AGENTS.md)", b.project_tokens, "truncated" if b.project_truncated else ("" if b.project_tokens else "none")),
+        ("memories", b.memory_tokens, f"{b.memories_included} included, {b.memories_dropped} dropped"),
+        ("user history", b.user_history_tokens, f"{b.snippets_dropped} snippets dropped" if b.snippets_dropped else ""),
+        ("history", b.history_tokens, f"{b.history_messages} of {b.history_available} messages"),
+        ("current message", b.current_tokens, "" if has_message else "none given"),
+        ("tool definitions", b.tools_tokens, ""),
+        ("output reserve", b.output_reserve, "persona max_tokens"),
+        ("free", b.free_tokens, ""),
+    ]
+    for name, tokens, detail in rows:
+        table.add_row(name, f"{tokens:,}", f"{100 * tokens / b.window:5.1f}%", _bar(tokens, b.window), detail)
+    table.add_section()
+    used = b.total_tokens + b.output_reserve
+    table.add_row("total", f"{used:,}", f"{100 * used / b.window:5.1f}%", _bar(used, b.window), f"of {b.window:,}")
+    return table
 
 
 @click.command()
@@ -66,23 +89,7 @@ def budget(app: App, persona: str, channel: str, user: str | None, message: str 
         f"[bold]{p.name}[/] in [bold]#{channel}[/]: model {b.model}, window {b.window:,} tokens "
         f"({b.window_source}), tokenizer {b.tokenizer}"
     )
-    table = Table("section", "tokens", "share", "", "detail")
-    rows = [
-        ("system prompt", b.system_tokens, "never dropped"),
-        ("project (AGENTS.md)", b.project_tokens, "truncated" if b.project_truncated else ("" if b.project_tokens else "none")),
-        ("memories", b.memory_tokens, f"{b.memories_included} included, {b.memories_dropped} dropped"),
-        ("user history", b.user_history_tokens, f"{b.snippets_dropped} snippets dropped" if b.snippets_dropped else ""),
-        ("history", b.history_tokens, f"{b.history_messages} of {b.history_available} messages"),
-        ("current message", b.current_tokens, "" if message is not None else "none given"),
-        ("tool definitions", b.tools_tokens, ""),
-        ("output reserve", b.output_reserve, "persona max_tokens"),
-        ("free", b.free_tokens, ""),
-    ]
-    for name, tokens, detail in rows:
-        table.add_row(name, f"{tokens:,}", f"{100 * tokens / b.window:5.1f}%", _bar(tokens, b.window), detail)
-    table.add_section()
-    table.add_row("total", f"{b.total_tokens + b.output_reserve:,}", f"{100 * (b.total_tokens + b.output_reserve) / b.window:5.1f}%", _bar(b.total_tokens + b.output_reserve, b.window), f"of {b.window:,}")
-    out.print(table)
+    out.print(budget_table(b, has_message=message is not None))
     if ctx.memories:
         out.print("memories injected:")
         for hit in ctx.memories:

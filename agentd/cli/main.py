@@ -76,18 +76,10 @@ def cli(config_path: str | None) -> None:
 
 
 def _register() -> None:
-    from agentd.cli import db, doctor, memory, personas
+    from agentd.cli import budget, chat, db, doctor, inspect, memory, personas
 
-    cli.add_command(memory.memory)
-    cli.add_command(db.db)
-    cli.add_command(doctor.doctor)
-    cli.add_command(personas.personas)
-    for name in ("budget", "chat", "inspect", "serve", "post"):
-        try:
-            module = __import__(f"agentd.cli.{name}", fromlist=[name])
-        except ModuleNotFoundError:
-            continue
-        cli.add_command(getattr(module, name))
+    for command in (memory.memory, db.db, doctor.doctor, personas.personas, budget.budget, chat.chat, inspect.inspect):
+        cli.add_command(command)
 
 
 _register()

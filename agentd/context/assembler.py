@@ -69,6 +69,8 @@ class ContextRequest:
     history: Sequence[HistoryItem] = ()
     history_available: int = 0
     tools: Sequence[dict[str, Any]] = ()
+    #: Cap on the memories section, in tokens (subagents get a smaller one, seed 003).
+    memory_budget: int | None = None
 
 
 @dataclass(frozen=True)
@@ -142,11 +144,12 @@ class ContextAssembler:
         memory_tokens, kept_memories = 0, []
         if request.memories:
             cost = JOIN + count(MEMORIES_HEADING)
+            room = left if request.memory_budget is None else min(left, request.memory_budget)
             lines = []
             for hit in request.memories:
                 line = memory_line(hit.memory.text, hit.memory.category, hit.relevance)
                 line_cost = count(line) + JOIN
-                if cost + line_cost > left:
+                if cost + line_cost > room:
                     break
                 cost += line_cost
                 lines.append(line)

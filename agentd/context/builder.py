@@ -66,6 +66,7 @@ class ContextBuilder:
         user_history: Sequence[str] = (),
         tools: Sequence[dict[str, Any]] = (),
         system_prompt: str | None = None,
+        memory_budget: int | None = None,
     ) -> AssembledContext:
         """Assemble ``persona``'s prompt in ``channel`` for ``current``.
 
@@ -87,6 +88,7 @@ class ContextBuilder:
             history=history,
             history_available=available,
             tools=tuple(tools),
+            memory_budget=memory_budget,
         )
         return ContextAssembler(counter).assemble(request, window)
 

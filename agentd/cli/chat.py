@@ -1,0 +1,104 @@
+"""``agentd chat``: talk to a persona in this process, and see what it recalled."""
+
+from __future__ import annotations
+
+import getpass
+import sys
+
+import click
+
+from agentd.app import App
+from agentd.cli.main import pass_app
+from agentd.cli.output import err, out, print_json_line
+from agentd.log import configure
+from agentd.personas import Persona
+from agentd.runtime import Done, Error, Event, HistoryContext, MemoryContext, Runtime, TokenDelta, ToolCall, ToolResult
+
+
+def default_channel(persona: Persona) -> str:
+    """The persona's first channel that is not a pattern, else ``cli``."""
+    return next((c for c in persona.channels if not any(ch in c for ch in "*?[")), "cli")
+
+
+def show(event: Event) -> None:
+    """Print one event for a person: recalled context first, then the streamed reply."""
+    if isinstance(event, MemoryContext):
+        if event.memories:
+            err.print(f"[dim]recalled {len(event.memories)} memor{'y' if len(event.memories) == 1 else 'ies'}:[/]")
+            for m in event.memories:
+                err.print(f"[dim]  {m.score:.2f}  {m.text}  ({m.category}, {m.scope})[/]")
+        elif event.status not in ("ok", "disabled"):
+            err.print(f"[dim]memory retrieval skipped: {event.status}[/]")
+    elif isinstance(event, HistoryContext) and event.snippets:
+        err.print(f"[dim]recalled {len(event.snippets)} earlier exchange(s); seeds: {', '.join(event.seeds) or '-'}[/]")
+    elif isinstance(event, TokenDelta):
+        sys.stdout.write(event.text)
+        sys.stdout.flush()
+    elif isinstance(event, ToolCall):
+        err.print(f"[dim]→ {event.name}({', '.join(f'{k}={v!r}' for k, v in event.arguments.items())})[/]")
+    elif isinstance(event, ToolResult):
+        err.print(f"[dim]← {event.name}: {'ok' if event.error is None else event.error['message']}[/]")
+    elif isinstance(event, Done):
+        sys.stdout.write("\n")
+        err.print(f"[dim](reply {event.message_id}; {event.budget.get('total_tokens', 0):,} prompt tokens; "
+                  f"`agentd inspect {event.message_id}` shows what it was given)[/]")
+    elif isinstance(event, Error):
+        sys.stdout.write("\n")
+        err.print(f"[red]error ({event.code}):[/] {event.message}")
+
+
+@click.command()
+@click.argument("persona")
+@click.option("--channel", "-c", help="Channel (default: the persona's first channel, else 'cli').")
+@click.option("--user", "-u", help="Who you are (default: your login name).")
+@click.option("--message", "-m", help="Send one message and exit (default: interactive).")
+@click.option("--no-memory", is_flag=True, help="Do not recall memories for these messages.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
+@pass_app
+def chat(app: App, persona: str, channel: str | None, user: str | None, message: str | None, no_memory: bool,
+         as_json: bool) -> None:
+    """Chat with PERSONA; recalled memories are shown before each streamed reply.
+
+    Interactive without --message: one line per message, Ctrl-D or /quit to leave.
+    """
+    p = app.personas[persona]
+    if app.config.logging.level == "info":
+        # One log line per turn is right for the daemon, noise between a person's messages.
+        configure(app.config.logging.model_copy(update={"level": "warning"}))
+    channel = channel or default_channel(p)
+    user = user or _login()
+    runtime = Runtime(app)
+    failed = False
+    try:
+        lines = [message] if message is not None else _prompt_lines(p.name, channel)
+        for line in lines:
+            for event in runtime.chat(p.name, channel, user, line, disable_memory=no_memory):
+                if as_json:
+                    print_json_line(event.as_json())
+                else:
+                    show(event)
+                failed = failed or isinstance(event, Error)
+    finally:
+        runtime.stop(grace=5)
+    if failed and message is not None:
+        sys.exit(1)
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser() or "local"
+    except (KeyError, OSError):
+        return "local"
+
+
+def _prompt_lines(persona: str, channel: str):  # type: ignore[no-untyped-def]
+    out.print(f"[dim]chatting with {persona} in #{channel}; Ctrl-D or /quit to leave[/]")
+    while True:
+        try:
+            line = input("you> ")
+        except EOFError:
+            return
+        if line.strip() in ("/quit", "/exit"):
+            return
+        if line.strip():
+            yield line

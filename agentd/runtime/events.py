@@ -1,0 +1,120 @@
+"""What a turn emits, in order: MemoryContext → HistoryContext → TokenDelta… →
+ToolCall/ToolResult… → Done | Error.
+
+Events are frozen dataclasses; ``as_json()`` carries the event's ``type``
+(``memory_context``, ``history_context``, ``token_delta``, ``tool_call``,
+``tool_result``, ``done``, ``error``), which is also the SSE ``event:`` name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class MemorySnippet:
+    """One recalled memory as the user sees it (seed 000: text, category, score)."""
+
+    text: str
+    category: str
+    score: float
+    relevance: float
+    id: int
+    scope: str
+
+
+@dataclass(frozen=True)
+class Event:
+    """Base of every event."""
+
+    type: ClassVar[str] = "event"
+
+    def as_json(self) -> dict[str, Any]:
+        """``{"type": ..., **fields}``."""
+        return {"type": self.type, **asdict(self)}
+
+
+@dataclass(frozen=True)
+class MemoryContext(Event):
+    """The memories recalled for this reply; always the first event of a turn.
+
+    ``status`` says why the list may be empty: ``ok``, ``disabled`` (per request
+    or by config), ``unavailable`` (no embedder), ``timeout`` or ``error``.
+    """
+
+    type: ClassVar[str] = "memory_context"
+    memories: tuple[MemorySnippet, ...] = ()
+    status: str = "ok"
+    user_message_id: int | None = None
+
+
+@dataclass(frozen=True)
+class HistorySnippet:
+    """One earlier exchange with this user that was recalled (seed 004)."""
+
+    message_id: int
+    user: str
+    assistant: str | None
+
+
+@dataclass(frozen=True)
+class HistoryContext(Event):
+    """The user's earlier exchanges recalled for this reply, and the search seeds taken from them."""
+
+    type: ClassVar[str] = "history_context"
+    snippets: tuple[HistorySnippet, ...] = ()
+    seeds: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TokenDelta(Event):
+    """A piece of the reply's text."""
+
+    type: ClassVar[str] = "token_delta"
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class ToolCall(Event):
+    """The model called a tool."""
+
+    type: ClassVar[str] = "tool_call"
+    id: str = ""
+    name: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolResult(Event):
+    """A tool's answer (``result``) or its failure (``error``: ``{code, message}``)."""
+
+    type: ClassVar[str] = "tool_result"
+    id: str = ""
+    name: str = ""
+    result: dict[str, Any] | None = None
+    error: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Done(Event):
+    """The reply is complete and stored as ``message_id``."""
+
+    type: ClassVar[str] = "done"
+    message_id: int = 0
+    user_message_id: int = 0
+    usage: dict[str, int] = field(default_factory=dict)
+    budget: dict[str, Any] = field(default_factory=dict)
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Error(Event):
+    """The turn ended without a complete reply; the user message stays stored."""
+
+    type: ClassVar[str] = "error"
+    code: str = "error"
+    message: str = ""
+    user_message_id: int | None = None
+    #: The partial reply stored as ``interrupted``, if any.
+    message_id: int | None = None

@@ -1,0 +1,114 @@
+"""Messages between the runtime, the supervisor and the persona actors (frozen dataclasses)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agentd.runtime.events import Event
+
+#: Receives a turn's events, in order, from the actor's thread.
+Sink = Callable[[Event], None]
+#: (persona, channel): the key of one actor.
+ActorKey = tuple[str, str]
+
+
+class Draft:
+    """The reply of one turn as it streams, so it can be stored if the turn is cut short.
+
+    Exactly one party finishes a draft: the responder when the turn ends, or the
+    runtime when shutdown's grace period runs out (:meth:`claim` decides).
+    """
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._lock = threading.Lock()
+        self._claimed = False
+        #: Set by the runtime to ask the responder to stop streaming.
+        self.cancel = threading.Event()
+
+    def append(self, text: str) -> None:
+        """Add streamed text."""
+        with self._lock:
+            self._parts.append(text)
+
+    def text(self) -> str:
+        """The text so far."""
+        with self._lock:
+            return "".join(self._parts)
+
+    def claim(self) -> bool:
+        """True for the first caller only: that caller stores the reply."""
+        with self._lock:
+            if self._claimed:
+                return False
+            self._claimed = True
+            return True
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One user message to answer; the message is already stored as ``message_id``."""
+
+    request_id: str
+    persona: str
+    channel: str
+    user: str
+    message_id: int
+    text: str
+    sink: Sink
+    disable_memory: bool = False
+    draft: Draft = field(default_factory=Draft, compare=False)
+
+    @property
+    def key(self) -> ActorKey:
+        """The actor that answers this turn."""
+        return (self.persona, self.channel)
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """Runtime → supervisor: route a turn to its actor."""
+
+    turn: Turn
+
+
+@dataclass(frozen=True)
+class TurnFinished:
+    """Actor → supervisor: a turn is done (answered or ended with an Error event)."""
+
+    key: ActorKey
+    request_id: str
+
+
+@dataclass(frozen=True)
+class ActorCrashed:
+    """Actor → supervisor: a bug escaped the handler while answering ``request_id``."""
+
+    key: ActorKey
+    request_id: str | None
+    error: str
+    generation: int
+
+
+@dataclass(frozen=True)
+class Respawn:
+    """Timer → supervisor: the backoff is over; start the actor again."""
+
+    key: ActorKey
+
+
+@dataclass(frozen=True)
+class IdleCheck:
+    """Timer → supervisor: stop actors idle for longer than the configured time."""
+
+
+@dataclass(frozen=True)
+class Health:
+    """Edge → supervisor (ask): the state of every actor."""
+
+
+@dataclass(frozen=True)
+class Inflight:
+    """Edge → supervisor (ask): the turns accepted and not yet finished."""

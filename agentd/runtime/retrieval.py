@@ -1,0 +1,64 @@
+"""Automatic retrieval (seed 000): best effort, bounded in time, never an error for the user."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+
+import structlog
+
+from agentd._exceptions import AgentdError
+from agentd.memory import MemoryHit, MemoryService
+from agentd.scopes import Reach
+
+log = structlog.get_logger("agentd.retrieval")
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """What retrieval found, or why it found nothing (``status``)."""
+
+    hits: tuple[MemoryHit, ...]
+    status: str
+    elapsed_ms: float
+    query: str
+    reason: str = ""
+
+
+class Retriever:
+    """Embeds the query once and searches, within ``timeout`` seconds, on a worker thread.
+
+    The caller waits on a plain thread-pool future with a timeout (never on another
+    actor), so a slow embedder costs at most the timeout and the reply goes on.
+    """
+
+    def __init__(self, memory: MemoryService | None, timeout: float, pool: ThreadPoolExecutor) -> None:
+        self._memory = memory
+        self._timeout = timeout
+        self._pool = pool
+
+    def recall(self, query: str, reach: Reach, limit: int, *, enabled: bool) -> Retrieval:
+        """The best ``limit`` memories above the threshold, or an empty result with a status."""
+        if not enabled:
+            return Retrieval((), "disabled", 0.0, query)
+        if self._memory is None or self._memory.embedder is None:
+            return Retrieval((), "unavailable", 0.0, query, "no embedding model is configured")
+        if not query.strip():
+            return Retrieval((), "ok", 0.0, query)
+        memory = self._memory
+        start = time.perf_counter()
+        future = self._pool.submit(memory.search, query, reach, limit)
+        try:
+            hits = future.result(timeout=self._timeout)
+        except FutureTimeout:
+            future.cancel()
+            elapsed = (time.perf_counter() - start) * 1000
+            log.warning("retrieval_skipped", reason="timeout", timeout_s=self._timeout, persona=reach.persona)
+            return Retrieval((), "timeout", elapsed, query, f"no answer within {self._timeout:g} s")
+        except (AgentdError, OSError, RuntimeError, ValueError) as exc:
+            elapsed = (time.perf_counter() - start) * 1000
+            log.warning("retrieval_skipped", reason="error", error=str(exc), persona=reach.persona)
+            return Retrieval((), "error", elapsed, query, str(exc))
+        return Retrieval(tuple(hits), "ok", (time.perf_counter() - start) * 1000, query)

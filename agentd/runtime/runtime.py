@@ -1,0 +1,302 @@
+"""The runtime: the one place outside the actors that talks to them.
+
+``submit`` validates a message, stores it (durable before anything else
+happens), and tells the supervisor; the reply arrives as events on the sink.
+``chat`` does the same and yields the events. ``stop`` shuts down without
+losing anything accepted: replies in flight may finish within a grace period,
+then are cut and stored as ``interrupted``; messages not yet started stay
+``pending`` and are answered by ``resume_pending`` after the next start.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import pykka
+import structlog
+
+from agentd._exceptions import AgentdError, InvalidInput, SkillExecutionFailed
+from agentd.app import App
+from agentd.llm.chat import ChatModel
+from agentd.personas import Persona
+from agentd.runtime.actor import PersonaActor
+from agentd.runtime.events import Done, Error, Event, MemoryContext
+from agentd.runtime.messages import ActorKey, Dispatch, Draft, Health, Sink, Turn
+from agentd.runtime.respond import Responder
+from agentd.runtime.retrieval import Retriever
+from agentd.runtime.supervisor import Supervisor
+from agentd.scopes import check_identifier
+from agentd.skills import SkillContext
+
+log = structlog.get_logger("agentd.runtime")
+
+#: Longest message accepted, in characters.
+MAX_MESSAGE_CHARS = 32_000
+#: Listeners see every turn's events (the daemon's channel feeds).
+Listener = Callable[[Turn, Event], None]
+
+
+class ShuttingDown(AgentdError):
+    """The runtime no longer accepts messages."""
+
+    code = "shutting_down"
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A stored user message and the request that will answer it."""
+
+    message_id: int
+    request_id: str
+    persona: str
+    channel: str
+
+
+class Runtime:
+    """Supervisor, actors and their collaborators, behind a small synchronous API."""
+
+    def __init__(self, app: App, llm: ChatModel | None = None, listeners: tuple[Listener, ...] = ()) -> None:
+        if llm is None:
+            from agentd.llm.chat import LitellmChat
+
+            llm = LitellmChat()
+        self._app = app
+        self._config = app.config
+        self._llm = llm
+        self._listeners = list(listeners)
+        self._memory = app.memory
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentd-retrieval")
+        self._retriever = Retriever(
+            self._memory if app.embedder is not None else None, app.config.memory.retrieval_timeout_seconds, self._pool
+        )
+        self._accepting = True
+        self._inflight: dict[str, Turn] = {}
+        self._started: set[str] = set()
+        self._changed = threading.Condition()
+        self._supervisor = Supervisor.start(self._spawn, app.config.runtime, self._unanswerable)
+
+    # -- the public API -------------------------------------------------------------------
+
+    def add_listener(self, listener: Listener) -> None:
+        """Also send every event of every turn to ``listener`` (called from actor threads)."""
+        self._listeners.append(listener)
+
+    def submit(
+        self,
+        persona: str,
+        channel: str,
+        user: str,
+        text: str,
+        *,
+        disable_memory: bool = False,
+        sink: Sink | None = None,
+        source: str = "chat",
+    ) -> Accepted:
+        """Validate and store a user message, then hand it to its actor."""
+        if not self._accepting:
+            raise ShuttingDown("agentd is shutting down and accepts no new messages")
+        p = self._app.personas[persona]
+        check_identifier("channel", channel)
+        check_identifier("user", user)
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput("message", "must not be empty or whitespace")
+        if len(text) > MAX_MESSAGE_CHARS:
+            raise InvalidInput("message", f"is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}")
+        tokens, counter = self._app.builder.count_message(p, text)
+        with self._app.store.write() as conn:
+            stored = self._app.store.messages.add(
+                conn, channel=channel, role="user", author=user, persona=persona, content=text, status="pending",
+                source=source, request_id=uuid.uuid4().hex, token_count=tokens, token_counter=counter,
+                options={"disable_memory": True} if disable_memory else None,
+            )
+        assert stored.request_id is not None
+        self._dispatch(Turn(stored.request_id, persona, channel, user, stored.id, text, sink or _discard, disable_memory))
+        return Accepted(stored.id, stored.request_id, persona, channel)
+
+    def chat(
+        self, persona: str, channel: str, user: str, text: str, *, disable_memory: bool = False, timeout: float = 300.0
+    ) -> Iterator[Event]:
+        """Submit and yield the turn's events until ``Done`` or ``Error``."""
+        events: queue.Queue[Event] = queue.Queue()
+        self.submit(persona, channel, user, text, disable_memory=disable_memory, sink=events.put)
+        while True:
+            try:
+                event = events.get(timeout=timeout)
+            except queue.Empty:
+                yield Error("timeout", f"no reply within {timeout:g} s")
+                return
+            yield event
+            if isinstance(event, Done | Error):
+                return
+
+    def resume_pending(self, sink: Sink | None = None) -> int:
+        """Answer user messages that were accepted but never answered (e.g. before a crash)."""
+        with self._app.store.read() as conn:
+            pending = self._app.store.messages.with_status(conn, "pending")
+        resumed = 0
+        for msg in pending:
+            if msg.persona not in self._app.personas:
+                continue
+            request_id = msg.request_id or uuid.uuid4().hex
+            self._dispatch(
+                Turn(request_id, msg.persona, msg.channel, msg.author, msg.id, msg.content, sink or _discard,
+                     bool(msg.options.get("disable_memory")))
+            )
+            resumed += 1
+        if resumed:
+            log.info("resumed_pending", count=resumed)
+        return resumed
+
+    def health(self, timeout: float = 5.0) -> dict[str, Any]:
+        """Every actor's state (asked of the supervisor, with a timeout)."""
+        return self._supervisor.ask(Health(), timeout=timeout)  # type: ignore[no-any-return]
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no turn is in flight; False if ``timeout`` passed first."""
+        with self._changed:
+            return self._changed.wait_for(lambda: not self._inflight, timeout=timeout)
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stop accepting, let in-flight replies finish within ``grace`` seconds, store
+        the rest as interrupted, and stop every actor."""
+        grace = self._config.daemon.shutdown_grace_seconds if grace is None else grace
+        self._accepting = False
+        if not self.wait_idle(grace):
+            with self._changed:
+                running = [t for t in self._inflight.values() if t.request_id in self._started]
+            for turn in running:
+                turn.draft.cancel.set()
+            self.wait_idle(min(2.0, max(grace, 0.5)))
+            with self._changed:
+                left = list(self._inflight.values())
+            for turn in left:
+                self._interrupt(turn)
+        try:
+            self._supervisor.stop(timeout=5)
+        except pykka.Timeout:
+            log.warning("supervisor_stop_timeout")
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- delegation (the DelegateRunner the delegate skill calls) ---------------------------
+
+    def run_subagent(self, persona: str, task: str, ctx: SkillContext) -> dict[str, Any]:
+        """Run ``persona`` on ``task`` in a child channel, inline, with the subagent memory budget."""
+        limit = self._config.runtime.delegate_max_depth
+        chain = ctx.chain or (ctx.persona,)
+        if len(chain) > limit:
+            raise SkillExecutionFailed(f"delegation depth limit ({limit}) reached: {' -> '.join(chain)}")
+        target = self._app.personas[persona]
+        child = f"{ctx.channel}~{persona}"
+        tokens, counter = self._app.builder.count_message(target, task)
+        with self._app.store.write() as conn:
+            stored = self._app.store.messages.add(
+                conn, channel=child, role="user", author=ctx.persona, persona=persona, content=task,
+                status="pending", source="delegate", request_id=uuid.uuid4().hex, reply_to=ctx.message_id,
+                token_count=tokens, token_counter=counter,
+            )
+        events: list[Event] = []
+        turn = Turn(stored.request_id or uuid.uuid4().hex, persona, child, ctx.user or ctx.persona, stored.id, task,
+                    events.append)
+        outcome = self._responder(target, child).respond(
+            turn,
+            chain=(*chain, persona),
+            memory_limit=self._config.runtime.subagent_limit,
+            memory_budget=self._config.runtime.subagent_token_budget,
+        )
+        if not outcome.ok:
+            error = next((e for e in events if isinstance(e, Error)), None)
+            raise SkillExecutionFailed(f"{persona} could not finish the task: {error.message if error else 'unknown error'}")
+        recalled = next((e for e in events if isinstance(e, MemoryContext)), None)
+        return {
+            "persona": persona,
+            "channel": child,
+            "answer": outcome.text,
+            "message_id": outcome.reply_id,
+            "memories_used": len(recalled.memories) if recalled else 0,
+        }
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _responder(self, persona: Persona, channel: str) -> Responder:
+        return Responder(
+            persona,
+            channel,
+            config=self._config,
+            store=self._app.store,
+            memory=self._memory,
+            retriever=self._retriever,
+            builder=self._app.builder,
+            llm=self._llm,
+            personas=self._app.personas,
+            delegate=self,
+        )
+
+    def _spawn(self, key: ActorKey, supervisor: pykka.ActorRef[Any], generation: int) -> pykka.ActorRef[Any]:
+        persona = self._app.personas[key[0]]
+        return PersonaActor.start(key, self._responder(persona, key[1]), supervisor, generation)
+
+    def _dispatch(self, turn: Turn) -> None:
+        """Track the turn and send it; its events fan out to the sink and the listeners."""
+        tracked = Turn(turn.request_id, turn.persona, turn.channel, turn.user, turn.message_id, turn.text,
+                       self._fanout(turn), turn.disable_memory, turn.draft)
+        with self._changed:
+            self._inflight[turn.request_id] = tracked
+        self._supervisor.tell(Dispatch(tracked))
+
+    def _fanout(self, turn: Turn) -> Sink:
+        def emit(event: Event) -> None:
+            if isinstance(event, MemoryContext):
+                with self._changed:
+                    self._started.add(turn.request_id)
+            for target in (turn.sink, *[lambda e, lst=lst: lst(turn, e) for lst in self._listeners]):
+                try:
+                    target(event)
+                except Exception:  # a broken listener must not break the turn
+                    log.exception("listener_failed", request_id=turn.request_id)
+            if isinstance(event, Done | Error):
+                with self._changed:
+                    self._inflight.pop(turn.request_id, None)
+                    self._started.discard(turn.request_id)
+                    self._changed.notify_all()
+
+        return emit
+
+    def _unanswerable(self, turn: Turn, code: str, message: str) -> None:
+        """A turn no actor will answer: mark it failed and tell its sink."""
+        if turn.draft.claim():
+            with self._app.store.write() as conn:
+                self._app.store.messages.set_status(conn, turn.message_id, "failed")
+        turn.sink(Error(code, message, turn.message_id))
+
+    def _interrupt(self, turn: Turn) -> None:
+        """Shutdown: store what a turn has so far; unstarted turns stay pending for the next start."""
+        started = turn.request_id in self._started
+        if not turn.draft.claim():
+            return
+        reply_id = None
+        with self._app.store.write() as conn:
+            if started:
+                partial = turn.draft.text()
+                if partial:
+                    reply_id = self._app.store.messages.add(
+                        conn, channel=turn.channel, role="assistant", author=turn.persona, persona=turn.persona,
+                        content=partial, status="interrupted", source="reply", reply_to=turn.message_id,
+                        request_id=turn.request_id,
+                    ).id
+                self._app.store.messages.set_status(conn, turn.message_id, "interrupted")
+        code, why = (("interrupted", "agentd stopped before the reply was complete") if started
+                     else ("shutting_down", "agentd stopped first; the message is kept and answered after restart"))
+        turn.sink(Error(code, why, turn.message_id, reply_id))
+
+
+def _discard(_event: Event) -> None:
+    pass
+
+
+__all__ = ["Accepted", "Draft", "Runtime", "ShuttingDown"]
