@@ -104,7 +104,10 @@ class HistoryConfig(_Section):
     snippet_rune_limit: int = Field(default=240, ge=16)
     min_overlap_ratio: float = Field(default=0.3, ge=0.0, le=1.0)
     max_inspected: int = Field(default=200, ge=1)
+    #: Messages this recent are in the prompt's history anyway and are not recalled.
     recent_window: int = Field(default=20, ge=0)
+    #: Seeds join the memory query when the message has fewer content words than this.
+    seed_sparse_below: int = Field(default=4, ge=0)
 
 
 class ModelsConfig(_Section):

@@ -11,7 +11,7 @@ import pytest
 from agentd import ContextOverflow
 from agentd.app import App
 from agentd.config import ModelsConfig
-from agentd.context.assembler import ContextAssembler, ContextRequest, HistoryItem, Project
+from agentd.context.assembler import ContextAssembler, ContextRequest, HistoryItem, Project, Snippet
 from agentd.context.builder import ContextBuilder
 from agentd.context.render import MEMORIES_HEADING
 from agentd.context.windows import Window, WindowMap
@@ -129,7 +129,7 @@ def test_the_prompt_fits_when_counted_by_the_real_tokenizer(text: str, window: i
         current=text,
         project=Project("/p/AGENTS.md", text * 30),
         memories=[hit(text + str(i), mid=i) for i in range(10)],
-        user_history=[f"- user: {text}\n  assistant: {text}" for _ in range(5)],
+        user_history=[Snippet(f"- user: {text} assistant: {text}", (10_000 + i,)) for i in range(5)],
         history=history(300, text),
         tools=tools,
     )

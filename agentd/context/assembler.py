@@ -46,6 +46,14 @@ class HistoryItem:
 
 
 @dataclass(frozen=True)
+class Snippet:
+    """One recalled earlier exchange (seed 004): its prompt line and the messages it quotes."""
+
+    text: str
+    message_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class Project:
     """A project's ``AGENTS.md``."""
 
@@ -63,8 +71,8 @@ class ContextRequest:
     output_reserve: int
     project: Project | None = None
     memories: Sequence[MemoryHit] = ()
-    #: Rendered seed-004 snippets, newest first.
-    user_history: Sequence[str] = ()
+    #: Seed-004 snippets, newest first.
+    user_history: Sequence[Snippet] = ()
     #: Recent channel messages, newest first.
     history: Sequence[HistoryItem] = ()
     history_available: int = 0
@@ -94,7 +102,7 @@ class AssembledContext:
     messages: tuple[PromptMessage, ...]
     budget: ContextBudget
     memories: tuple[MemoryHit, ...] = ()
-    user_history: tuple[str, ...] = ()
+    user_history: tuple[Snippet, ...] = ()
     history_ids: tuple[int, ...] = field(default=())
 
     def for_llm(self) -> list[dict[str, str]]:
@@ -161,36 +169,54 @@ class ContextAssembler:
         memories_dropped = len(request.memories) - len(kept_memories)
 
         # Recalled exchanges with this user (seed 004): one system message of whole snippets.
-        history_summary_tokens, kept_snippets = 0, []
+        snippet_costs: list[int] = []
+        kept_snippets: list[Snippet] = []
+        header = PER_MESSAGE + count(USER_HISTORY_HEADING)
         if request.user_history:
-            cost = PER_MESSAGE + count(USER_HISTORY_HEADING)
+            cost = header
             for snippet in request.user_history:
-                snippet_cost = count(snippet) + JOIN
+                snippet_cost = count(snippet.text) + JOIN
                 if cost + snippet_cost > left:
                     break
                 cost += snippet_cost
                 kept_snippets.append(snippet)
+                snippet_costs.append(snippet_cost)
             if kept_snippets:
-                history_summary_tokens = cost
                 left -= cost
-        snippets_dropped = len(request.user_history) - len(kept_snippets)
 
-        # Recent history: newest first, whole messages, contiguous.
-        history_tokens, kept_history = 0, []
-        for item in request.history:
-            cost = item.tokens + PER_MESSAGE
-            if cost > left:
+        # Recent history: newest first, whole messages, contiguous. A snippet that quotes a
+        # message the history carries anyway is dropped and its tokens go to more history.
+        history_tokens, kept_history, redundant_count = 0, [], 0
+        queue = list(request.history)
+        while True:
+            while queue:
+                cost = queue[0].tokens + PER_MESSAGE
+                if cost > left:
+                    break
+                item = queue.pop(0)
+                left -= cost
+                history_tokens += cost
+                kept_history.append(item)
+            in_history = {item.message_id for item in kept_history}
+            redundant = [i for i, s in enumerate(kept_snippets) if in_history & set(s.message_ids)]
+            if not redundant:
                 break
-            left -= cost
-            history_tokens += cost
-            kept_history.append(item)
+            for i in reversed(redundant):
+                left += snippet_costs.pop(i)
+                kept_snippets.pop(i)
+                redundant_count += 1
+            if not kept_snippets:
+                left += header
+        history_summary_tokens = (header + sum(snippet_costs)) if kept_snippets else 0
+        # Only snippets that did not fit count as dropped; redundant ones are in the history.
+        snippets_dropped = len(request.user_history) - len(kept_snippets) - redundant_count
         messages_dropped = max(request.history_available, len(request.history)) - len(kept_history)
 
         system_message = PromptMessage("system", "\n\n".join(sections), "system")
         messages = [system_message]
         if kept_snippets:
             # Oldest snippet first, so the recalled exchanges read in order.
-            body = "\n".join([USER_HISTORY_HEADING, *reversed(kept_snippets)])
+            body = "\n".join([USER_HISTORY_HEADING, *(s.text for s in reversed(kept_snippets))])
             messages.append(PromptMessage("system", body, "user_history"))
         messages.extend(
             PromptMessage(item.role, item.content, "history", item.message_id) for item in reversed(kept_history)

@@ -26,10 +26,21 @@ import structlog
 from agentd._exceptions import AgentdError, SkillError
 from agentd.config import Config
 from agentd.context.builder import ContextBuilder
+from agentd.context.user_history import HistoryRecall, UserHistory, is_sparse
 from agentd.llm.chat import ChatModel, ModelSettings, ToolCallRequest, Usage
 from agentd.memory import MemoryService
 from agentd.personas import Persona, Personas
-from agentd.runtime.events import Done, Error, MemoryContext, MemorySnippet, TokenDelta, ToolCall, ToolResult
+from agentd.runtime.events import (
+    Done,
+    Error,
+    HistoryContext,
+    HistorySnippet,
+    MemoryContext,
+    MemorySnippet,
+    TokenDelta,
+    ToolCall,
+    ToolResult,
+)
 from agentd.runtime.messages import Turn
 from agentd.runtime.retrieval import Retrieval, Retriever
 from agentd.scopes import Reach
@@ -64,6 +75,7 @@ class Responder:
         store: Store,
         memory: MemoryService | None,
         retriever: Retriever,
+        history: UserHistory,
         builder: ContextBuilder,
         llm: ChatModel,
         personas: Personas,
@@ -75,6 +87,7 @@ class Responder:
         self._store = store
         self._memory = memory
         self._retriever = retriever
+        self._history = history
         self._builder = builder
         self._llm = llm
         self._personas = personas
@@ -96,6 +109,9 @@ class Responder:
         cfg = self._config
         try:
             query = self._query(turn)
+            recalled = self._history.recall(self._channel, turn.user, query, turn.message_id)
+            if recalled.seeds and is_sparse(query, cfg.history.seed_sparse_below):
+                query = f"{query} {' '.join(recalled.seeds)}"
             retrieval = self._retriever.recall(
                 query,
                 Reach(self._persona.name, self._channel, turn.user),
@@ -104,18 +120,26 @@ class Responder:
             )
             if retrieval.status not in ("ok", "disabled"):
                 log.info("retrieval_skipped", status=retrieval.status, reason=retrieval.reason)
-            turn.sink(MemoryContext(tuple(_snippet(h) for h in retrieval.hits), retrieval.status, turn.message_id))
             registry = build_registry(self._persona, self._memory, self._personas, self._delegate)
             tools = registry.tool_definitions()
-            ctx = self._builder.build(
-                self._persona,
-                self._channel,
-                turn.text,
-                before_id=turn.message_id,
-                memories=retrieval.hits,
-                tools=tools,
-                memory_budget=memory_budget,
-            )
+            try:
+                ctx = self._builder.build(
+                    self._persona,
+                    self._channel,
+                    turn.text,
+                    before_id=turn.message_id,
+                    memories=retrieval.hits,
+                    user_history=recalled.snippets(),
+                    tools=tools,
+                    memory_budget=memory_budget,
+                )
+            except AgentdError:
+                turn.sink(MemoryContext((), retrieval.status, turn.message_id))
+                raise
+            # What the user sees is what the prompt carries (the assembler may drop some).
+            turn.sink(MemoryContext(tuple(_snippet(h) for h in ctx.memories), retrieval.status, turn.message_id))
+            if self._config.history.enabled:
+                turn.sink(_history_event(recalled, ctx.user_history))
             messages: list[dict[str, Any]] = list(ctx.for_llm())
             settings = ModelSettings(
                 model=self._persona.model,
@@ -146,7 +170,7 @@ class Responder:
                 messages.append(_assistant_with_calls(result.text, result.tool_calls))
                 for call in result.tool_calls:
                     messages.append(self._run_tool(call, registry, skill_ctx, turn, tool_log))
-            reply_id = self._store_reply(turn, ctx, retrieval, usage, tool_log, rounds)
+            reply_id = self._store_reply(turn, ctx, retrieval, recalled, usage, tool_log, rounds)
             text = turn.draft.text()
             if reply_id is not None:
                 turn.sink(Done(reply_id, turn.message_id, usage.as_json(), ctx.budget.as_json(), text))
@@ -215,6 +239,7 @@ class Responder:
         turn: Turn,
         ctx: Any,
         retrieval: Retrieval,
+        recalled: HistoryRecall,
         usage: Usage,
         tool_log: Sequence[dict[str, Any]],
         rounds: int,
@@ -257,11 +282,24 @@ class Responder:
                     ],
                     "budget": ctx.budget.as_json(),
                     "history_ids": list(ctx.history_ids),
+                    "user_history": {
+                        "inspected": recalled.inspected,
+                        "seeds": list(recalled.seeds),
+                        "message_ids": [i for s in ctx.user_history for i in s.message_ids],
+                    },
                     "usage": usage.as_json(),
                     "tool_calls": list(tool_log),
                     "rounds": rounds,
                 },
             )
+            summary = next((m for m in ctx.messages if m.source == "user_history"), None)
+            if summary is not None:
+                # Stored with its tag so renderers can show what was recalled (never sent as history).
+                self._store.messages.add(
+                    conn, channel=self._channel, role="system", author=self._persona.name,
+                    persona=self._persona.name, content=summary.content, status="complete",
+                    source="user_history", reply_to=turn.message_id, request_id=turn.request_id,
+                )
             self._store.messages.set_status(conn, turn.message_id, "answered")
         return reply.id
 
@@ -286,6 +324,19 @@ class Responder:
 def _snippet(hit: Any) -> MemorySnippet:
     m = hit.memory
     return MemorySnippet(m.text, m.category, round(hit.score, 4), round(hit.relevance, 4), m.id, str(m.scope))
+
+
+def _history_event(recalled: HistoryRecall, kept: Sequence[Any]) -> HistoryContext:
+    """The exchanges that made it into the prompt, and the seeds."""
+    in_prompt = {s.message_ids[0] for s in kept}
+    return HistoryContext(
+        tuple(
+            HistorySnippet(e.message_id, e.user_text, e.reply_text)
+            for e in recalled.exchanges
+            if e.message_id in in_prompt
+        ),
+        recalled.seeds,
+    )
 
 
 def _assistant_with_calls(text: str, calls: Sequence[ToolCallRequest]) -> dict[str, Any]:

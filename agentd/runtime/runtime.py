@@ -23,6 +23,7 @@ import structlog
 
 from agentd._exceptions import AgentdError, InvalidInput, SkillExecutionFailed
 from agentd.app import App
+from agentd.context.user_history import UserHistory
 from agentd.llm.chat import ChatModel
 from agentd.personas import Persona
 from agentd.runtime.actor import PersonaActor
@@ -75,6 +76,7 @@ class Runtime:
         self._retriever = Retriever(
             self._memory if app.embedder is not None else None, app.config.memory.retrieval_timeout_seconds, self._pool
         )
+        self._history = UserHistory(app.store, app.config.history)
         self._accepting = True
         self._inflight: dict[str, Turn] = {}
         self._started: set[str] = set()
@@ -231,6 +233,7 @@ class Runtime:
             store=self._app.store,
             memory=self._memory,
             retriever=self._retriever,
+            history=self._history,
             builder=self._app.builder,
             llm=self._llm,
             personas=self._app.personas,

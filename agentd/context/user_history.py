@@ -1,0 +1,160 @@
+"""User history recall (seed 004): the user's own earlier exchanges, and search seeds.
+
+Pipeline, per reply:
+
+1. **Candidates**: this user's earlier ``user`` messages in this channel (a user's
+   words in a private channel never surface in a group), older than the recent
+   window (``history.recent_window`` messages, which the prompt carries anyway),
+   at most ``history.max_inspected`` of the newest. Empty messages, other
+   users', system and tool messages are never candidates.
+2. **Overlap**: words (minimal filtering: lower-case, stop words out) of each
+   candidate against the query's. Kept when at least two words overlap, or the
+   overlap ratio (shared / query words) reaches ``history.min_overlap_ratio``;
+   a literal substring match either way round is always kept. No recency
+   weight in the overlap itself.
+3. **Snippets**: newest first, up to ``history.max_snippets``, each paired with
+   the assistant's reply to it, both cut to ``history.snippet_rune_limit``
+   characters (grapheme clusters are never split: CJK and emoji stay whole).
+4. **Seeds**: the first five de-duplicated words of the recalled snippets that
+   the query does not already contain. They join the memory query when the
+   message is sparse, so "what about the second one?" still finds what the
+   earlier exchange was about.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import regex
+
+from agentd.config import HistoryConfig
+from agentd.context.assembler import Snippet
+from agentd.context.render import quote
+from agentd.store import Store
+from agentd.words import content_words, dedupe, words
+
+#: How many seeds are harvested (seed 004: "the first five").
+SEED_COUNT = 5
+_WS = re.compile(r"\s+")
+_GRAPHEME = regex.compile(r"\X")
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One recalled exchange: the user's message and the reply to it (if any), condensed."""
+
+    message_id: int
+    user_text: str
+    reply_id: int | None
+    reply_text: str | None
+
+    def snippet(self) -> Snippet:
+        """The exchange as one prompt line (quoted: recalled text cannot forge structure)."""
+        line = f"- earlier, the user said {quote(self.user_text)}"
+        if self.reply_text is not None:
+            line += f"; you replied {quote(self.reply_text)}"
+        ids = (self.message_id,) if self.reply_id is None else (self.message_id, self.reply_id)
+        return Snippet(line, ids)
+
+
+@dataclass(frozen=True)
+class HistoryRecall:
+    """What history recall found: exchanges newest first, the seeds, how many messages it inspected."""
+
+    exchanges: tuple[Exchange, ...] = ()
+    seeds: tuple[str, ...] = ()
+    inspected: int = 0
+
+    def snippets(self) -> tuple[Snippet, ...]:
+        """The exchanges as assembler snippets, newest first."""
+        return tuple(e.snippet() for e in self.exchanges)
+
+
+def normalise(text: str) -> str:
+    """Whitespace collapsed to single spaces, trimmed."""
+    return _WS.sub(" ", text).strip()
+
+
+def condense(text: str, limit: int) -> str:
+    """``text`` (whitespace-normalised) cut to at most ``limit`` characters at a grapheme boundary, with "…"."""
+    text = normalise(text)
+    if len(text) <= limit:
+        return text
+    kept: list[str] = []
+    used = 0
+    for cluster in _GRAPHEME.findall(text):
+        if used + len(cluster) > limit - 1:
+            break
+        kept.append(cluster)
+        used += len(cluster)
+    return "".join(kept).rstrip() + "…"
+
+
+def is_sparse(query: str, below: int) -> bool:
+    """True when ``query`` has fewer than ``below`` content words."""
+    return len(dedupe(content_words(query))) < below
+
+
+class UserHistory:
+    """Recalls a user's earlier exchanges from the store."""
+
+    def __init__(self, store: Store, config: HistoryConfig) -> None:
+        self._store = store
+        self._config = config
+
+    def recall(self, channel: str, user: str, query: str, before_id: int | None) -> HistoryRecall:
+        """Exchanges of ``user`` in ``channel`` that overlap ``query``, and the seeds they give."""
+        cfg = self._config
+        if not cfg.enabled or cfg.max_snippets == 0:
+            return HistoryRecall()
+        # Both sides as space-delimited word sequences, so substring tests respect word boundaries.
+        query_norm = f" {' '.join(words(query))} "
+        query_words = set(content_words(query))
+        if not query_norm.strip():
+            return HistoryRecall()
+        with self._store.read() as conn:
+            recent = self._store.messages.history_page(conn, channel, before_id, cfg.recent_window)
+            if cfg.recent_window and len(recent) < cfg.recent_window:
+                return HistoryRecall()  # the whole conversation is in the recent window already
+            boundary = recent[-1][0] if recent else before_id
+            candidates = self._store.messages.by_author(
+                conn, channel, user, boundary if boundary is not None else 2**62, cfg.max_inspected
+            )
+            accepted = []
+            for msg in candidates:
+                text = normalise(msg.content)
+                if not text:
+                    continue
+                if self._matches(query_norm, query_words, text):
+                    accepted.append(msg)
+                    if len(accepted) == cfg.max_snippets:
+                        break
+            replies = self._store.messages.replies_to(conn, [m.id for m in accepted])
+        exchanges = []
+        for msg in accepted:
+            reply = replies.get(msg.id)
+            exchanges.append(
+                Exchange(
+                    message_id=msg.id,
+                    user_text=condense(msg.content, cfg.snippet_rune_limit),
+                    reply_id=reply.id if reply else None,
+                    reply_text=condense(reply.content, cfg.snippet_rune_limit) if reply else None,
+                )
+            )
+        harvested = [
+            w
+            for e in exchanges
+            for w in content_words(f"{e.user_text} {e.reply_text or ''}")
+            if w not in query_words
+        ]
+        return HistoryRecall(tuple(exchanges), tuple(dedupe(harvested)[:SEED_COUNT]), len(candidates))
+
+    def _matches(self, query_norm: str, query_words: set[str], text: str) -> bool:
+        lowered = f" {' '.join(words(text))} "
+        if (query_norm in lowered or lowered in query_norm) and query_words & set(content_words(text)):
+            return True
+        if not query_words:
+            return False
+        shared = len(query_words & set(content_words(text)))
+        return shared >= 2 or shared / len(query_words) >= max(self._config.min_overlap_ratio, 1e-9)
