@@ -42,9 +42,14 @@ def words(text: str) -> list[str]:
     return found
 
 
+def is_content(word: str) -> bool:
+    """True for a word that carries content: not a stop word, not a single Latin letter or digit."""
+    return word not in STOP_WORDS and (len(word) > 1 or not word.isascii())
+
+
 def content_words(text: str) -> list[str]:
-    """The words of ``text`` that carry content: no stop words, no single Latin letters or digits."""
-    return [w for w in words(text) if w not in STOP_WORDS and (len(w) > 1 or not w.isascii())]
+    """The words of ``text`` that carry content (see :func:`is_content`), in order."""
+    return [w for w in words(text) if is_content(w)]
 
 
 def dedupe(tokens: list[str]) -> list[str]:

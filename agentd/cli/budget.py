@@ -10,6 +10,7 @@ from agentd.app import App
 from agentd.context.budget import ContextBudget
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
+from agentd.context.user_history import HistoryRecall, UserHistory, seeded_query
 from agentd.memory.search import MemoryHit
 from agentd.scopes import Reach, check_identifier
 
@@ -56,7 +57,7 @@ def budget_table(b: ContextBudget, has_message: bool = True) -> Table:
 @click.command()
 @click.argument("persona")
 @click.option("--channel", "-c", required=True, help="Channel whose prompt to assemble.")
-@click.option("--user", "-u", help="Sender whose user-scoped memories count.")
+@click.option("--user", "-u", help="Sender whose user-scoped memories and past exchanges count.")
 @click.option("--message", "-m", help="The next message (default: none; memories are recalled for the channel's last user message).")
 @click.option("--json", "as_json", is_flag=True, help="Print the ContextBudget as JSON.")
 @pass_app
@@ -76,11 +77,15 @@ def budget(app: App, persona: str, channel: str, user: str | None, message: str 
         with app.store.read() as conn:
             last = app.store.messages.recent(conn, channel, 1, roles=("user",))
         query = last[0].content if last else None
+    recalled = HistoryRecall()
+    if user is not None and query:
+        recalled = UserHistory(app.store, app.config.history).recall(channel, user, query, None)
+        query = seeded_query(query, recalled, app.config.history.seed_sparse_below)
     hits = recall_for(app, p.name, channel, user, query)
     from agentd.skills import build_registry
 
     tools = build_registry(p, app.memory if app.embedder is not None else None, app.personas).tool_definitions()
-    ctx = app.builder.build(p, channel, message, memories=hits, tools=tools)
+    ctx = app.builder.build(p, channel, message, memories=hits, user_history=recalled.snippets(), tools=tools)
     b = ctx.budget
     if as_json:
         print_json(b.as_json())
@@ -94,4 +99,8 @@ def budget(app: App, persona: str, channel: str, user: str | None, message: str 
         out.print("memories injected:")
         for hit in ctx.memories:
             out.print(f"  {hit.score:.2f}  {hit.memory.text}  ({hit.memory.category}, {hit.memory.scope}, id {hit.memory.id})")
+    if ctx.user_history:
+        out.print(f"past exchanges recalled (seeds: {', '.join(recalled.seeds) or 'none'}):")
+        for snippet in ctx.user_history:
+            out.print(f"  {snippet.text}")
     out.print(f"exhausted: {'yes' if b.exhausted else 'no'}")

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentd.config import Config
-from agentd.context.assembler import AssembledContext, ContextAssembler, ContextRequest, HistoryItem
+from agentd.context.assembler import AssembledContext, ContextAssembler, ContextRequest, HistoryItem, Snippet
 from agentd.context.project import ProjectFiles
 from agentd.context.tokens import PER_MESSAGE, TokenCounter
 from agentd.context.windows import Window, WindowMap
@@ -63,7 +63,7 @@ class ContextBuilder:
         *,
         before_id: int | None = None,
         memories: Sequence[MemoryHit] = (),
-        user_history: Sequence[str] = (),
+        user_history: Sequence[Snippet] = (),
         tools: Sequence[dict[str, Any]] = (),
         system_prompt: str | None = None,
         memory_budget: int | None = None,

@@ -15,8 +15,8 @@ Pipeline, per reply:
 3. **Snippets**: newest first, up to ``history.max_snippets``, each paired with
    the assistant's reply to it, both cut to ``history.snippet_rune_limit``
    characters (grapheme clusters are never split: CJK and emoji stay whole).
-4. **Seeds**: the first five de-duplicated words of the recalled snippets that
-   the query does not already contain. They join the memory query when the
+4. **Seeds**: the first five de-duplicated (case-insensitive) words of the
+   accepted candidates, newest first, that the query does not already contain. They join the memory query when the
    message is sparse, so "what about the second one?" still finds what the
    earlier exchange was about.
 """
@@ -32,7 +32,7 @@ from agentd.config import HistoryConfig
 from agentd.context.assembler import Snippet
 from agentd.context.render import quote
 from agentd.store import Store
-from agentd.words import content_words, dedupe, words
+from agentd.words import content_words, dedupe, is_content, words
 
 #: How many seeds are harvested (seed 004: "the first five").
 SEED_COUNT = 5
@@ -96,6 +96,13 @@ def is_sparse(query: str, below: int) -> bool:
     return len(dedupe(content_words(query))) < below
 
 
+def seeded_query(query: str, recalled: HistoryRecall, sparse_below: int) -> str:
+    """``query`` with the recalled seeds appended when it is sparse (else unchanged)."""
+    if recalled.seeds and is_sparse(query, sparse_below):
+        return f"{query} {' '.join(recalled.seeds)}"
+    return query
+
+
 class UserHistory:
     """Recalls a user's earlier exchanges from the store."""
 
@@ -122,39 +129,34 @@ class UserHistory:
                 conn, channel, user, boundary if boundary is not None else 2**62, cfg.max_inspected
             )
             accepted = []
-            for msg in candidates:
-                text = normalise(msg.content)
-                if not text:
-                    continue
-                if self._matches(query_norm, query_words, text):
-                    accepted.append(msg)
+            for msg_id, content in candidates:
+                if content.strip() and self._matches(query_norm, query_words, content):
+                    accepted.append((msg_id, content))
                     if len(accepted) == cfg.max_snippets:
                         break
-            replies = self._store.messages.replies_to(conn, [m.id for m in accepted])
+            replies = self._store.messages.replies_to(conn, [msg_id for msg_id, _ in accepted])
         exchanges = []
-        for msg in accepted:
-            reply = replies.get(msg.id)
+        for msg_id, content in accepted:
+            reply = replies.get(msg_id)
             exchanges.append(
                 Exchange(
-                    message_id=msg.id,
-                    user_text=condense(msg.content, cfg.snippet_rune_limit),
+                    message_id=msg_id,
+                    user_text=condense(content, cfg.snippet_rune_limit),
                     reply_id=reply.id if reply else None,
                     reply_text=condense(reply.content, cfg.snippet_rune_limit) if reply else None,
                 )
             )
-        harvested = [
-            w
-            for e in exchanges
-            for w in content_words(f"{e.user_text} {e.reply_text or ''}")
-            if w not in query_words
-        ]
+        # Seeds come from the tokens candidate selection extracted (the user's own words),
+        # minus those the query already has: they would add nothing to it.
+        harvested = [w for _, content in accepted for w in content_words(content) if w not in query_words]
         return HistoryRecall(tuple(exchanges), tuple(dedupe(harvested)[:SEED_COUNT]), len(candidates))
 
     def _matches(self, query_norm: str, query_words: set[str], text: str) -> bool:
-        lowered = f" {' '.join(words(text))} "
-        if (query_norm in lowered or lowered in query_norm) and query_words & set(content_words(text)):
-            return True
-        if not query_words:
+        tokens = words(text)
+        shared = len(query_words.intersection(w for w in tokens if is_content(w)))
+        if not shared:
             return False
-        shared = len(query_words & set(content_words(text)))
-        return shared >= 2 or shared / len(query_words) >= max(self._config.min_overlap_ratio, 1e-9)
+        lowered = f" {' '.join(tokens)} "
+        if query_norm in lowered or lowered in query_norm:
+            return True  # a literal (word-aligned) substring match is always kept
+        return shared >= 2 or shared / len(query_words) >= self._config.min_overlap_ratio

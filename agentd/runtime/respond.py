@@ -26,7 +26,7 @@ import structlog
 from agentd._exceptions import AgentdError, SkillError
 from agentd.config import Config
 from agentd.context.builder import ContextBuilder
-from agentd.context.user_history import HistoryRecall, UserHistory, is_sparse
+from agentd.context.user_history import HistoryRecall, UserHistory, normalise, seeded_query
 from agentd.llm.chat import ChatModel, ModelSettings, ToolCallRequest, Usage
 from agentd.memory import MemoryService
 from agentd.personas import Persona, Personas
@@ -110,8 +110,7 @@ class Responder:
         try:
             query = self._query(turn)
             recalled = self._history.recall(self._channel, turn.user, query, turn.message_id)
-            if recalled.seeds and is_sparse(query, cfg.history.seed_sparse_below):
-                query = f"{query} {' '.join(recalled.seeds)}"
+            query = seeded_query(query, recalled, cfg.history.seed_sparse_below)
             retrieval = self._retriever.recall(
                 query,
                 Reach(self._persona.name, self._channel, turn.user),
@@ -202,7 +201,7 @@ class Responder:
             if msg.role != "user" or msg.author != turn.user:
                 break
             burst.append(msg.content)
-        return "\n".join([*reversed(burst), turn.text])
+        return normalise(" ".join([*reversed(burst), turn.text]))
 
     def _run_tool(
         self,

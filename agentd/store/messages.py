@@ -202,15 +202,15 @@ class MessageRepo:
 
     def by_author(
         self, conn: sa.Connection, channel: str, author: str, before_id: int, limit: int
-    ) -> list[Message]:
-        """Up to ``limit`` of ``author``'s user messages in ``channel`` before ``before_id``, newest first."""
-        query = (
-            sa.select(_M)
-            .where(_M.c.channel == channel, _M.c.author == author, _M.c.id < before_id, _M.c.role == "user")
-            .order_by(_M.c.id.desc())
-            .limit(limit)
-        )
-        return [_message(r) for r in conn.execute(query)]
+    ) -> list[tuple[int, str]]:
+        """``(id, content)`` of up to ``limit`` of ``author``'s user messages in ``channel`` before
+        ``before_id``, newest first (history recall's hot path: plain tuples)."""
+        rows = conn.exec_driver_sql(
+            "SELECT id, content FROM messages WHERE channel = ? AND author = ? AND id < ? AND role = 'user' "
+            "ORDER BY id DESC LIMIT ?",
+            (channel, author, before_id, limit),
+        ).fetchall()
+        return [(r[0], r[1]) for r in rows]
 
     def replies_to(self, conn: sa.Connection, message_ids: Sequence[int]) -> dict[int, Message]:
         """The first assistant reply to each of ``message_ids``."""
