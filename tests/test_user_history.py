@@ -306,3 +306,11 @@ def test_budget_cli_shows_the_user_history_section(tmp_path) -> None:
     import json
 
     assert json.loads(as_json.stdout)["user_history_tokens"] > 0
+    asked = agentd_cli("chat", "buddy", "--channel", "general", "--user", "alice", "--json",
+                       "--message", "why SQLite database?", config=config)
+    events = [json.loads(line) for line in asked.stdout.splitlines()]
+    (recalled,) = [e for e in events if e["type"] == "history_context"]
+    assert recalled["snippets"][0]["user"] == "My favourite database is SQLite"
+    shown = agentd_cli("inspect", str(events[-1]["message_id"]), config=config)
+    assert shown.returncode == 0, shown.stderr
+    assert "past exchanges: messages 1, 2" in shown.stdout

@@ -51,9 +51,12 @@ def inspect(app: App, message_id: int, as_json: bool) -> None:
         out.print(f"  {m['score']:.2f} (relevance {m['relevance']:.2f})  {m['text']}  ({m['category']}, {m['scope']}, id {m['id']})")
     if not data.get("memories"):
         out.print("  no memories were injected")
-    for name in ("history_context",):
-        if data.get(name):
-            out.print(f"{name}: {data[name]}")
+    recalled = data.get("user_history") or {}
+    if recalled.get("message_ids"):
+        out.print(f"past exchanges: messages {', '.join(map(str, recalled['message_ids']))} "
+                  f"(of {recalled.get('inspected', 0)} inspected)")
+    if recalled.get("seeds"):
+        out.print(f"search seeds: {', '.join(recalled['seeds'])}")
     for call in data.get("tool_calls", []):
         out.print(f"tool {call['name']}({call['arguments']}) -> {'ok' if call.get('ok') else call.get('error')}")
     usage = data.get("usage", {})
