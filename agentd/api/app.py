@@ -1,0 +1,57 @@
+"""The FastAPI application of ``agentd serve``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import structlog
+from anyio import to_thread
+from fastapi import FastAPI
+
+from agentd import __version__
+from agentd.api import admin, channels, chat, errors, memory_routes
+from agentd.api.guard import ApiKeyGuard, BodyLimit
+from agentd.api.state import Daemon
+
+log = structlog.get_logger("agentd.api")
+
+DESCRIPTION = """\
+agentd hosts LLM personas across chat channels, each with a long-term memory.
+
+Authentication: when `[daemon] api_key` is set, every endpoint but `/healthz`
+needs `Authorization: Bearer <key>` or `X-API-Key: <key>`.
+
+Errors are JSON: `{"error": {"code", "field", "message"}}`.
+"""
+
+
+def create_api(d: Daemon, *, resume_pending: bool | None = None) -> FastAPI:
+    """The API over a running daemon's parts.
+
+    On start the channel hub binds to the server's event loop and listens to the
+    runtime; messages accepted before a crash are answered (``runtime.resume_pending``).
+    """
+    cfg = d.app.config
+    resume = cfg.runtime.resume_pending if resume_pending is None else resume_pending
+
+    @asynccontextmanager
+    async def lifespan(_api: FastAPI) -> AsyncIterator[None]:
+        d.hub.bind(asyncio.get_running_loop())
+        d.runtime.add_listener(d.hub.listener)
+        if resume:
+            count = await to_thread.run_sync(d.runtime.resume_pending)
+            if count:
+                log.info("resumed_pending_messages", count=count)
+        yield
+
+    api = FastAPI(title="agentd", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    api.state.daemon = d
+    errors.install(api)
+    for module in (chat, channels, memory_routes, admin):
+        api.include_router(module.router)
+    # The last added runs first: the key is checked before any body is read.
+    api.add_middleware(BodyLimit, limit=cfg.daemon.max_body_bytes)
+    api.add_middleware(ApiKeyGuard, api_key=cfg.daemon.api_key)
+    return api

@@ -1,0 +1,78 @@
+"""Channel adapters: post a message, follow the channel's events, read messages back."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from agentd._exceptions import InvalidInput
+from agentd.api.chat import SSE_DOC
+from agentd.api.schemas import ChannelPost
+from agentd.api.sse import HEADERS, MEDIA_TYPE
+from agentd.api.state import Daemon, daemon
+from agentd.scopes import check_identifier
+
+router = APIRouter(tags=["channels"])
+
+
+@router.post("/v1/channels/{channel}/messages", status_code=202)
+async def post_message(channel: str, body: ChannelPost, d: Annotated[Daemon, Depends(daemon)]) -> JSONResponse:
+    """Store a message for the channel's persona and answer at once with its id (202).
+
+    The reply arrives on ``GET /v1/channels/{channel}/events`` and can be read
+    back with ``GET /v1/channels/{channel}/messages?after=ID``. Without
+    ``persona``, the persona bound to the channel answers.
+    """
+    persona = d.persona_for(channel, body.persona)
+    accepted = await run_in_threadpool(
+        lambda: d.runtime.submit(persona, channel, body.user, body.text,
+                                 disable_memory=body.disable_memory, source="channel")
+    )
+    d.hub.wake(channel)
+    return JSONResponse(
+        {"id": accepted.message_id, "channel": channel, "persona": persona, "request_id": accepted.request_id,
+         "status": "accepted"},
+        status_code=202,
+    )
+
+
+@router.get("/v1/channels/{channel}/events", response_class=StreamingResponse, responses=SSE_DOC)  # type: ignore[arg-type]
+async def events(
+    channel: str,
+    d: Annotated[Daemon, Depends(daemon)],
+    after: Annotated[int | None, Query(ge=0, description="Replay stored messages after this id first.")] = None,
+    last_event_id: Annotated[str | None, Header(description="Resume after this message id (SSE reconnect).")] = None,
+) -> StreamingResponse:
+    """Follow a channel: ``message`` events (stored messages, ``id:`` = message id) and the
+    live events of its turns. Reconnect with ``Last-Event-ID`` (or ``?after=``) to
+    get every message after that id, once."""
+    check_identifier("channel", channel)
+    start = after
+    if last_event_id is not None and last_event_id.strip():
+        try:
+            start = int(last_event_id)
+        except ValueError:
+            raise InvalidInput("Last-Event-ID", "must be a message id (an integer)") from None
+        if start < 0:
+            raise InvalidInput("Last-Event-ID", "must not be negative")
+    return StreamingResponse(d.hub.stream(channel, start), media_type=MEDIA_TYPE, headers=HEADERS)
+
+
+@router.get("/v1/channels/{channel}/messages")
+def read_messages(
+    channel: str,
+    d: Annotated[Daemon, Depends(daemon)],
+    after: Annotated[int, Query(ge=0, description="Only messages with a larger id.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> dict[str, Any]:
+    """A channel's user messages and replies after ``after``, oldest first."""
+    check_identifier("channel", channel)
+    messages = d.hub.messages_after(channel, after, limit)
+    return {
+        "channel": channel,
+        "messages": [m.as_json() for m in messages],
+        "last_id": messages[-1].id if messages else after,
+    }

@@ -1,0 +1,39 @@
+"""``POST /v1/chat``: one message, answered as a stream of the turn's events."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from agentd.api.schemas import ChatRequest
+from agentd.api.sse import HEADERS, MEDIA_TYPE, EventBridge
+from agentd.api.state import Daemon, daemon
+
+router = APIRouter(tags=["chat"])
+
+SSE_DOC = {200: {"content": {MEDIA_TYPE: {}}, "description": "Server-sent events, one per runtime event."}}
+
+
+@router.post("/v1/chat", response_class=StreamingResponse, responses=SSE_DOC)  # type: ignore[arg-type]
+async def chat(body: ChatRequest, d: Annotated[Daemon, Depends(daemon)]) -> StreamingResponse:
+    """Send a message and stream the reply as server-sent events.
+
+    Each event's ``event:`` names it and ``data:`` is its JSON: ``memory_context``
+    (always first: what was recalled), ``history_context``, ``token_delta``…,
+    ``tool_call``/``tool_result``, then ``done`` (the stored reply) or ``error``.
+    The message is stored before anything else happens; bad input is a 4xx
+    before the stream starts.
+    """
+    persona = d.persona_for(body.channel, body.persona)
+    bridge = EventBridge(asyncio.get_running_loop())
+    accepted = await run_in_threadpool(
+        lambda: d.runtime.submit(persona, body.channel, body.user, body.message,
+                                 disable_memory=body.disable_memory, sink=bridge.sink, source="chat")
+    )
+    d.hub.wake(body.channel)
+    headers = {**HEADERS, "X-Agentd-Message-Id": str(accepted.message_id), "X-Agentd-Request-Id": accepted.request_id}
+    return StreamingResponse(bridge.frames(), media_type=MEDIA_TYPE, headers=headers)

@@ -1,0 +1,136 @@
+"""The door: the API key check and the request body limit, as plain ASGI middleware.
+
+Both answer before the application reads anything: a request without the key is
+refused whatever its body, and a body larger than ``daemon.max_body_bytes`` is
+refused by its ``Content-Length`` or, when chunked, as soon as it grows past the
+limit (nothing of it is handled).
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agentd._exceptions import ConfigError
+from agentd.api.errors import error_body
+
+#: Paths that never need the key (liveness probes).
+OPEN_PATHS = frozenset({"/healthz"})
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, api_key: str) -> None:
+    """Refuse to listen beyond loopback without an API key."""
+    if not is_loopback(host) and not api_key:
+        raise ConfigError(
+            "daemon.host",
+            "",
+            f"refusing to listen on {host!r} (beyond loopback) without an API key: set [daemon] api_key "
+            "(or AGENTD_DAEMON__API_KEY), or bind to 127.0.0.1",
+        )
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any], headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    data = json.dumps(body).encode()
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *headers],
+    })
+    await send({"type": "http.response.body", "body": data})
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+class ApiKeyGuard:
+    """Every path but :data:`OPEN_PATHS` needs ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``."""
+
+    def __init__(self, app: ASGIApp, api_key: str) -> None:
+        self._app = app
+        self._key = api_key.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self._key or scope["path"] in OPEN_PATHS:
+            await self._app(scope, receive, send)
+            return
+        given = _header(scope, b"x-api-key")
+        auth = _header(scope, b"authorization")
+        if given is None and auth is not None and auth[:7].lower() == "bearer ":
+            given = auth[7:].strip()
+        if given is not None and hmac.compare_digest(given.encode(), self._key):
+            await self._app(scope, receive, send)
+            return
+        reason = "a valid API key is required" if given is None else "the API key is not valid"
+        await _send_json(
+            send, 401,
+            error_body("unauthorized", f"{reason}: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'",
+                       "Authorization"),
+            [(b"www-authenticate", b'Bearer realm="agentd"')],
+        )
+
+
+class BodyTooLarge(HTTPException):
+    """A chunked body grew past the limit (raised from ``receive``; FastAPI passes HTTPExceptions on)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the request body exceeds the limit of {limit} bytes (daemon.max_body_bytes)")
+        self.field = "body"
+
+
+class BodyLimit:
+    """Refuse request bodies larger than ``limit`` bytes with 413."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self._app = app
+        self._limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        declared = _header(scope, b"content-length")
+        if declared is not None:
+            try:
+                size = int(declared)
+            except ValueError:
+                await _send_json(send, 400, error_body("bad_request", "Content-Length is not a number", "Content-Length"))
+                return
+            if size > self._limit:
+                await _send_json(send, 413, error_body(
+                    "body_too_large",
+                    f"the request body is {size} bytes; the limit is {self._limit} bytes (daemon.max_body_bytes)",
+                    "body"))
+                return
+        received = 0
+        limit = self._limit
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise BodyTooLarge(limit)
+            return message
+
+        await self._app(scope, limited, send)

@@ -1,0 +1,134 @@
+"""The memory service over HTTP (seed 003): search, context, add, import, list, forget.
+
+``/v1/memory/search`` and ``/v1/memory/context`` share one search function
+(:func:`agentd.memory.context.search`, over :meth:`MemoryService.search`). The
+routes are plain functions: FastAPI runs them on its thread pool, off the event
+loop, since embedding and SQLite calls block.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import JSONResponse
+
+from agentd._exceptions import InvalidInput, NotFound
+from agentd.api.schemas import AddMemory, ContextRequest, ImportRequest, SearchRequest
+from agentd.api.state import Daemon, daemon
+from agentd.memory import context as memory_context
+from agentd.memory.importer import parse_line, parse_timestamp
+from agentd.scopes import GLOBAL, Scope, check_identifier
+from agentd.store.memories import NewMemory
+
+router = APIRouter(tags=["memory"])
+
+
+def _personas(d: Daemon, persona: str | None) -> list[str]:
+    if persona is None:
+        return list(d.app.personas)
+    return [d.app.personas[persona].name]
+
+
+def _check_optional(field: str, value: str | None) -> None:
+    if value is not None:
+        check_identifier(field, value)
+
+
+def _count(d: Daemon, personas: list[str]) -> Any:
+    """The largest count among the searched personas' tokenizers (the block fits any of them)."""
+    counters = {c.name: c for c in (d.app.builder.counter(d.app.personas[p]) for p in personas)}
+    return lambda text: max((c.count(text) for c in counters.values()), default=0)
+
+
+@router.post("/v1/memory/search")
+def search(body: SearchRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
+    """Memories ranked by relevance with time decay, best first (``score`` ranks, ``relevance`` filters)."""
+    _check_optional("userId", body.userId)
+    _check_optional("channel", body.channel)
+    personas = _personas(d, body.persona)
+    limit = body.limit or d.app.config.memory.limit
+    hits = memory_context.search(d.app.memory, body.query, personas, user=body.userId, channel=body.channel,
+                                 limit=limit, min_relevance=body.minScore)
+    return {"results": [{**h.as_result(), "persona": h.memory.persona} for h in hits], "total_found": len(hits)}
+
+
+@router.post("/v1/memory/context")
+def context(body: ContextRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
+    """Seed 003: the ``## Known Facts (from memory)`` block for a query, within a token budget.
+
+    Defaults: ``tokenBudget`` 2000, ``limit`` 20. Memories are taken best score
+    first until the next one would not fit. Answers ``{context, memoriesUsed,
+    tokensUsed, tokenBudget}``; nothing relevant is ``""`` and 0.
+    """
+    check_identifier("userId", body.userId)
+    _check_optional("channel", body.channel)
+    cfg = d.app.config.memory
+    personas = _personas(d, body.persona)
+    budget = body.tokenBudget or cfg.token_budget
+    hits = memory_context.search(d.app.memory, body.query, personas, user=body.userId, channel=body.channel,
+                                 limit=body.limit or cfg.limit, min_relevance=body.minScore)
+    return memory_context.known_facts(hits, budget, _count(d, personas)).as_json()
+
+
+def _scope(body: AddMemory) -> Scope:
+    given = [x for x in (body.scope, body.userId, body.channel) if x is not None]
+    if len(given) > 1:
+        raise InvalidInput("scope", "give only one of scope, userId, channel")
+    if body.userId is not None:
+        return Scope.user(body.userId)
+    if body.channel is not None:
+        return Scope.channel(body.channel)
+    return Scope.parse(body.scope) if body.scope is not None else GLOBAL
+
+
+@router.post("/v1/memories", status_code=201)
+def add(body: AddMemory, d: Annotated[Daemon, Depends(daemon)]) -> JSONResponse:
+    """Store a memory (201), or find the identical one already stored (200, ``created: false``)."""
+    created_at = parse_timestamp(body.created_at) if body.created_at is not None else None
+    memory, created = d.app.memory.add(body.persona, _scope(body), body.text, body.category, body.metadata,
+                                       created_at=created_at)
+    return JSONResponse({"memory": memory.as_json(), "created": created}, status_code=201 if created else 200)
+
+
+@router.post("/v1/memories/import")
+def import_(body: ImportRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
+    """Store a batch in one transaction. An invalid item refuses the whole batch (422 naming
+    ``memories[i].field``) unless ``skip_invalid``, which stores the rest and reports it."""
+    if body.persona is not None:
+        d.app.memory.check_persona(body.persona)
+    valid: list[NewMemory] = []
+    skipped: list[dict[str, Any]] = []
+    for index, item in enumerate(body.memories):
+        try:
+            valid.append(parse_line(json.dumps(item), body.persona, d.app.memory.validate))
+        except (InvalidInput, NotFound) as exc:
+            if not body.skip_invalid:
+                field = exc.field if isinstance(exc, InvalidInput) else exc.kind
+                raise InvalidInput(f"memories[{index}].{field}", str(exc)) from None
+            skipped.append({"index": index, "reason": str(exc)})
+    results = d.app.memory.add_many(valid) if valid else []
+    added = sum(1 for _id, created in results if created)
+    return {"added": added, "duplicates": len(results) - added, "skipped": skipped,
+            "ids": [mid for mid, _created in results]}
+
+
+@router.get("/v1/memories")
+def list_memories(
+    d: Annotated[Daemon, Depends(daemon)],
+    persona: Annotated[str, Query(description="Whose memories.")],
+    scope: Annotated[str | None, Query(description="global | channel:NAME | user:ID (default: all).")] = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> dict[str, Any]:
+    """A persona's memories, newest first."""
+    parsed = Scope.parse(scope) if scope is not None else None
+    memories = d.app.memory.list(persona, parsed, limit, offset)
+    return {"memories": [m.as_json() for m in memories], "total": d.app.memory.count(persona)}
+
+
+@router.delete("/v1/memories/{memory_id}")
+def forget(memory_id: int, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
+    """Delete one memory (its row, vector and index entry)."""
+    return {"forgotten": d.app.memory.forget(memory_id).as_json()}

@@ -1,0 +1,123 @@
+"""Running the daemon: uvicorn on a bound socket, and a shutdown that loses nothing.
+
+On SIGTERM/SIGINT (or ``should_exit``) the server stops listening at once, then
+the runtime stops: replies in flight may finish within
+``daemon.shutdown_grace_seconds``, the rest are stored as ``interrupted``, and
+messages not yet started stay ``pending`` for the next start. Streams then end,
+remaining connections close, and the database is closed last.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable
+
+import structlog
+import uvicorn
+from anyio import to_thread
+
+from agentd.api.app import create_api
+from agentd.api.feed import ChannelHub
+from agentd.api.guard import check_bind
+from agentd.api.state import Daemon
+from agentd.app import App
+from agentd.llm.chat import ChatModel
+from agentd.runtime import Runtime
+
+log = structlog.get_logger("agentd.serve")
+
+#: After the runtime has stopped, how long open connections get to finish.
+CONNECTION_GRACE_SECONDS = 3.0
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0: any free port)."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, kind, proto, _name, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(address)
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, with agentd's drain step between "stop listening" and "close connections"."""
+
+    def __init__(self, config: uvicorn.Config, drain: Callable[[], None], hub: ChannelHub) -> None:
+        super().__init__(config)
+        self._drain = drain
+        self._hub = hub
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        await to_thread.run_sync(self._drain)
+        self._hub.close()
+        await super().shutdown(sockets=None)
+
+
+class DaemonServer:
+    """The runtime, the API and uvicorn, over one :class:`App`.
+
+    ``run()`` blocks until shutdown (signals are handled when it runs on the main
+    thread); ``request_stop()`` asks for the same shutdown from any thread.
+    """
+
+    def __init__(self, app: App, host: str, port: int, *, llm: ChatModel | None = None,
+                 resume_pending: bool | None = None) -> None:
+        cfg = app.config
+        check_bind(host, cfg.daemon.api_key)
+        for channel, entry in cfg.channels.items():
+            for name in entry.personas:
+                app.personas[name]  # an unknown persona in a binding fails here, before listening
+        self.app = app
+        self.sock = bind_socket(host, port)
+        self.host = host
+        self.port = int(self.sock.getsockname()[1])
+        self.runtime = Runtime(app, llm)
+        self.hub = ChannelHub(app.store)
+        self._stopped = threading.Lock()
+        self._runtime_stopped = False
+        api = create_api(Daemon(app, self.runtime, self.hub), resume_pending=resume_pending)
+        config = uvicorn.Config(api, log_config=None, access_log=False, lifespan="on",
+                                timeout_graceful_shutdown=CONNECTION_GRACE_SECONDS)
+        self.server = _Server(config, self._stop_runtime, self.hub)
+
+    @property
+    def url(self) -> str:
+        """The base URL clients use."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def run(self) -> None:
+        """Serve until stopped, then stop the runtime and close the database."""
+        try:
+            self.server.run(sockets=[self.sock])
+        finally:
+            self._stop_runtime()
+            self.sock.close()
+            self.app.close()
+            log.info("stopped")
+
+    def request_stop(self) -> None:
+        """Begin the graceful shutdown (thread-safe)."""
+        self.server.should_exit = True
+
+    @property
+    def started(self) -> bool:
+        """True once the server accepts requests."""
+        return bool(self.server.started)
+
+    def _stop_runtime(self) -> None:
+        with self._stopped:
+            if self._runtime_stopped:
+                return
+            self._runtime_stopped = True
+        grace = self.app.config.daemon.shutdown_grace_seconds
+        log.info("draining", grace_s=grace)
+        self.runtime.stop(grace)

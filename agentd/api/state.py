@@ -1,0 +1,59 @@
+"""What the routes share: the App's parts, the runtime and the channel hub."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from agentd._exceptions import InvalidInput
+from agentd.api.feed import ChannelHub
+from agentd.app import App
+from agentd.runtime import Runtime
+from agentd.scopes import check_identifier
+
+
+@dataclass(frozen=True)
+class Daemon:
+    """The running daemon's parts, handed to every route."""
+
+    app: App
+    runtime: Runtime
+    hub: ChannelHub
+
+    def persona_for(self, channel: str, named: str | None) -> str:
+        """The persona that answers in ``channel``: ``named`` if given (and allowed), else the bound one.
+
+        A channel bound in config (``[channels.NAME] personas = [...]``) is answered
+        only by those personas, the first by default; otherwise a named persona may
+        answer anywhere, and an unnamed one is the single persona whose ``channels``
+        match.
+        """
+        check_identifier("channel", channel)
+        personas = self.app.personas
+        entry = self.app.config.channels.get(channel)
+        bound = list(entry.personas) if entry is not None else []
+        if named is not None:
+            persona = personas[named].name  # NotFound names the known ones
+            if bound and persona not in bound:
+                raise InvalidInput(
+                    "persona", f"{persona!r} is not bound to channel {channel!r} (bound: {', '.join(bound)})"
+                )
+            return persona
+        if bound:
+            return bound[0]
+        matching = [p.name for p in personas.bound_to(channel)]
+        if len(matching) == 1:
+            return matching[0]
+        if not matching:
+            raise InvalidInput(
+                "persona",
+                f"channel {channel!r} is bound to no persona: name one, or bind it with "
+                f"[channels.{channel}] personas = [...] in agentd.toml",
+            )
+        raise InvalidInput("persona", f"channel {channel!r} matches several personas ({', '.join(matching)}): name one")
+
+
+def daemon(request: Request) -> Daemon:
+    """FastAPI dependency: the daemon serving this request."""
+    return request.app.state.daemon  # type: ignore[no-any-return]
