@@ -14,7 +14,14 @@ per size:
   through ``MemoryService.search``, the function recall and automatic
   retrieval use), over distinct queries in random channels;
 * p50/p95 of one persona-wide search (every scope, as ``agentd memory search``
-  without ``--channel``).
+  without ``--channel``): a Hamming scan of the binary-quantized vectors, then
+  exact cosine over the best candidates;
+* for the same persona-wide queries, the p50 of the exact brute-force scan
+  over every float vector, and the recall of the coarse path: the mean share
+  of the exact top 10 it returns (vector stage only, before ranking).
+
+``--dir`` keeps the database: run again with bigger sizes and it resumes from
+the memories already there (the 1M fill takes a while).
 
 Texts come from a deterministic generator; the bulk's vectors are real
 embeddings of a pool of distinct texts, each perturbed slightly so no two
@@ -40,7 +47,7 @@ from agentd.embedders import normalize  # noqa: E402
 from agentd.embedders.local import LocalEmbedder  # noqa: E402
 from agentd.memory import MemoryService, NewMemory  # noqa: E402
 from agentd.scopes import GLOBAL, Reach, Scope  # noqa: E402
-from agentd.store import Store  # noqa: E402
+from agentd.store import Store, vectors  # noqa: E402
 
 SUBJECTS = ["Alice", "Bob", "the team", "Carol", "the user", "Dmitri", "Priya", "the client", "Ming", "Lena"]
 VERBS = ["prefers", "is learning", "deployed", "wrote about", "asked about", "dislikes", "is planning", "fixed",
@@ -101,16 +108,35 @@ def load(store: Store, service: MemoryService, embedder: LocalEmbedder, size: in
     return e2e_rate, bulk_rate
 
 
+def query_for(r: random.Random, q: int) -> str:
+    return f"what does {r.choice(SUBJECTS)} think about {r.choice(OBJECTS)} {q}"
+
+
 def measure(service: MemoryService, channels: int, queries: int, everywhere: bool) -> tuple[float, float]:
     r = random.Random(42)
     samples = []
     for q in range(queries):
-        query = f"what does {r.choice(SUBJECTS)} think about {r.choice(OBJECTS)} {q}"
+        query = query_for(r, q)
         reach = Reach(PERSONA, everywhere=True) if everywhere else Reach(PERSONA, channel=f"ch{r.randrange(channels)}")
         t = time.perf_counter()
         service.search(query, reach, limit=5, min_relevance=0.0)
         samples.append((time.perf_counter() - t) * 1000)
     return percentiles(samples)
+
+
+def coarse_recall(store: Store, embedder: LocalEmbedder, queries: int, k: int = 10) -> tuple[float, float]:
+    """(mean top-``k`` overlap of coarse+rescore with exact, p50 ms of the exact persona-wide scan)."""
+    r = random.Random(7)
+    overlaps, exact_ms = [], []
+    for q in range(queries):
+        vec = embedder.embed([query_for(r, q)])[0]
+        with store.read() as conn:
+            t = time.perf_counter()
+            exact = vectors.nearest(conn, vec, PERSONA, (), k, exact=True)
+            exact_ms.append((time.perf_counter() - t) * 1000)
+            coarse = vectors.nearest(conn, vec, PERSONA, (), k)
+        overlaps.append(len({m for m, _ in exact} & {m for m, _ in coarse}) / max(len(exact), 1))
+    return statistics.mean(overlaps), statistics.median(exact_ms)
 
 
 def main() -> None:
@@ -128,15 +154,27 @@ def main() -> None:
     store = Store.open(f"sqlite:///{workdir / 'bench.db'}", dimension=embedder.dimension)
     service = MemoryService(store, embedder, MemoryConfig(), personas=[PERSONA])
     print(f"database: {workdir / 'bench.db'}; {args.channels} channels; embedder {embedder.model_id}")
-    print(f"{'memories':>10} {'e2e ins/s':>10} {'bulk ins/s':>11} {'scoped p50':>11} {'scoped p95':>11} {'wide p50':>9} {'wide p95':>9}")
-    have = 0
+    print(
+        f"{'memories':>10} {'e2e ins/s':>10} {'bulk ins/s':>11} {'scoped p50':>11} {'scoped p95':>11} "
+        f"{'wide p50':>9} {'wide p95':>9} {'exact wide p50':>15} {'recall@10':>10}"
+    )
+    have = service.count(PERSONA)
+    if have:
+        print(f"resuming: {have:,} memories already in the database")
     for size in sizes:
+        if size < have:
+            continue
         e2e, bulk = load(store, service, embedder, size, args.channels, have)
         have = size
         measure(service, args.channels, 10, everywhere=False)  # warm the page cache
         p50, p95 = measure(service, args.channels, args.queries, everywhere=False)
         w50, w95 = measure(service, args.channels, args.wide_queries, everywhere=True)
-        print(f"{size:>10,} {e2e:>10.0f} {bulk:>11.0f} {p50:>9.2f}ms {p95:>9.2f}ms {w50:>7.1f}ms {w95:>7.1f}ms", flush=True)
+        recall, exact50 = coarse_recall(store, embedder, args.wide_queries)
+        print(
+            f"{size:>10,} {e2e:>10.0f} {bulk:>11.0f} {p50:>9.2f}ms {p95:>9.2f}ms {w50:>7.1f}ms {w95:>7.1f}ms "
+            f"{exact50:>13.1f}ms {recall:>10.3f}",
+            flush=True,
+        )
     store.close()
 
 

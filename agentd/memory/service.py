@@ -195,7 +195,9 @@ class MemoryService:
                 "WHERE rowid IN (SELECT id FROM memories)"
             )
             vector_table.drop(conn, staging)
-            # Memories added while re-embedding ran are embedded now.
+            # The bit table still holds the old model's signs: re-derive it.
+            vector_table.rebuild_coarse(conn)
+            # Memories added while re-embedding ran are embedded now (both tables).
             late = conn.exec_driver_sql(
                 f"SELECT id FROM memories WHERE id NOT IN (SELECT rowid FROM {vector_table.TABLE})"
             ).fetchall()

@@ -1,0 +1,233 @@
+"""Vector search at scale: scope isolation across vec0 partitions, the binary coarse path, and its upkeep.
+
+Real SQLite files in ``tmp_path`` and the real local embedder; hand-made unit
+vectors only where a test needs more vectors than it is worth embedding.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config as AlembicConfig
+
+from agentd.app import App
+from agentd.config import Config, MemoryConfig
+from agentd.embedders.local import LocalEmbedder
+from agentd.memory import MemoryService
+from agentd.scopes import GLOBAL, Reach, Scope
+from agentd.store import Store, migrate, vectors
+from agentd.store.engine import create_engine
+from tests.fakeopenai import FakeOpenAI
+
+QUERY = "Which programming language does the user write at work?"
+
+
+def _unit(rows: int, dim: int = 384, seed: int = 0) -> np.ndarray:
+    x = np.random.default_rng(seed).normal(size=(rows, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _ids(conn: sa.Connection, table: str) -> set[int]:
+    return {int(r[0]) for r in conn.exec_driver_sql(f"SELECT rowid FROM {table}")}
+
+
+def _bits_match_floats(conn: sa.Connection) -> bool:
+    """Every bit vector is the quantized float vector of the same memory, and nothing else is there."""
+    floats = dict(conn.exec_driver_sql(f"SELECT rowid, vec_quantize_binary(embedding) FROM {vectors.TABLE}").all())
+    bits = dict(conn.exec_driver_sql(f"SELECT rowid, embedding FROM {vectors.COARSE}").all())
+    return floats == bits
+
+
+# -- scope isolation across partitions --------------------------------------------------
+
+
+def test_a_search_sees_only_its_persona_channel_user_and_global(app: App) -> None:
+    """The same text in every scope: each reach gets exactly its own scopes, global always."""
+    text = "User writes Go microservices at work"
+    for persona in ("buddy", "scholar"):
+        for scope in (GLOBAL, Scope.channel("a"), Scope.channel("b"), Scope.user("x"), Scope.user("y")):
+            app.memory.add(persona, scope, text)
+    cases = {
+        Reach("buddy", channel="a"): {"global", "channel:a"},
+        Reach("buddy", channel="b", user="y"): {"global", "channel:b", "user:y"},
+        Reach("buddy", user="x"): {"global", "user:x"},
+        Reach("buddy"): {"global"},
+        Reach("buddy", everywhere=True): {"global", "channel:a", "channel:b", "user:x", "user:y"},
+    }
+    for reach, allowed in cases.items():
+        hits = app.memory.search(QUERY, reach, limit=10, min_relevance=0.0)
+        assert {str(h.memory.scope) for h in hits} == allowed, reach
+        assert {h.memory.persona for h in hits} == {"buddy"}, reach
+
+
+def test_a_multi_scope_search_merges_partitions_into_one_exact_top_k(app: App, embedder: LocalEmbedder) -> None:
+    """sqlite-vec answers IN/OR on partition keys with unmerged per-partition lists; agentd merges.
+
+    The expected answer is computed here by brute force over the allowed
+    memories only: k results, not k per scope, in one global order, with the
+    best matches drawn from every partition and nothing from the others.
+    """
+    texts = {
+        GLOBAL: ["User writes Go at work", "User has a cat called Miso", "User's favourite color is blue"],
+        Scope.channel("a"): ["User codes in Rust at the office", "The team ships on Tuesdays", "Lunch is at noon"],
+        Scope.user("x"): ["User programs Python for their job", "User runs marathons", "User likes jazz piano"],
+    }
+    # Closer matches than any allowed one, in scopes and a persona the reach excludes.
+    for scope in (Scope.channel("b"), Scope.user("y")):
+        app.memory.add("buddy", scope, QUERY)
+    app.memory.add("scholar", GLOBAL, QUERY)
+    stored: dict[int, str] = {}
+    for scope, group in texts.items():
+        for text in group:
+            stored[app.memory.add("buddy", scope, text)[0].id] = text
+
+    qvec = embedder.embed([QUERY])[0]
+    ids = list(stored)
+    sims = embedder.embed([stored[i] for i in ids]) @ qvec
+    k = 4
+    expected = [ids[j] for j in np.argsort(-sims, kind="stable")[:k]]
+    with app.store.read() as conn:
+        got = vectors.nearest(conn, qvec, "buddy", ["global", "channel:a", "user:x"], k)
+    assert [mid for mid, _ in got] == expected
+    assert len({app.memory.get(mid).scope for mid in expected}) >= 2  # the top k really spans partitions
+    assert [round(s, 4) for _, s in got] == [round(float(s), 4) for s in sorted(sims, reverse=True)[:k]]
+
+
+# -- the binary coarse stage --------------------------------------------------------------
+
+
+def _vector_store(tmp_path: Path, vecs: np.ndarray, personas: tuple[str, ...] = ("p", "q")) -> Store:
+    store = Store.open(f"sqlite:///{tmp_path / 'vec.db'}", dimension=vecs.shape[1])
+    rows = [(i + 1, personas[i % len(personas)], f"channel:c{i % 7}", v) for i, v in enumerate(vecs)]
+    with store.write() as conn:
+        for start in range(0, len(rows), 500):
+            vectors.insert(conn, rows[start : start + 500])
+    return store
+
+
+def test_the_coarse_path_returns_the_exact_nearest_neighbours(tmp_path: Path) -> None:
+    """More vectors than the rescoring pool, some deleted: persona-wide top hits equal brute force."""
+    vecs = _unit(3 * vectors.RESCORE)
+    store = _vector_store(tmp_path, vecs)
+    deleted = set(range(2, len(vecs), 9))
+    with store.write() as conn:
+        for mid in deleted:
+            vectors.delete(conn, mid)
+    noise = np.random.default_rng(1).normal(0, 0.01, vecs.shape[1]).astype(np.float32)
+    with store.read() as conn:
+        for target in (1, 5, 601, 1197):
+            query = vecs[target - 1] + noise
+            coarse = vectors.nearest(conn, query, "p", (), 5)
+            exact = vectors.nearest(conn, query, "p", (), 5, exact=True)
+            assert coarse[0][0] == exact[0][0] == target
+            assert coarse[0][1] == pytest.approx(exact[0][1], abs=1e-5)
+            assert all(mid % 2 == 1 and mid not in deleted for mid, _ in coarse)  # persona p only
+    store.close()
+
+
+def test_the_coarse_candidates_are_the_hamming_nearest(tmp_path: Path) -> None:
+    """The chunk-reading scan agrees with a Hamming brute force and with vec0's own k-NN."""
+    vecs = _unit(1500, seed=3)
+    store = _vector_store(tmp_path, vecs, personas=("p",))
+    with store.write() as conn:
+        for mid in (3, 4, 700):
+            vectors.delete(conn, mid)
+    alive = [i for i in range(1, 1501) if i not in (3, 4, 700)]
+    query = _unit(1, seed=9)[0]
+    signs = vecs > 0
+    hamming = {i: int(np.count_nonzero(signs[i - 1] != (query > 0))) for i in alive}
+    n = 200
+    with store.read() as conn:
+        got = vectors.coarse_candidates(conn, query.tobytes(), "p", n)
+        vec0 = conn.exec_driver_sql(
+            f"SELECT distance FROM {vectors.COARSE} WHERE embedding MATCH vec_quantize_binary(?) "
+            "AND k = ? AND persona = 'p'",
+            (query.tobytes(), n),
+        ).all()
+    assert len(got) == len(set(got)) == n
+    assert sorted(hamming[i] for i in got) == sorted(hamming.values())[:n] == sorted(int(d) for (d,) in vec0)
+    store.close()
+
+
+# -- upkeep: forget, reembed, migrate, rebinding -------------------------------------------
+
+
+def test_forget_removes_the_bit_vector_too(app: App) -> None:
+    ids = [app.memory.add("buddy", Scope.channel(f"c{i % 3}"), f"User fact number {i}")[0].id for i in range(6)]
+    gone = app.memory.forget(ids[2])
+    with app.store.read() as conn:
+        assert _ids(conn, vectors.COARSE) == _ids(conn, vectors.TABLE) == set(ids) - {ids[2]}
+        assert _bits_match_floats(conn)
+    hits = app.memory.search(gone.text, Reach("buddy", everywhere=True), limit=10, min_relevance=0.0)
+    assert ids[2] not in {h.memory.id for h in hits}
+
+
+def test_reembed_rebuilds_the_bit_table_for_the_new_model(
+    app: App, config: Config, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After re-embedding with a model of another dimension, the bits are the new model's."""
+    from agentd.llm.embedding import LitellmEmbedder
+
+    for i, text in enumerate(["User likes Python", "Team ships on Tuesdays", "User has a cat"]):
+        app.memory.add("buddy", Scope.channel(f"c{i}"), text)
+    monkeypatch.setenv("FAKE_KEY", "k")
+    other = LitellmEmbedder("openai/fake-embed", api_base=fake_openai.url, api_key_env="FAKE_KEY")
+    service = MemoryService(app.store, other, config.memory, ["buddy"], check_embedding=False)
+    assert service.reembed() == 3
+    with app.store.read() as conn:
+        assert vectors.table_dimension(conn, vectors.COARSE) == vectors.table_dimension(conn) == 64
+        assert len(_ids(conn, vectors.COARSE)) == 3
+        assert _bits_match_floats(conn)
+    hits = service.search("python", Reach("buddy", everywhere=True), min_relevance=0.0)
+    assert hits[0].memory.text == "User likes Python"
+
+
+def test_a_store_bound_to_another_dimension_keeps_its_bit_table_in_step(
+    tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new store sized for 384-d and bound to a 64-d model follows with its bit table."""
+    from agentd.llm.embedding import LitellmEmbedder
+
+    monkeypatch.setenv("FAKE_KEY", "k")
+    other = LitellmEmbedder("openai/fake-embed", api_base=fake_openai.url, api_key_env="FAKE_KEY")
+    store = Store.open(f"sqlite:///{tmp_path / 'bind.db'}", dimension=384)
+    service = MemoryService(store, other, MemoryConfig(), ["buddy"])
+    service.add("buddy", GLOBAL, "User likes Python")
+    service.add("buddy", Scope.channel("a"), "Team ships on Tuesdays")
+    with store.read() as conn:
+        assert vectors.table_dimension(conn, vectors.COARSE) == 64
+        assert _bits_match_floats(conn)
+    assert service.search("python", Reach("buddy", everywhere=True), min_relevance=0.0)[0].memory.text == (
+        "User likes Python"
+    )
+    store.close()
+
+
+def test_upgrading_an_existing_store_fills_the_bit_table(tmp_path: Path) -> None:
+    """Migration 0003 derives a bit vector for every vector already stored."""
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = create_engine(url)
+    cfg = AlembicConfig()
+    cfg.set_main_option("script_location", str(migrate.migrations_dir()))
+    cfg.attributes["embedding_dimension"] = 384
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+    vecs = _unit(300, seed=5)
+    with engine.begin() as conn:
+        assert vectors.table_dimension(conn, vectors.COARSE) is None
+        conn.exec_driver_sql(
+            f"INSERT INTO {vectors.TABLE}(rowid, persona, scope, embedding) VALUES (?, ?, ?, ?)",
+            [(i + 1, "p", "global", v.tobytes()) for i, v in enumerate(vecs)],
+        )
+    engine.dispose()
+    store = Store.open(url)
+    with store.read() as conn:
+        assert _ids(conn, vectors.COARSE) == set(range(1, 301))
+        assert _bits_match_floats(conn)
+        assert vectors.nearest(conn, vecs[41], "p", (), 1)[0][0] == 42
+    store.close()
