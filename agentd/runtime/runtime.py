@@ -171,7 +171,13 @@ class Runtime:
         self._accepting = False
         if not self.wait_idle(grace):
             with self._changed:
+                waiting = [t for t in self._inflight.values() if t.request_id not in self._started]
                 running = [t for t in self._inflight.values() if t.request_id in self._started]
+            # Grace is over: turns still queued must not start now (they stay pending for the
+            # next start); their drafts are claimed and cancelled before their actor reaches them.
+            for turn in waiting:
+                turn.draft.cancel.set()
+                self._interrupt(turn)
             for turn in running:
                 turn.draft.cancel.set()
             self.wait_idle(min(2.0, max(grace, 0.5)))

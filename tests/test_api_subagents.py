@@ -1,0 +1,87 @@
+"""Subagents (seed 003) over HTTP: ``delegate(persona, task)`` runs another persona in a
+child channel with its own memory context at the smaller budget (1000 tokens, limit
+10), and its answer comes back as the tool result; depth is bounded, cycles refused."""
+
+from __future__ import annotations
+
+import json
+
+from agentd.scopes import GLOBAL
+from tests.fakeopenai import FakeOpenAI, Turn
+from tests.test_api_support import daemons, fake_persona  # noqa: F401 - the fixture is used by name
+
+TASK = "When is the Apollo rocket launch deadline?"
+
+
+def facts(i: int) -> str:
+    """A long memory (~150 tokens) that is relevant to TASK."""
+    return (f"Apollo rocket launch deadline note {i}: the Apollo rocket launch deadline is the third of March. "
+            + "The Apollo rocket launch team confirmed the launch deadline again in the planning meeting. " * 5)
+
+
+def personas(fake: FakeOpenAI, helper_skills: str = '["recall"]', extra: dict[str, str] | None = None) -> dict[str, str]:
+    return {
+        "boss": fake_persona(fake.url, "boss", '["delegate"]'),
+        "helper": fake_persona(fake.url, "helper", helper_skills),
+        **(extra or {}),
+    }
+
+
+def test_delegate_runs_the_subagent_with_its_own_smaller_memory_context(daemons, fake_openai) -> None:
+    d = daemons(personas=personas(fake_openai))
+    for i in range(12):
+        d.app.memory.add("helper", GLOBAL, facts(i), "project")
+    d.app.memory.add("boss", GLOBAL, "Boss memory: the Apollo rocket launch deadline is secret", "project")
+    fake_openai.queue(
+        Turn(tool_calls=[("delegate", {"persona": "helper", "task": TASK})]),
+        Turn(text="The deadline is the third of March."),
+        Turn(text="The helper says: the third of March."),
+    )
+    events = d.chat("Ask the helper about the launch deadline", persona="boss")
+    names = [e.event for e in events]
+    assert names[0] == "memory_context" and names[-1] == "done"
+    call = next(e for e in events if e.event == "tool_call")
+    assert call.data["name"] == "delegate" and call.data["arguments"] == {"persona": "helper", "task": TASK}
+    result = next(e for e in events if e.event == "tool_result").data
+    assert result["error"] is None
+    answer = result["result"]
+    assert answer["persona"] == "helper" and answer["answer"] == "The deadline is the third of March."
+    assert answer["channel"] == "general~helper"
+    assert events[-1].data["text"] == "The helper says: the third of March."
+    # The subagent's request: its own memories (not the boss's), more than top_k but cut by the 1000-token budget.
+    helper_request = fake_openai.chat_requests()[1]
+    system = "\n".join(m["content"] for m in helper_request["messages"] if m["role"] == "system")
+    assert "You are helper" in system and "Boss memory" not in system
+    assert helper_request["messages"][-1] == {"role": "user", "content": TASK}
+    shown = [line for line in system.splitlines() if line.startswith('- "Apollo rocket launch deadline note')]
+    assert 3 < len(shown) < 10 and len(shown) == answer["memories_used"]
+    with d.app.store.read() as conn:
+        record = d.app.store.contexts.for_message(conn, answer["message_id"])
+    assert record is not None
+    assert record.data["budget"]["memory_tokens"] <= 1000 and record.data["budget"]["memories_dropped"] > 0
+    # The child channel keeps the exchange; the boss's tool message carried the answer back.
+    child = d.messages("general~helper")
+    assert [(m["role"], m["content"]) for m in child] == [("user", TASK), ("assistant", answer["answer"])]
+    tool_msg = next(m for m in fake_openai.chat_requests()[2]["messages"] if m["role"] == "tool")
+    assert json.loads(tool_msg["content"])["answer"] == answer["answer"]
+
+
+def test_delegation_depth_is_bounded_and_cycles_are_refused(daemons, fake_openai) -> None:
+    three = personas(fake_openai, '["delegate"]', {"clerk": fake_persona(fake_openai.url, "clerk", "[]")})
+    d = daemons("[runtime]\ndelegate_max_depth = 1\n", personas=three)
+    fake_openai.queue(
+        Turn(tool_calls=[("delegate", {"persona": "helper", "task": "find out"})]),          # boss -> helper
+        Turn(tool_calls=[("delegate", {"persona": "boss", "task": "loop back"}),              # helper -> boss: cycle
+                         ("delegate", {"persona": "clerk", "task": "go deeper"})]),           # helper -> clerk: too deep
+        Turn(text="helper could not delegate"),
+        Turn(text="boss is done"),
+    )
+    events = d.chat("start", persona="boss")
+    assert events[-1].event == "done" and events[-1].data["text"] == "boss is done"
+    result = next(e for e in events if e.event == "tool_result").data["result"]
+    assert result["answer"] == "helper could not delegate"
+    helper_followup = fake_openai.chat_requests()[2]
+    errors = [json.loads(m["content"])["error"] for m in helper_followup["messages"] if m["role"] == "tool"]
+    assert errors[0]["code"] == "InvalidInput" and "would loop: boss -> helper -> boss" in errors[0]["message"]
+    assert errors[1]["code"] == "ExecutionFailed" and "depth limit (1)" in errors[1]["message"]
+    assert len(fake_openai.chat_requests()) == 4  # the clerk never ran

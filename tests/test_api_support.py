@@ -1,0 +1,184 @@
+"""Shared parts of the API tests: the daemon on a free loopback port (uvicorn in a
+thread, the real runtime, a real SQLite file, the shared local embedder), an
+HTTP client, and a small independent SSE reader."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agentd.api import DaemonServer
+from agentd.app import App
+from agentd.config import load_config
+from agentd.embedders.local import LocalEmbedder
+from tests.conftest import write_home
+from tests.fakeopenai import FakeOpenAI
+
+KEY_ENV = "FAKE_OPENAI_KEY"
+
+
+def fake_persona(url: str, name: str = "fake", skills: str = '["remember", "recall"]', channels: str = "[]") -> str:
+    """A persona whose model is the fake OpenAI server."""
+    return f"""
+name = "{name}"
+model = "openai/fake-model"
+api_base = "{url}"
+api_key_env = "{KEY_ENV}"
+max_tokens = 256
+skills = {skills}
+channels = {channels}
+system_prompt = "You are {name}, a test persona."
+"""
+
+
+def embedding_via(fake: FakeOpenAI, extra: str = "") -> str:
+    """Config: embeddings from the fake server (so delays can be injected)."""
+    return f"""
+[embedding]
+provider = "litellm"
+model = "openai/fake-embed"
+api_base = "{fake.url}"
+api_key_env = "{KEY_ENV}"
+{extra}
+"""
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns something truthy, or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        pause.wait(0.02)
+
+
+@dataclass(frozen=True)
+class SSE:
+    """One server-sent event as a client sees it."""
+
+    event: str
+    data: dict[str, Any]
+    id: str | None = None
+
+
+def read_sse(lines: Iterator[str], on_line: Callable[[str], None] | None = None) -> Iterator[SSE]:
+    """Parse ``text/event-stream`` lines (written independently of agentd's own client)."""
+    event, data, ident = "message", [], None
+    for line in lines:
+        if on_line is not None:
+            on_line(line)
+        if line == "":
+            if data:
+                yield SSE(event, json.loads("\n".join(data)), ident)
+            event, data, ident = "message", [], None
+        elif not line.startswith(":"):
+            key, _, value = line.partition(": ")
+            if key == "event":
+                event = value
+            elif key == "data":
+                data.append(value)
+            elif key == "id":
+                ident = value
+
+
+@dataclass
+class Running:
+    """A daemon serving in a thread."""
+
+    server: DaemonServer
+    app: App
+    client: httpx.Client
+    thread: threading.Thread
+    home: Path
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def chat(self, message: str, persona: str = "fake", channel: str = "general", user: str = "alice",
+             **extra: Any) -> list[SSE]:
+        """POST /v1/chat and read the whole event stream."""
+        body = {"persona": persona, "channel": channel, "user": user, "message": message, **extra}
+        with self.client.stream("POST", "/v1/chat", json=body) as response:
+            assert response.status_code == 200, response.read()
+            assert response.headers["content-type"].startswith("text/event-stream")
+            return list(read_sse(response.iter_lines()))
+
+    def messages(self, channel: str, after: int = 0) -> list[dict[str, Any]]:
+        response = self.client.get(f"/v1/channels/{channel}/messages", params={"after": after, "limit": 1000})
+        assert response.status_code == 200, response.text
+        return response.json()["messages"]  # type: ignore[no-any-return]
+
+
+@dataclass
+class Follower:
+    """Reads a channel's event stream on a thread, collecting its events."""
+
+    events: list[SSE] = field(default_factory=list)
+    ready: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def snapshot(self) -> list[SSE]:
+        with self.lock:
+            return list(self.events)
+
+
+def follow(client: httpx.Client, channel: str, headers: dict[str, str] | None = None,
+           params: dict[str, Any] | None = None, until: Callable[[list[SSE]], bool] = lambda _events: False) -> tuple[Follower, threading.Thread]:
+    """Start following ``channel``; ``ready`` is set once the stream's first line arrived."""
+    follower = Follower()
+
+    def run() -> None:
+        with client.stream("GET", f"/v1/channels/{channel}/events", headers=headers or {},
+                           params=params or {}) as response:
+            assert response.status_code == 200
+            for ev in read_sse(response.iter_lines(), on_line=lambda _l: follower.ready.set()):
+                with follower.lock:
+                    follower.events.append(ev)
+                    done = until(follower.events)
+                if done:
+                    return
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return follower, thread
+
+
+@pytest.fixture
+def daemons(tmp_path: Path, fake_openai: FakeOpenAI, embedder: LocalEmbedder,
+            monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Running]]:
+    """Start daemons: ``daemons(config_toml, personas={name: toml})``; all stop at the end."""
+    monkeypatch.setenv(KEY_ENV, "test-key")
+    started: list[Running] = []
+
+    def start(config: str = "", personas: dict[str, str] | None = None, headers: dict[str, str] | None = None) -> Running:
+        home = write_home(tmp_path / f"home{len(started)}", config, personas or {"fake": fake_persona(fake_openai.url)})
+        cfg = load_config(home, environ={})
+        app = App(cfg, embedder=embedder) if cfg.embedding.provider == "local" else App(cfg)
+        server = DaemonServer(app, "127.0.0.1", 0)
+        thread = threading.Thread(target=server.run, name="agentd-test-server", daemon=True)
+        thread.start()
+        wait_for(lambda: server.started or not thread.is_alive(), 30, "the server to start")
+        assert thread.is_alive(), "the server thread died at start"
+        client = httpx.Client(base_url=server.url, timeout=60, headers=headers or {})
+        running = Running(server, app, client, thread, home)
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.client.close()
+        running.server.request_stop()
+        running.thread.join(30)

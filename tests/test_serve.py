@@ -1,0 +1,162 @@
+"""``agentd serve`` and ``agentd post`` as installed commands, in subprocesses:
+binding rules, SIGTERM during a streamed reply, restart answers what was pending,
+and the CLI and example adapter talking to a running daemon."""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agentd.app import App
+from agentd.config import load_config
+from tests.conftest import REPO, agentd_cli, write_home
+from tests.fakeopenai import FakeOpenAI, Turn
+from tests.test_api_support import KEY_ENV, daemons, fake_persona, read_sse, wait_for  # noqa: F401
+
+LONG_REPLY = " ".join(f"word{i}" for i in range(80))
+
+
+def test_serve_refuses_to_bind_beyond_loopback_without_a_key(tmp_path) -> None:
+    home = write_home(tmp_path)
+    result = agentd_cli("serve", "--host", "0.0.0.0", "--port", "0", config=home, timeout=60)
+    assert result.returncode == 2
+    assert "refusing to listen on '0.0.0.0'" in result.stderr and "api_key" in result.stderr
+    assert "listening" not in result.stdout
+
+
+class Serve:
+    """``agentd serve --port 0`` in a subprocess; ``url`` once it printed where it listens."""
+
+    def __init__(self, home: Path) -> None:
+        exe = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
+        env[KEY_ENV] = "test-key"
+        self.proc = subprocess.Popen([exe, "--config", str(home), "serve", "--port", "0"], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.stderr: list[str] = []
+        threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put), daemon=True).start()
+        threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr.append), daemon=True).start()
+        line = self.lines.get(timeout=60)
+        assert "agentd listening on " in line, (line, self.stderr)
+        self.url = line.split("listening on ")[1].split()[0]
+
+    @staticmethod
+    def _pump(stream: Any, put: Any) -> None:
+        for line in stream:
+            put(line)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+
+@pytest.fixture
+def serve(tmp_path: Path, fake_openai: FakeOpenAI) -> Iterator[Any]:
+    running: list[Serve] = []
+
+    def start(home: Path) -> Serve:
+        s = Serve(home)
+        running.append(s)
+        return s
+
+    yield start
+    for s in running:
+        s.stop()
+
+
+@pytest.mark.parametrize("grace, outcome", [(0.3, "interrupted"), (20.0, "complete")])
+def test_sigterm_during_a_streamed_reply_stores_the_message_and_the_reply(
+        tmp_path, fake_openai, serve, grace, outcome) -> None:
+    config = f'[embedding]\nprovider = "none"\n[daemon]\nshutdown_grace_seconds = {grace}\n'
+    home = write_home(tmp_path, config, {"fake": fake_persona(fake_openai.url)})
+    fake_openai.chat_delay_per_token = 0.03  # 80 words: about 2.4 s of streaming
+    fake_openai.queue(Turn(text=LONG_REPLY))
+    daemon = serve(home)
+    events: list[Any] = []
+    with httpx.Client(base_url=daemon.url, timeout=60) as client:
+        body = {"persona": "fake", "channel": "general", "user": "alice", "message": "tell me a long story"}
+        with client.stream("POST", "/v1/chat", json=body) as response:
+            assert response.status_code == 200
+            queued = client.post("/v1/channels/general/messages",
+                                 json={"persona": "fake", "user": "bob", "text": "and then?"})
+            assert queued.status_code == 202  # accepted behind the streaming turn
+            for ev in read_sse(response.iter_lines()):
+                events.append(ev)
+                if ev.event == "token_delta" and len(events) == 3:
+                    daemon.proc.send_signal(signal.SIGTERM)
+    assert daemon.proc.wait(60) == 0, daemon.stderr
+    last = events[-1]
+    user_id = int(response.headers["X-Agentd-Message-Id"])
+    app = App(load_config(home, environ={}))
+    try:
+        with app.store.read() as conn:
+            user_msg = app.store.messages.get(conn, user_id)
+            replies = app.store.messages.replies_to(conn, [user_id])
+            waiting = app.store.messages.get(conn, queued.json()["id"])
+    finally:
+        app.close()
+    assert user_msg is not None and user_msg.content == "tell me a long story"
+    reply = replies[user_id]
+    streamed = "".join(e.data["text"] for e in events if e.event == "token_delta")
+    if outcome == "complete":
+        assert last.event == "done" and last.data["message_id"] == reply.id
+        assert reply.status == "complete" and reply.content == LONG_REPLY and user_msg.status == "answered"
+    else:
+        assert last.event == "error" and last.data["code"] == "interrupted" and last.data["message_id"] == reply.id
+        assert reply.status == "interrupted" and user_msg.status == "interrupted"
+        assert reply.content and LONG_REPLY.startswith(reply.content) and reply.content != LONG_REPLY
+        assert streamed == reply.content  # the client saw exactly what was stored
+    assert waiting is not None and waiting.content == "and then?"
+    if outcome == "complete":  # accepted behind it and answered within the grace period
+        assert waiting.status == "answered"
+    else:  # grace is over before it started: kept pending, and answered after the next start
+        assert waiting.status == "pending"
+        fake_openai.chat_delay_per_token = 0.0
+        again = serve(home)
+        with httpx.Client(base_url=again.url, timeout=30) as client:
+            answered = wait_for(lambda: [m for m in client.get("/v1/channels/general/messages").json()["messages"]
+                                         if m["reply_to"] == waiting.id], 60, "the pending message's reply")
+        assert answered[0]["content"] == "echo: and then?"
+        again.proc.send_signal(signal.SIGTERM)
+        assert again.proc.wait(30) == 0
+
+
+def test_agentd_post_prints_the_reply_of_a_running_daemon(daemons, fake_openai) -> None:
+    d = daemons('[channels.general]\npersonas = ["fake"]\n')
+    fake_openai.queue(Turn(text="Hello from the daemon."))
+    result = agentd_cli("post", "general", "hi there", "--user", "alice", "--url", d.url, config=d.home)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "Hello from the daemon."
+    stored = d.messages("general")
+    assert [(m["role"], m["content"]) for m in stored] == [("user", "hi there"), ("assistant", "Hello from the daemon.")]
+    refused = agentd_cli("post", "nowhere", "hi", "--url", d.url, config=d.home)
+    assert refused.returncode == 2 and "bound to no persona" in refused.stderr
+    down = agentd_cli("post", "general", "hi", "--url", "http://127.0.0.1:9", config=d.home)
+    assert down.returncode == 1 and "cannot reach agentd" in down.stderr
+
+
+def test_the_example_terminal_adapter_bridges_stdin_to_a_channel(daemons, fake_openai) -> None:
+    d = daemons('[channels.general]\npersonas = ["fake"]\n')
+    fake_openai.queue(Turn(text="First answer."), Turn(text="Second answer."))
+    result = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "terminal_adapter.py"), "--url", d.url, "--channel", "general",
+         "--user", "tess"],
+        input="hello\nhow are you?\n", capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "fake> First answer." in result.stdout and "fake> Second answer." in result.stdout
+    assert result.stdout.index("First answer.") < result.stdout.index("Second answer.")
+    assert [m["author"] for m in d.messages("general") if m["role"] == "user"] == ["tess", "tess"]
