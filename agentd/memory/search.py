@@ -1,7 +1,8 @@
-"""Ranking: from raw candidates to calibrated, time-decayed hits.
+"""Ranking: from fused candidates to calibrated, time-decayed hits.
 
-This is the one search function behind ``recall``, automatic retrieval, the
-memory service's ``/search`` and ``/context``, and ``agentd memory search``.
+This is the ranking behind the one search function (``MemoryService.search``)
+that ``recall``, automatic retrieval, the memory service's ``/search`` and
+``/context``, and ``agentd memory search`` all use.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from agentd.memory.fusion import Evidence, Fusion, best_bm25
 from agentd.relevance import Calibration, Recency
 from agentd.store.memories import Memory
 
@@ -20,12 +22,15 @@ class MemoryHit:
 
     ``relevance`` is the calibrated match quality in [0, 1] (what thresholds
     apply to); ``score`` is relevance scaled by recency (what ranks).
+    ``similarity`` is the raw cosine (``None`` when the memory was found by its
+    words only) and ``bm25`` the full-text score (0: no query word matched).
     """
 
     memory: Memory
     relevance: float
     score: float
     similarity: float | None = None
+    bm25: float = 0.0
 
     def as_result(self) -> dict[str, Any]:
         """Seed 002's result item, plus id, scope, relevance and metadata."""
@@ -42,27 +47,32 @@ class MemoryHit:
 
 
 def rank(
-    candidates: dict[int, float],
+    candidates: dict[int, Evidence],
     memories: dict[int, Memory],
     calibration: Calibration,
     recency: Recency,
     now: datetime,
     limit: int,
     min_relevance: float,
+    fusion: Fusion | None = None,
 ) -> list[MemoryHit]:
-    """Turn ``{memory_id: cosine}`` into the best ``limit`` hits at or above ``min_relevance``.
+    """Turn fused candidates into the best ``limit`` hits at or above ``min_relevance``.
 
-    Ties break on newer memory, then on id, so results are deterministic.
+    relevance = calibration(fusion's effective cosine); score = relevance x
+    recency. Ties break on newer memory, then on id, so results are deterministic.
     """
+    fusion = fusion or Fusion()
+    best = best_bm25(candidates)
     hits: list[MemoryHit] = []
-    for mid, cosine in candidates.items():
+    for mid, evidence in candidates.items():
         mem = memories.get(mid)
         if mem is None:
             continue
-        relevance = calibration.relevance(cosine)
+        relevance = calibration.relevance(fusion.effective_cosine(evidence, best))
         if relevance < min_relevance:
             continue
         score = relevance * recency.factor(mem.created_at, now)
-        hits.append(MemoryHit(memory=mem, relevance=relevance, score=score, similarity=cosine))
+        similarity = evidence.cosine if evidence.dense_known else None
+        hits.append(MemoryHit(memory=mem, relevance=relevance, score=score, similarity=similarity, bm25=evidence.bm25))
     hits.sort(key=lambda h: (-h.score, -h.memory.created_at.timestamp(), -h.memory.id))
     return hits[:limit]

@@ -12,18 +12,22 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from agentd._exceptions import EmbedderUnavailable, InvalidInput, NotFound
 from agentd.config import MemoryConfig
 from agentd.embedders import Embedder
+from agentd.memory.fusion import Fusion
 from agentd.memory.importer import ImportReport, iter_lines, parse_line
+from agentd.memory.indexing import CONTEXT_KEY, context_of, embedding_text
+from agentd.memory.query import lexical_terms
 from agentd.memory.search import MemoryHit, rank
 from agentd.relevance import Recency
 from agentd.scopes import Reach, Scope
 from agentd.store import Store
+from agentd.store import lexical as lexical_table
 from agentd.store import vectors as vector_table
 from agentd.store.memories import Memory, NewMemory
 from agentd.store.schema import utcnow
@@ -31,6 +35,9 @@ from agentd.store.schema import utcnow
 _CATEGORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")
 #: ``progress(done, total)`` callbacks for long operations.
 Progress = Callable[[int, int], None]
+#: How a search finds candidates: both sides fused (the default), vectors only, words only.
+SearchMode = Literal["hybrid", "dense", "lexical"]
+SEARCH_MODES: tuple[str, ...] = ("hybrid", "dense", "lexical")
 
 
 def _no_progress(_done: int, _total: int) -> None:
@@ -53,6 +60,7 @@ class MemoryService:
         self._config = config
         self._personas = personas
         self._recency = Recency(config.half_life_days, config.decay_weight)
+        self._fusion = Fusion(config.lexical_weight, config.lexical_saturation)
         if embedder is not None and check_embedding:
             store.bind_embedding(embedder.model_id, embedder.dimension)
 
@@ -93,6 +101,11 @@ class MemoryService:
             raise InvalidInput("category", "must be 1-64 letters, digits, spaces, '_', '.' or '-'")
         if not isinstance(item.metadata, dict):
             raise InvalidInput("metadata", "must be a JSON object")
+        context = item.metadata.get(CONTEXT_KEY)
+        if context is not None and (not isinstance(context, str) or len(context) > self._config.max_text_chars):
+            raise InvalidInput(
+                f"metadata.{CONTEXT_KEY}", f"must be a string of at most {self._config.max_text_chars} characters"
+            )
         if not isinstance(item.scope, Scope):
             raise InvalidInput("scope", "must be global, channel:NAME or user:ID")
         return replace(item, text=text)
@@ -120,10 +133,24 @@ class MemoryService:
         return memory, created
 
     def add_many(self, items: Sequence[NewMemory]) -> list[tuple[int, bool]]:
-        """Store already-validated memories in one transaction; embeds them in one batch."""
-        vecs = self._embed([i.text for i in items]) if self._embedder is not None and items else None
+        """Store already-validated memories in one transaction; embeds them in one batch.
+
+        A memory's ``metadata["context"]`` is embedded with its text and indexed
+        for full-text search, never shown (see :mod:`agentd.memory.indexing`).
+        """
+        texts = [embedding_text(i.text, i.metadata) for i in items]
+        vecs = self._embed(texts) if self._embedder is not None and items else None
         with self._store.write() as conn:
-            return self._store.memories.add(conn, items, vecs)
+            added = self._store.memories.add(conn, items, vecs)
+            lexical_table.reindex(
+                conn,
+                (
+                    (mid, i.persona, str(i.scope), i.text, context_of(i.metadata))
+                    for i, (mid, created) in zip(items, added, strict=True)
+                    if created and context_of(i.metadata)
+                ),
+            )
+        return added
 
     def forget(self, memory_id: int) -> Memory:
         """Delete one memory: its row, vector and index entry."""
@@ -180,7 +207,7 @@ class MemoryService:
         with self._store.read() as reader:
             batches = list(self._store.memories.iter_all(reader, batch))
         for mems in batches:
-            vecs = self._embed([m.text for m in mems])
+            vecs = self._embed([embedding_text(m.text, m.metadata) for m in mems])
             with self._store.write() as conn:
                 vector_table.insert(
                     conn, ((m.id, m.persona, str(m.scope), v) for m, v in zip(mems, vecs, strict=True)), staging
@@ -203,7 +230,7 @@ class MemoryService:
             ).fetchall()
             if late:
                 mems = list(self._store.memories.fetch(conn, [r[0] for r in late]).values())
-                vecs = self._embed([m.text for m in mems])
+                vecs = self._embed([embedding_text(m.text, m.metadata) for m in mems])
                 vector_table.insert(conn, ((m.id, m.persona, str(m.scope), v) for m, v in zip(mems, vecs, strict=True)))
                 done += len(mems)
         return done
@@ -241,28 +268,44 @@ class MemoryService:
         min_relevance: float | None = None,
         vector: np.ndarray | None = None,
         now: datetime | None = None,
+        mode: SearchMode = "hybrid",
     ) -> list[MemoryHit]:
         """The best memories for ``query`` within ``reach``, best first.
 
         ``limit`` defaults to ``memory.recall_limit``, ``min_relevance`` to
         ``memory.min_score``. Pass ``vector`` when the query is already embedded.
+        ``mode`` is for measuring (bench/locomo.py): ``"hybrid"`` fuses the
+        nearest vectors with the best full-text (bm25) matches of the query's
+        content words (:mod:`agentd.memory.fusion`); ``"dense"`` and
+        ``"lexical"`` use one side only.
         """
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query", "must not be empty")
         limit = self._config.recall_limit if limit is None else limit
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise InvalidInput("limit", "must be a positive integer")
+        if mode not in SEARCH_MODES:
+            raise InvalidInput("mode", f"must be one of {', '.join(SEARCH_MODES)}")
         self.check_persona(reach.persona)
         embedder = self._require_embedder()
         threshold = self._config.min_score if min_relevance is None else min_relevance
-        qvec = self.embed_query(query) if vector is None else vector
         scopes = [str(s) for s in reach.scopes()]
-        pool = max(limit * 4, 20)
+        # Both sides fetch a bounded pool, so one search costs the same at any store size
+        # (up to the index lookups themselves).
+        pool = max(limit * 2, self._config.candidate_pool)
+        use_words = mode != "dense" and self._fusion.lexical_weight > 0
+        terms = lexical_terms(query) if use_words else []
+        qvec = None
+        if mode != "lexical":
+            qvec = self.embed_query(query) if vector is None else vector
         with self._store.read() as conn:
-            nearest = vector_table.nearest(conn, qvec, reach.persona, scopes, pool)
-            memories = self._store.memories.fetch(conn, [mid for mid, _ in nearest])
+            nearest = vector_table.nearest(conn, qvec, reach.persona, scopes, pool) if qvec is not None else []
+            matched = lexical_table.search(conn, terms, reach.persona, scopes, pool) if terms else []
+            candidates = self._fusion.merge(nearest, matched)
+            memories = self._store.memories.fetch(conn, list(candidates))
         return rank(
-            dict(nearest), memories, embedder.calibration, self._recency, now or utcnow(), limit, threshold
+            candidates, memories, embedder.calibration, self._recency, now or utcnow(), limit, threshold,
+            self._fusion,
         )
 
     # -- internals -----------------------------------------------------------------

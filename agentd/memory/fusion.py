@@ -1,0 +1,74 @@
+"""Hybrid fusion: vector and full-text candidates merged into one evidence value.
+
+Each candidate memory has a cosine similarity (from the vector side) and a
+bm25 score (from the full-text side, 0 when no query term matched). Fusion
+turns them into one *effective cosine*::
+
+    effective = cosine + lexical_weight * bm25 / (best_bm25 + lexical_saturation)
+
+``best_bm25`` is the best lexical score of this query, so the best lexical
+match earns at most ``lexical_weight`` (in cosine units) and the others earn in
+proportion to their bm25. ``lexical_saturation`` (in bm25 units) shrinks the
+whole lexical boost when even the best match is weak: when only words that
+are everywhere matched (low idf), bm25 is small and so is the boost.
+
+The effective cosine then goes through the embedder's calibration, the same
+logistic map dense search always used, so relevance stays "as likely relevant
+as not" at 0.5: a memory that shares no word with the query is scored exactly
+as before, and lexical evidence can only raise it (README, "Retrieval").
+The weights were fitted on LoCoMo dev conversations (bench/locomo.py) and hold
+on held-out ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the two searches know about one candidate memory."""
+
+    cosine: float
+    bm25: float = 0.0
+    #: False when the memory was not among the vector candidates; ``cosine`` is
+    #: then the pool's lowest (an upper bound for it).
+    dense_known: bool = True
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How much lexical evidence counts (see the module docstring)."""
+
+    lexical_weight: float = 0.6
+    lexical_saturation: float = 2.0
+
+    def merge(
+        self, dense: Sequence[tuple[int, float]], lexical: Sequence[tuple[int, float]]
+    ) -> dict[int, Evidence]:
+        """``{memory_id: Evidence}`` for every candidate of either side.
+
+        ``dense`` is ``(id, cosine)`` best first, ``lexical`` ``(id, bm25)``.
+        A lexical-only candidate was not among the nearest vectors, so its
+        cosine is at most the pool's lowest; that bound stands in for it.
+        """
+        floor = min((c for _, c in dense), default=0.0)
+        found = {mid: Evidence(cosine) for mid, cosine in dense}
+        for mid, score in lexical:
+            seen = found.get(mid)
+            found[mid] = (
+                Evidence(seen.cosine, score) if seen is not None else Evidence(floor, score, dense_known=False)
+            )
+        return found
+
+    def effective_cosine(self, evidence: Evidence, best_bm25: float) -> float:
+        """The cosine that the calibration turns into relevance."""
+        if evidence.bm25 <= 0.0:
+            return evidence.cosine
+        return evidence.cosine + self.lexical_weight * evidence.bm25 / (best_bm25 + self.lexical_saturation)
+
+
+def best_bm25(candidates: dict[int, Evidence]) -> float:
+    """The best lexical score among ``candidates`` (0 when none matched)."""
+    return max((e.bm25 for e in candidates.values()), default=0.0)

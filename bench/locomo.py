@@ -1,0 +1,300 @@
+"""Retrieval quality on LoCoMo: turn-level recall@k through agentd's own memory API.
+
+    python bench/locomo.py /work/shared/bench/locomo-dev.json
+    python bench/locomo.py FILE --k 1,5,10,25 --dev 0,1,2 --modes dense,lexical,hybrid
+
+Each conversation of the LoCoMo-format FILE is ingested as memories with
+``MemoryService.add_many`` into a fresh SQLite store (one scope per
+conversation, ``channel:<sample_id>``): every turn is one memory, written as
+``"Speaker: text"`` (an image turn adds ``[shares a photo: caption]``), with
+its ``dia_id`` in metadata and its session's date as ``created_at``. The
+neighbouring turns go into the generic ``metadata["context"]`` field, which
+agentd indexes with the memory but never shows (see README, "Retrieval").
+
+Every question of categories 1-4 is then asked through ``MemoryService.search``
+- the function ``recall``, automatic retrieval, ``/context`` and the CLI use -
+with ``min_relevance=0`` and ``limit=max(k)`` (recall@k is about ranking, not
+the threshold), once per ``mode``: ``hybrid`` (the default search), ``dense``
+(vectors only) and ``lexical`` (FTS5 bm25 only). recall@k is LoCoMo's official
+fraction: the share of a question's evidence turns among the top k.
+
+``--dev`` names the conversations (by index) used to develop the defaults; the
+others are reported as held-out. Printed: recall@k overall and per category,
+for dev, held-out and all; p50/p95 search latency (query embedding included);
+the ingest rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agentd.config import MemoryConfig  # noqa: E402
+from agentd.embedders.local import LocalEmbedder  # noqa: E402
+from agentd.memory import MemoryService, NewMemory  # noqa: E402
+from agentd.scopes import Reach, Scope  # noqa: E402
+from agentd.store import Store  # noqa: E402
+
+PERSONA = "locomo"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+MODES = ("dense", "lexical", "hybrid")
+_SESSION = re.compile(r"^session_(\d+)$")
+_DATE = re.compile(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.IGNORECASE)
+_MONTHS = {m: i for i, m in enumerate(
+    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+     "november", "december"], start=1)}
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn of a conversation."""
+
+    dia_id: str
+    speaker: str
+    text: str
+    session: int
+    date: datetime | None
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question of categories 1-4 with its evidence turns."""
+
+    conversation: int
+    category: int
+    question: str
+    evidence: tuple[str, ...]
+
+
+@dataclass
+class Conversation:
+    """One LoCoMo sample: its turns in order and its questions."""
+
+    index: int
+    sample_id: str
+    turns: list[Turn]
+    questions: list[Question] = field(default_factory=list)
+
+
+def parse_date(text: str) -> datetime | None:
+    """``"1:56 pm on 8 May, 2023"`` as a UTC datetime (``None`` if it does not parse)."""
+    m = _DATE.search(text or "")
+    if not m:
+        return None
+    hour, minute, ampm, day, month, year = m.groups()
+    h = int(hour) % 12 + (12 if ampm.lower() == "pm" else 0)
+    mon = _MONTHS.get(month.lower())
+    if mon is None:
+        return None
+    return datetime(int(year), mon, int(day), h, int(minute), tzinfo=UTC)
+
+
+def evidence_ids(raw: Sequence[str]) -> tuple[str, ...]:
+    """Evidence ids cleaned of the file's typos (``"D8:6; D9:17"``, ``"D:11:26"``)."""
+    out: list[str] = []
+    for item in raw:
+        for part in re.split(r"[;,\s]+", item):
+            part = part.replace("D:", "D")
+            if re.fullmatch(r"D\d+:\d+", part) and part not in out:
+                out.append(part)
+    return tuple(out)
+
+
+def load(path: Path) -> list[Conversation]:
+    """The conversations of a LoCoMo-format JSON file."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    conversations = []
+    for index, sample in enumerate(data):
+        conv = sample["conversation"]
+        sessions = sorted(int(m.group(1)) for k in conv if (m := _SESSION.match(k)) and isinstance(conv[k], list))
+        turns = []
+        for s in sessions:
+            date = parse_date(conv.get(f"session_{s}_date_time", ""))
+            for t in conv[f"session_{s}"]:
+                text = t.get("text", "").strip()
+                if t.get("blip_caption"):
+                    text = f"{text} [shares a photo: {t['blip_caption']}]".strip()
+                turns.append(Turn(t["dia_id"], t.get("speaker", ""), text, s, date))
+        c = Conversation(index, str(sample.get("sample_id", index)), turns)
+        for qa in sample.get("qa", []):
+            ev = evidence_ids(qa.get("evidence") or [])
+            if qa.get("category") in CATEGORIES and ev:
+                c.questions.append(Question(index, qa["category"], qa["question"], ev))
+        conversations.append(c)
+    return conversations
+
+
+def memories_of(conv: Conversation, context_turns: int = 1) -> list[NewMemory]:
+    """One memory per turn; ``context_turns`` neighbours on each side go into ``metadata["context"]``."""
+    scope = Scope.channel(f"locomo-{conv.sample_id}")
+    items = []
+    for i, turn in enumerate(conv.turns):
+        meta: dict[str, Any] = {"dia_id": turn.dia_id, "speaker": turn.speaker, "session": turn.session}
+        if context_turns:
+            near = [conv.turns[j] for j in range(max(0, i - context_turns), min(len(conv.turns), i + context_turns + 1))
+                    if j != i and conv.turns[j].session == turn.session]
+            if near:
+                meta["context"] = "\n".join(f"{t.speaker}: {t.text}" for t in near)
+        items.append(NewMemory(PERSONA, scope, "dialogue", f"{turn.speaker}: {turn.text}", meta, turn.date))
+    return items
+
+
+def ingest(service: MemoryService, conv: Conversation, context_turns: int = 1) -> dict[int, list[str]]:
+    """Store one conversation; return ``{memory_id: [dia_ids]}`` (identical turns share one memory)."""
+    items = [service.validate(i) for i in memories_of(conv, context_turns)]
+    dia: dict[int, list[str]] = defaultdict(list)
+    for start in range(0, len(items), 256):
+        chunk = items[start : start + 256]
+        for item, (mid, _created) in zip(chunk, service.add_many(chunk), strict=True):
+            dia[mid].append(item.metadata["dia_id"])
+    return dia
+
+
+def reach_of(conv: Conversation) -> Reach:
+    """The search reach of one conversation: its channel (plus the empty global scope)."""
+    return Reach(PERSONA, channel=f"locomo-{conv.sample_id}")
+
+
+@dataclass
+class Result:
+    """Per-question recall@k values and latencies of one mode."""
+
+    recall: dict[tuple[int, int], list[float]] = field(default_factory=lambda: defaultdict(list))
+    latency_ms: list[float] = field(default_factory=list)
+
+    def add(self, category: int, k: int, value: float) -> None:
+        self.recall[(category, k)].append(value)
+        self.recall[(0, k)].append(value)
+
+
+def recall_at(found: Sequence[str], evidence: Sequence[str]) -> float:
+    """LoCoMo's recall: the fraction of evidence turns among ``found``."""
+    got = set(found)
+    return sum(1 for e in evidence if e in got) / len(evidence)
+
+
+def ask(
+    service: MemoryService, conv: Conversation, dia: dict[int, list[str]], ks: Sequence[int], mode: str,
+    result: Result,
+) -> None:
+    """Ask every question of ``conv`` in ``mode``; add recall@k and latency to ``result``."""
+    reach = reach_of(conv)
+    for q in conv.questions:
+        t = time.perf_counter()
+        hits = service.search(q.question, reach, limit=max(ks), min_relevance=0.0, mode=mode)  # type: ignore[arg-type]
+        result.latency_ms.append((time.perf_counter() - t) * 1000)
+        found = [d for h in hits for d in dia.get(h.memory.id, [])]
+        ranked = [h.memory.id for h in hits]
+        for k in ks:
+            top = {d for mid in ranked[:k] for d in dia.get(mid, [])}
+            result.add(q.category, k, recall_at(list(top), q.evidence))
+        del found
+
+
+def percentile(samples: Sequence[float], p: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(p * (len(ordered) - 1)))] if ordered else float("nan")
+
+
+def table(title: str, results: dict[str, Result], ks: Sequence[int]) -> str:
+    """One block: a row per (mode, category), a column per k."""
+    lines = [f"## {title}", f"{'mode':<8} {'category':<12} {'n':>4} " + " ".join(f"{'R@' + str(k):>6}" for k in ks)]
+    for mode, res in results.items():
+        for cat in [0, *CATEGORIES]:
+            n = len(res.recall.get((cat, ks[0]), []))
+            if not n:
+                continue
+            name = "all" if cat == 0 else f"{cat} {CATEGORIES[cat]}"
+            vals = " ".join(f"{statistics.fmean(res.recall[(cat, k)]):>6.3f}" for k in ks)
+            lines.append(f"{mode:<8} {name:<12} {n:>4} {vals}")
+    return "\n".join(lines)
+
+
+def run(
+    path: Path, ks: Sequence[int], modes: Sequence[str], dev: set[int] | None, workdir: Path,
+    embedder: LocalEmbedder | None = None, context_turns: int = 1,
+) -> str:
+    """Ingest and ask; return the printed report."""
+    conversations = load(path)
+    embedder = embedder or LocalEmbedder()
+    store = Store.open(f"sqlite:///{workdir / 'locomo.db'}", dimension=embedder.dimension)
+    service = MemoryService(store, embedder, MemoryConfig(), personas=[PERSONA])
+    try:
+        t = time.perf_counter()
+        dias = [ingest(service, c, context_turns) for c in conversations]
+        ingest_s = time.perf_counter() - t
+        n_turns = sum(len(c.turns) for c in conversations)
+        # Warm up (first query pays for page cache and lazy init).
+        for c in conversations[:1]:
+            for q in c.questions[:5]:
+                service.search(q.question, reach_of(c), limit=max(ks), min_relevance=0.0)
+        splits: dict[str, dict[str, Result]] = {"all": {}}
+        if dev is not None:
+            splits = {"dev": {}, "held-out": {}, "all": {}}
+        for mode in modes:
+            for split in splits.values():
+                split[mode] = Result()
+            for conv, dia in zip(conversations, dias, strict=True):
+                res = Result()
+                ask(service, conv, dia, ks, mode, res)
+                names = ["all"] if dev is None else ["all", "dev" if conv.index in dev else "held-out"]
+                for name in names:
+                    target = splits[name][mode]
+                    for key, vals in res.recall.items():
+                        target.recall[key].extend(vals)
+                    target.latency_ms.extend(res.latency_ms)
+    finally:
+        store.close()
+    out = [
+        f"file: {path}; {len(conversations)} conversations, {n_turns} turns, "
+        f"{sum(len(c.questions) for c in conversations)} questions (categories 1-4 with evidence)",
+        f"ingest: {n_turns / ingest_s:.0f} memories/s end-to-end (MemoryService.add_many: embed + rows + vectors + words)",
+    ]
+    if dev is not None:
+        out.append(f"dev conversations: {sorted(dev)}; held-out: "
+                   f"{[c.index for c in conversations if c.index not in dev]}")
+    for name, results in splits.items():
+        if any(r.latency_ms for r in results.values()):
+            out.append(table(name, results, ks))
+    out.append("## search latency (all questions, query embedding included)")
+    for mode, res in splits["all"].items():
+        out.append(f"{mode:<8} p50 {percentile(res.latency_ms, 0.5):.2f} ms   p95 {percentile(res.latency_ms, 0.95):.2f} ms")
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("file", type=Path, help="a LoCoMo-format JSON file")
+    parser.add_argument("--k", default="1,5,10,25", help="comma-separated cut-offs")
+    parser.add_argument("--modes", default=",".join(MODES), help="search modes to report (dense, lexical, hybrid)")
+    parser.add_argument("--dev", default=None,
+                        help="comma-separated conversation indexes used for development; the rest are held-out")
+    parser.add_argument("--context-turns", type=int, default=1,
+                        help="neighbouring turns on each side stored as metadata['context'] (0: none)")
+    parser.add_argument("--dir", help="where to keep the database (default: a temp dir)")
+    args = parser.parse_args()
+    ks = sorted(int(k) for k in args.k.split(","))
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    for m in modes:
+        if m not in MODES:
+            parser.error(f"unknown mode {m!r}; use {', '.join(MODES)}")
+    dev = {int(i) for i in args.dev.split(",")} if args.dev else None
+    workdir = Path(args.dir or tempfile.mkdtemp(prefix="agentd-locomo-"))
+    print(run(args.file, ks, modes, dev, workdir, context_turns=args.context_turns), flush=True)
+
+
+if __name__ == "__main__":
+    main()
