@@ -267,6 +267,16 @@ def test_binding_beyond_loopback_without_a_key_is_refused(tmp_path) -> None:
         app.close()
 
 
+def test_a_channel_bound_to_an_unknown_persona_fails_at_start(tmp_path) -> None:
+    cfg = load_config(write_home(tmp_path, '[channels.support]\npersonas = ["ghost"]\n'), environ={})
+    app = App(cfg)
+    try:
+        with pytest.raises(ConfigError, match="channels.support.personas: unknown persona 'ghost'"):
+            DaemonServer(app, "127.0.0.1", 0)
+    finally:
+        app.close()
+
+
 def test_health_and_personas(daemons) -> None:
     d = daemons(BOUND)
     health = d.client.get("/healthz").json()

@@ -21,6 +21,7 @@ import structlog
 import uvicorn
 from anyio import to_thread
 
+from agentd._exceptions import ConfigError
 from agentd.api.app import create_api
 from agentd.api.feed import ChannelHub
 from agentd.api.guard import check_bind
@@ -76,6 +77,8 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """Stop listening, drain the runtime (off the loop), end the event streams, then let
+        uvicorn close the connections left and run the lifespan shutdown."""
         for server in self.servers:
             server.close()
         for sock in sockets or []:
@@ -97,8 +100,11 @@ class DaemonServer:
         cfg = app.config
         check_bind(host, cfg.daemon.api_key)
         for channel, entry in cfg.channels.items():
-            for name in entry.personas:
-                app.personas[name]  # an unknown persona in a binding fails here, before listening
+            known = set(app.personas)
+            unknown = [name for name in entry.personas if name not in known]
+            if unknown:  # fail at start, before listening, naming the key
+                raise ConfigError(cfg.source, f"channels.{channel}.personas",
+                                  f"unknown persona {unknown[0]!r}; known: {', '.join(app.personas) or 'none'}")
         self.app = app
         self.sock = bind_socket(host, port)
         self.host = host

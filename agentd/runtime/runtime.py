@@ -81,6 +81,7 @@ class Runtime:
         self._inflight: dict[str, Turn] = {}
         self._started: set[str] = set()
         self._changed = threading.Condition()
+        self._submit_lock = threading.Lock()
         self._supervisor = Supervisor.start(self._spawn, app.config.runtime, self._unanswerable)
 
     # -- the public API -------------------------------------------------------------------
@@ -111,14 +112,19 @@ class Runtime:
         if len(text) > MAX_MESSAGE_CHARS:
             raise InvalidInput("message", f"is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}")
         tokens, counter = self._app.builder.count_message(p, text)
-        with self._app.store.write() as conn:
-            stored = self._app.store.messages.add(
-                conn, channel=channel, role="user", author=user, persona=persona, content=text, status="pending",
-                source=source, request_id=uuid.uuid4().hex, token_count=tokens, token_counter=counter,
-                options={"disable_memory": True} if disable_memory else None,
+        # Store and dispatch under one lock: concurrent submits reach the actors in id order,
+        # so a channel's messages are answered in the order they were stored.
+        with self._submit_lock:
+            with self._app.store.write() as conn:
+                stored = self._app.store.messages.add(
+                    conn, channel=channel, role="user", author=user, persona=persona, content=text, status="pending",
+                    source=source, request_id=uuid.uuid4().hex, token_count=tokens, token_counter=counter,
+                    options={"disable_memory": True} if disable_memory else None,
+                )
+            assert stored.request_id is not None
+            self._dispatch(
+                Turn(stored.request_id, persona, channel, user, stored.id, text, sink or _discard, disable_memory)
             )
-        assert stored.request_id is not None
-        self._dispatch(Turn(stored.request_id, persona, channel, user, stored.id, text, sink or _discard, disable_memory))
         return Accepted(stored.id, stored.request_id, persona, channel)
 
     def chat(
