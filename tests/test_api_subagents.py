@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 
+from agentd.app import App
+from agentd.config import load_config
 from agentd.scopes import GLOBAL
 from tests.fakeopenai import FakeOpenAI, Turn
-from tests.test_api_support import daemons, fake_persona  # noqa: F401 - the fixture is used by name
+from tests.test_api_support import daemons, fake_persona, read_sse, wait_for  # noqa: F401 - the fixture is used by name
 
 TASK = "When is the Apollo rocket launch deadline?"
 
@@ -85,3 +87,31 @@ def test_delegation_depth_is_bounded_and_cycles_are_refused(daemons, fake_openai
     assert errors[0]["code"] == "InvalidInput" and "would loop: boss -> helper -> boss" in errors[0]["message"]
     assert errors[1]["code"] == "ExecutionFailed" and "depth limit (1)" in errors[1]["message"]
     assert len(fake_openai.chat_requests()) == 4  # the clerk never ran
+
+
+def test_shutdown_during_a_subagent_stores_both_turns_as_interrupted(daemons, fake_openai, embedder) -> None:
+    d = daemons("[daemon]\nshutdown_grace_seconds = 0.2\n", personas=personas(fake_openai))
+    report = " ".join(f"line{i}" for i in range(400))
+    fake_openai.queue(Turn(tool_calls=[("delegate", {"persona": "helper", "task": "write a long report"})]),
+                      Turn(text=report))
+    fake_openai.chat_delay_per_token = 0.02  # the helper's report: about 8 s of streaming
+    body = {"persona": "boss", "channel": "general", "user": "alice", "message": "get me the report"}
+    with d.client.stream("POST", "/v1/chat", json=body) as response:
+        user_id = int(response.headers["X-Agentd-Message-Id"])
+        wait_for(lambda: len(fake_openai.chat_requests()) == 2 and fake_openai.streaming.is_set(), 30,
+                 "the helper to stream")
+        d.server.request_stop()
+        events = list(read_sse(response.iter_lines()))
+    assert events[-1].event == "error" and events[-1].data["code"] == "interrupted"
+    d.thread.join(30)
+    assert not d.thread.is_alive()
+    app = App(load_config(d.home, environ={}), embedder=embedder)  # the daemon closed its store
+    try:
+        with app.store.read() as conn:
+            boss_msg = app.store.messages.get(conn, user_id)
+            child = app.store.messages.after(conn, "general~helper", 0)
+    finally:
+        app.close()
+    assert boss_msg is not None and boss_msg.status == "interrupted"
+    assert [(m.role, m.status) for m in child] == [("user", "interrupted"), ("assistant", "interrupted")]
+    assert child[1].content and report.startswith(child[1].content) and child[1].content != report

@@ -82,6 +82,7 @@ class Runtime:
         self._started: set[str] = set()
         self._changed = threading.Condition()
         self._submit_lock = threading.Lock()
+        self._subagents: dict[int, Turn] = {}
         self._supervisor = Supervisor.start(self._spawn, app.config.runtime, self._unanswerable)
 
     # -- the public API -------------------------------------------------------------------
@@ -217,12 +218,21 @@ class Runtime:
         events: list[Event] = []
         turn = Turn(stored.request_id or uuid.uuid4().hex, persona, child, ctx.user or ctx.persona, stored.id, task,
                     events.append)
-        outcome = self._responder(target, child).respond(
-            turn,
-            chain=(*chain, persona),
-            memory_limit=self._config.runtime.subagent_limit,
-            memory_budget=self._config.runtime.subagent_token_budget,
-        )
+        parent_cancel = self._cancel_of(ctx.message_id)
+        if parent_cancel is not None:
+            turn.draft.cancel = parent_cancel  # shutdown cuts the subagent when it cuts its caller
+        with self._changed:
+            self._subagents[stored.id] = turn
+        try:
+            outcome = self._responder(target, child).respond(
+                turn,
+                chain=(*chain, persona),
+                memory_limit=self._config.runtime.subagent_limit,
+                memory_budget=self._config.runtime.subagent_token_budget,
+            )
+        finally:
+            with self._changed:
+                self._subagents.pop(stored.id, None)
         if not outcome.ok:
             error = next((e for e in events if isinstance(e, Error)), None)
             raise SkillExecutionFailed(f"{persona} could not finish the task: {error.message if error else 'unknown error'}")
@@ -236,6 +246,14 @@ class Runtime:
         }
 
     # -- internals ----------------------------------------------------------------------------
+
+    def _cancel_of(self, message_id: int | None) -> threading.Event | None:
+        """The cancel flag of the turn (or running subagent) answering ``message_id``."""
+        with self._changed:
+            for turn in (*self._inflight.values(), *self._subagents.values()):
+                if turn.message_id == message_id:
+                    return turn.draft.cancel
+        return None
 
     def _responder(self, persona: Persona, channel: str) -> Responder:
         return Responder(
