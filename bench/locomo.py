@@ -8,8 +8,9 @@ Each conversation of the LoCoMo-format FILE is ingested as memories with
 conversation, ``channel:<sample_id>``): every turn is one memory, written as
 ``"Speaker: text"`` (an image turn adds ``[shares a photo: caption]``), with
 its ``dia_id`` in metadata and its session's date as ``created_at``. The
-neighbouring turns go into the generic ``metadata["context"]`` field, which
-agentd indexes with the memory but never shows (see README, "Retrieval").
+neighbouring turns of the same session (``--context-turns``, 2 each side) go
+into the generic ``metadata["context"]`` field, which agentd indexes for
+full-text search with the memory but never shows (see README, "Retrieval").
 
 Every question of categories 1-4 is then asked through ``MemoryService.search``
 - the function ``recall``, automatic retrieval, ``/context`` and the CLI use -
@@ -137,7 +138,7 @@ def load(path: Path) -> list[Conversation]:
     return conversations
 
 
-def memories_of(conv: Conversation, context_turns: int = 1) -> list[NewMemory]:
+def memories_of(conv: Conversation, context_turns: int = 2) -> list[NewMemory]:
     """One memory per turn; ``context_turns`` neighbours on each side go into ``metadata["context"]``."""
     scope = Scope.channel(f"locomo-{conv.sample_id}")
     items = []
@@ -152,7 +153,7 @@ def memories_of(conv: Conversation, context_turns: int = 1) -> list[NewMemory]:
     return items
 
 
-def ingest(service: MemoryService, conv: Conversation, context_turns: int = 1) -> dict[int, list[str]]:
+def ingest(service: MemoryService, conv: Conversation, context_turns: int = 2) -> dict[int, list[str]]:
     """Store one conversation; return ``{memory_id: [dia_ids]}`` (identical turns share one memory)."""
     items = [service.validate(i) for i in memories_of(conv, context_turns)]
     dia: dict[int, list[str]] = defaultdict(list)
@@ -196,12 +197,10 @@ def ask(
         t = time.perf_counter()
         hits = service.search(q.question, reach, limit=max(ks), min_relevance=0.0, mode=mode)  # type: ignore[arg-type]
         result.latency_ms.append((time.perf_counter() - t) * 1000)
-        found = [d for h in hits for d in dia.get(h.memory.id, [])]
         ranked = [h.memory.id for h in hits]
         for k in ks:
-            top = {d for mid in ranked[:k] for d in dia.get(mid, [])}
-            result.add(q.category, k, recall_at(list(top), q.evidence))
-        del found
+            top = [d for mid in ranked[:k] for d in dia.get(mid, [])]
+            result.add(q.category, k, recall_at(top, q.evidence))
 
 
 def percentile(samples: Sequence[float], p: float) -> float:
@@ -225,7 +224,7 @@ def table(title: str, results: dict[str, Result], ks: Sequence[int]) -> str:
 
 def run(
     path: Path, ks: Sequence[int], modes: Sequence[str], dev: set[int] | None, workdir: Path,
-    embedder: LocalEmbedder | None = None, context_turns: int = 1,
+    embedder: LocalEmbedder | None = None, context_turns: int = 2,
 ) -> str:
     """Ingest and ask; return the printed report."""
     conversations = load(path)
@@ -282,7 +281,7 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES), help="search modes to report (dense, lexical, hybrid)")
     parser.add_argument("--dev", default=None,
                         help="comma-separated conversation indexes used for development; the rest are held-out")
-    parser.add_argument("--context-turns", type=int, default=1,
+    parser.add_argument("--context-turns", type=int, default=2,
                         help="neighbouring turns on each side stored as metadata['context'] (0: none)")
     parser.add_argument("--dir", help="where to keep the database (default: a temp dir)")
     args = parser.parse_args()

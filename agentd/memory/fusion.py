@@ -41,8 +41,8 @@ class Evidence:
 class Fusion:
     """How much lexical evidence counts (see the module docstring)."""
 
-    lexical_weight: float = 0.6
-    lexical_saturation: float = 2.0
+    lexical_weight: float = 1.0
+    lexical_saturation: float = 10.0
 
     def merge(
         self, dense: Sequence[tuple[int, float]], lexical: Sequence[tuple[int, float]]

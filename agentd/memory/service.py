@@ -21,7 +21,7 @@ from agentd.config import MemoryConfig
 from agentd.embedders import Embedder
 from agentd.memory.fusion import Fusion
 from agentd.memory.importer import ImportReport, iter_lines, parse_line
-from agentd.memory.indexing import CONTEXT_KEY, context_of, embedding_text
+from agentd.memory.indexing import CONTEXT_KEY, context_of
 from agentd.memory.query import lexical_terms
 from agentd.memory.search import MemoryHit, rank
 from agentd.relevance import Recency
@@ -135,11 +135,10 @@ class MemoryService:
     def add_many(self, items: Sequence[NewMemory]) -> list[tuple[int, bool]]:
         """Store already-validated memories in one transaction; embeds them in one batch.
 
-        A memory's ``metadata["context"]`` is embedded with its text and indexed
-        for full-text search, never shown (see :mod:`agentd.memory.indexing`).
+        A memory's ``metadata["context"]`` is indexed for full-text search with
+        it, never shown (see :mod:`agentd.memory.indexing`).
         """
-        texts = [embedding_text(i.text, i.metadata) for i in items]
-        vecs = self._embed(texts) if self._embedder is not None and items else None
+        vecs = self._embed([i.text for i in items]) if self._embedder is not None and items else None
         with self._store.write() as conn:
             added = self._store.memories.add(conn, items, vecs)
             lexical_table.reindex(
@@ -207,7 +206,7 @@ class MemoryService:
         with self._store.read() as reader:
             batches = list(self._store.memories.iter_all(reader, batch))
         for mems in batches:
-            vecs = self._embed([embedding_text(m.text, m.metadata) for m in mems])
+            vecs = self._embed([m.text for m in mems])
             with self._store.write() as conn:
                 vector_table.insert(
                     conn, ((m.id, m.persona, str(m.scope), v) for m, v in zip(mems, vecs, strict=True)), staging
@@ -230,7 +229,7 @@ class MemoryService:
             ).fetchall()
             if late:
                 mems = list(self._store.memories.fetch(conn, [r[0] for r in late]).values())
-                vecs = self._embed([embedding_text(m.text, m.metadata) for m in mems])
+                vecs = self._embed([m.text for m in mems])
                 vector_table.insert(conn, ((m.id, m.persona, str(m.scope), v) for m, v in zip(mems, vecs, strict=True)))
                 done += len(mems)
         return done

@@ -27,8 +27,9 @@ CREATE_SQL = (
     "tokenize='porter unicode61 remove_diacritics 2')"
 )
 #: bm25 weight of a match in ``context`` relative to one in ``body`` (measured on
-#: LoCoMo dev conversations: 0.5 beats 0, 0.3, 0.7 and 1; bench/locomo.py).
-CONTEXT_WEIGHT = 0.5
+#: LoCoMo dev conversations with two neighbouring turns each side as context:
+#: 0.3 beats 0, 0.2, 0.5 and 1; bench/locomo.py).
+CONTEXT_WEIGHT = 0.3
 
 
 def scope_token(persona: str, scope: str) -> str:

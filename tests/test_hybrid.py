@@ -1,0 +1,110 @@
+"""Hybrid memory search: words (FTS5 bm25) fused with vectors behind MemoryService.search."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentd import InvalidInput
+from agentd.app import App
+from agentd.scopes import GLOBAL, Reach, Scope
+
+BUDDY = Reach("buddy")
+
+TRIPS = {
+    "14 March": "Priya flies to Lisbon on 14 March for the design offsite",
+    "2 April": "Dmitri flies to Lisbon on 2 April for the sales kickoff",
+    "27 May": "Lena flies to Lisbon on 27 May for a friend's wedding",
+    "9 June": "Ming flies to Lisbon on 9 June for the security conference",
+    "30 July": "Carol flies to Lisbon on 30 July to visit her sister",
+    "12 September": "Bob flies to Lisbon on 12 September for a product launch",
+}
+
+
+def test_hybrid_finds_names_and_dates_that_embeddings_blur(app: App) -> None:
+    """Six near-identical trips differ only in name and date; hybrid puts the asked one first, dense does not always."""
+    for text in TRIPS.values():
+        app.memory.add("buddy", GLOBAL, text)
+    queries = [(f"Who travels on {date}?", text) for date, text in TRIPS.items()]
+    queries += [(f"When is {text.split()[0]}'s trip to Lisbon?", text) for text in TRIPS.values()]
+
+    def top1_correct(mode: str) -> int:
+        return sum(
+            app.memory.search(q, BUDDY, limit=1, min_relevance=0.0, mode=mode)[0].memory.text == want  # type: ignore[arg-type]
+            for q, want in queries
+        )
+
+    assert top1_correct("hybrid") == len(queries)
+    assert top1_correct("dense") < len(queries)
+
+
+def test_a_word_match_raises_relevance_and_no_shared_word_changes_nothing(app: App) -> None:
+    app.memory.add("buddy", GLOBAL, "The staging database runs on host tarragon-7")
+    app.memory.add("buddy", GLOBAL, "User likes Python")
+    [dense] = app.memory.search("Which machine is tarragon-7?", BUDDY, limit=1, min_relevance=0.0, mode="dense")
+    [hybrid] = app.memory.search("Which machine is tarragon-7?", BUDDY, limit=1, min_relevance=0.0)
+    assert hybrid.memory.id == dense.memory.id
+    assert hybrid.bm25 > 0 and hybrid.relevance > dense.relevance
+    # No query word in the memory: the fused relevance is the dense one.
+    [d2] = app.memory.search("What programming language should I learn?", BUDDY, limit=1, min_relevance=0.0, mode="dense")
+    [h2] = app.memory.search("What programming language should I learn?", BUDDY, limit=1, min_relevance=0.0)
+    assert h2.memory.text == "User likes Python" and h2.bm25 == 0
+    assert h2.relevance == pytest.approx(d2.relevance)
+
+
+def test_seed_cases_hold_with_the_default_hybrid_search(app: App) -> None:
+    """Seed 000: found above the default threshold; an unrelated memory is not, even when a common word is shared."""
+    app.memory.add("buddy", GLOBAL, "User likes Python", "preference")
+    app.memory.add("buddy", GLOBAL, "User's dog is named Max")
+    assert [h.memory.text for h in app.memory.search("What programming language should I learn?", BUDDY)] == [
+        "User likes Python"
+    ]
+    assert app.memory.search("Explain quantum entanglement", BUDDY) == []
+    assert app.memory.search("What does the user know about quantum entanglement?", BUDDY) == []
+
+
+def test_the_word_index_keeps_scopes_and_personas_apart(app: App) -> None:
+    m = app.memory
+    m.add("buddy", Scope.channel("a"), "The vault code word is zanzibar")
+    m.add("buddy", Scope.user("x"), "User x keeps a zanzibar notebook")
+    m.add("scholar", GLOBAL, "Scholar studies zanzibar spice routes")
+
+    def found(reach: Reach, mode: str) -> set[str]:
+        return {h.memory.text for h in m.search("zanzibar", reach, limit=20, min_relevance=0.0, mode=mode)}  # type: ignore[arg-type]
+
+    for mode in ("lexical", "hybrid"):
+        assert found(Reach("buddy", channel="b"), mode) == set()
+        assert found(Reach("buddy", channel="b", user="y"), mode) == set()
+        assert found(Reach("buddy", channel="a"), mode) == {"The vault code word is zanzibar"}
+        assert found(Reach("buddy", user="x"), mode) == {"User x keeps a zanzibar notebook"}
+        assert found(Reach("scholar"), mode) == {"Scholar studies zanzibar spice routes"}
+        assert len(found(Reach("buddy", everywhere=True), mode)) == 2
+
+
+def test_metadata_context_is_searchable_but_never_shown(app: App) -> None:
+    """A turn that says only "In Reykjavik!" is found by the question asked just before it."""
+    memory, _ = app.memory.add(
+        "buddy", GLOBAL, "Maria: In Reykjavik, at the harbour!",
+        metadata={"context": "John: Where did you propose to your partner?"},
+    )
+    app.memory.add("buddy", GLOBAL, "John: I painted the fence blue last weekend")
+    hits = app.memory.search("Where did Maria propose?", BUDDY, limit=1, min_relevance=0.0, mode="lexical")
+    assert [h.memory.id for h in hits] == [memory.id]
+    assert hits[0].memory.text == "Maria: In Reykjavik, at the harbour!"
+    # The context ranks below the text: a memory that says it beats one whose context does.
+    said, _ = app.memory.add("buddy", GLOBAL, "Anna: I propose we meet at the harbour")
+    top = app.memory.search("propose harbour", BUDDY, limit=2, min_relevance=0.0, mode="lexical")
+    assert top[0].memory.id == said.id
+    app.memory.forget(memory.id)
+    assert memory.id not in {
+        h.memory.id for h in app.memory.search("propose partner", BUDDY, limit=5, min_relevance=0.0, mode="lexical")
+    }
+
+
+def test_bad_mode_and_bad_context_are_refused(app: App) -> None:
+    with pytest.raises(InvalidInput) as info:
+        app.memory.search("anything", BUDDY, mode="fuzzy")  # type: ignore[arg-type]
+    assert info.value.field == "mode"
+    with pytest.raises(InvalidInput) as info:
+        app.memory.add("buddy", GLOBAL, "ok", metadata={"context": ["not", "text"]})
+    assert info.value.field == "metadata.context"
+    assert app.memory.count() == 0
