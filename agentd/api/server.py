@@ -10,7 +10,6 @@ remaining connections close, and the database is closed last.
 from __future__ import annotations
 
 import contextlib
-import gc
 import signal
 import socket
 import threading
@@ -126,9 +125,6 @@ class DaemonServer:
 
     def run(self) -> None:
         """Serve until stopped, then stop the runtime and close the database."""
-        # Everything loaded so far lives as long as the daemon: keep it out of the collector's
-        # full passes (shorter pauses while serving, and a faster exit).
-        gc.freeze()
         try:
             self.server.run(sockets=[self.sock])
         finally:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import click
 
 from agentd.app import App
@@ -27,6 +29,9 @@ def serve(app: App, host: str | None, port: int | None) -> None:
     from agentd.api.server import DaemonServer
 
     server = DaemonServer(app, host, cfg.port if port is None else port)
+    # Everything loaded so far lives as long as the process: keep it out of the collector's
+    # full passes (shorter pauses while serving, and a faster exit).
+    gc.freeze()
     # One line on stdout that scripts (and the tests) can wait for.
     click.echo(f"agentd listening on {server.url} (OpenAPI at {server.url}/docs)", nl=True)
     server.run()
