@@ -20,6 +20,11 @@ from tests.fakeopenai import FakeOpenAI
 REPO = Path(__file__).resolve().parent.parent
 
 
+def newest_migration() -> str:
+    """The revision of the newest migration file (files are numbered ``NNNN_name.py``)."""
+    return sorted((REPO / "migrations" / "versions").glob("[0-9]*_*.py"))[-1].name.split("_", 1)[0]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Log as the daemon does, at warning level, so test output stays readable."""
     from agentd.config import LoggingConfig

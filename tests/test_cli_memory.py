@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import agentd_cli
+from tests.conftest import agentd_cli, newest_migration
 
 
 def test_help_and_version() -> None:
@@ -104,7 +104,7 @@ def test_a_bad_config_fails_at_start_naming_file_and_key(tmp_path: Path) -> None
 def test_db_upgrade_personas_and_doctor(home: Path) -> None:
     up = agentd_cli("db", "upgrade", "--json", config=home)
     assert up.returncode == 0, up.stderr
-    assert json.loads(up.stdout)["to"] == "0001"
+    assert json.loads(up.stdout)["to"] == newest_migration()
     again = agentd_cli("db", "upgrade", config=home)
     assert "newest revision" in again.stdout
 

@@ -16,6 +16,7 @@ from agentd.config import Config
 from agentd.memory import MemoryService
 from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.store import Store
+from tests.conftest import newest_migration
 from tests.fakeopenai import FakeOpenAI
 
 BUDDY = Reach("buddy")
@@ -226,7 +227,7 @@ def test_the_database_is_created_upgraded_and_in_wal_mode(app: App, config: Conf
     with app.store.read() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar_one() == "wal"
         assert conn.exec_driver_sql("PRAGMA page_size").scalar_one() == 65536
-        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one() == "0001"
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one() == newest_migration()
     assert (config.base_dir / "agentd.db").is_file()
 
 
