@@ -68,8 +68,12 @@ def search(
     user's memories never reach another user's results.
     """
     hits: list[MemoryHit] = []
+    # One embedding serves every persona's search.
+    vector = memory.embed_query(query) if len(personas) > 1 and query.strip() else None
     for persona in personas:
-        hits.extend(memory.search(query, Reach(persona, channel, user), limit=limit, min_relevance=min_relevance))
+        hits.extend(
+            memory.search(query, Reach(persona, channel, user), limit=limit, min_relevance=min_relevance, vector=vector)
+        )
     hits.sort(key=lambda h: (-h.score, -h.memory.created_at.timestamp(), -h.memory.id))
     return hits[:limit]
 
