@@ -100,6 +100,11 @@ def test_a_multi_scope_search_merges_partitions_into_one_exact_top_k(app: App, e
 # -- the binary coarse stage --------------------------------------------------------------
 
 
+def store_scope(conn: sa.Connection, memory_id: int) -> str:
+    """The scope partition a vector was stored in."""
+    return str(conn.exec_driver_sql(f"SELECT scope FROM {vectors.TABLE} WHERE rowid = ?", (memory_id,)).scalar_one())
+
+
 def _vector_store(tmp_path: Path, vecs: np.ndarray, personas: tuple[str, ...] = ("p", "q")) -> Store:
     store = Store.open(f"sqlite:///{tmp_path / 'vec.db'}", dimension=vecs.shape[1])
     rows = [(i + 1, personas[i % len(personas)], f"channel:c{i % 7}", v) for i, v in enumerate(vecs)]
@@ -110,8 +115,8 @@ def _vector_store(tmp_path: Path, vecs: np.ndarray, personas: tuple[str, ...] = 
 
 
 def test_the_coarse_path_returns_the_exact_nearest_neighbours(tmp_path: Path) -> None:
-    """More vectors than the rescoring pool, some deleted: persona-wide top hits equal brute force."""
-    vecs = _unit(3 * vectors.RESCORE)
+    """Many more vectors than the rescoring pool, some deleted: persona-wide top hits equal brute force."""
+    vecs = _unit(1200)
     store = _vector_store(tmp_path, vecs)
     deleted = set(range(2, len(vecs), 9))
     with store.write() as conn:
@@ -121,7 +126,7 @@ def test_the_coarse_path_returns_the_exact_nearest_neighbours(tmp_path: Path) ->
     with store.read() as conn:
         for target in (1, 5, 601, 1197):
             query = vecs[target - 1] + noise
-            coarse = vectors.nearest(conn, query, "p", (), 5)
+            coarse = vectors.nearest(conn, query, "p", (), 5, exact_limit=0, candidates=50)
             exact = vectors.nearest(conn, query, "p", (), 5, exact=True)
             assert coarse[0][0] == exact[0][0] == target
             assert coarse[0][1] == pytest.approx(exact[0][1], abs=1e-5)
@@ -142,7 +147,8 @@ def test_the_coarse_candidates_are_the_hamming_nearest(tmp_path: Path) -> None:
     hamming = {i: int(np.count_nonzero(signs[i - 1] != (query > 0))) for i in alive}
     n = 200
     with store.read() as conn:
-        got = vectors.coarse_candidates(conn, query.tobytes(), "p", n)
+        got = vectors.coarse_candidates(conn, query.tobytes(), "p", (), n)
+        assert vectors.coarse_candidates(conn, query.tobytes(), "p", (), n, exact_limit=1497) is None
         vec0 = conn.exec_driver_sql(
             f"SELECT distance FROM {vectors.COARSE} WHERE embedding MATCH vec_quantize_binary(?) "
             "AND k = ? AND persona = 'p'",
@@ -150,6 +156,25 @@ def test_the_coarse_candidates_are_the_hamming_nearest(tmp_path: Path) -> None:
         ).all()
     assert len(got) == len(set(got)) == n
     assert sorted(hamming[i] for i in got) == sorted(hamming.values())[:n] == sorted(int(d) for (d,) in vec0)
+    store.close()
+
+
+def test_a_large_scoped_search_through_the_bits_keeps_to_its_scopes(tmp_path: Path) -> None:
+    """Forced through the coarse path, a multi-scope search still sees only its scopes, merged."""
+    vecs = _unit(2100, seed=4)
+    store = _vector_store(tmp_path, vecs)  # personas p/q alternate, scopes channel:c0..c6
+    allowed = ["channel:c1", "channel:c4"]
+    members = [i + 1 for i in range(len(vecs)) if i % 2 == 0 and f"channel:c{i % 7}" in allowed]
+    with store.read() as conn:
+        for target in members[:3] + members[-2:]:
+            query = vecs[target - 1]
+            coarse = vectors.nearest(conn, query, "p", allowed, 20, exact_limit=0, candidates=20)
+            exact = vectors.nearest(conn, query, "p", allowed, 20, exact=True)
+            assert coarse[0][0] == exact[0][0] == target
+            assert {mid for mid, _ in coarse} <= set(members)
+            assert len(coarse) == 20
+            # Candidates from both partitions, merged before rescoring.
+            assert {store_scope(conn, mid) for mid, _ in coarse} == set(allowed)
     store.close()
 
 

@@ -7,14 +7,16 @@ returns unmerged per-partition results for ``IN``/``OR`` on partition keys, so
 a search over several scopes runs one exact query per scope and merges here.
 
 ``memory_vectors_bits`` holds the same vectors quantized to one bit per
-dimension (``vec_quantize_binary``: sign), partitioned by persona only. A
-persona-wide search cannot use the scope partitions, and brute force over one
-persona's million float vectors takes about half a second with this build of
-sqlite-vec (no SIMD); the same scan over 48-byte bit vectors under Hamming
-distance is an order of magnitude cheaper. Its best :data:`RESCORE` candidates
-are then rescored exactly against the float vectors, so the answer is exact
-whenever the true neighbours are among the candidates (``bench/search.py``
-prints the recall). Scoped searches never use it.
+dimension (``vec_quantize_binary``: the sign), with the same partitions. This
+build of sqlite-vec has no SIMD: brute force costs about 0.5 µs per float
+vector, so half a second over one persona's million memories, and ~13 ms over
+a 20k-memory global scope that every scoped search of that persona reads. When
+a search covers more than :data:`EXACT_LIMIT` vectors, the 48-byte bit vectors
+are compared instead (Hamming distance, numpy over the table's chunks) and the
+best :data:`RESCORE` candidates are rescored exactly with cosine on the float
+vectors: the answer is exact whenever the true neighbours are among the
+candidates, and ``bench/search.py`` prints how often they are. Smaller
+searches (most channels and users) stay exact.
 
 Both tables change together: :func:`insert` and :func:`delete` write both, and
 :func:`rebuild_coarse` re-derives the bit table from the float one (migration
@@ -35,12 +37,20 @@ COARSE = "memory_vectors_bits"
 #: Vectors per chunk. Small, because most (persona, scope) partitions are small
 #: and a k-NN query reads whole chunks (bench/search.py measures this).
 CHUNK_SIZE = 128
-#: Bit vectors per chunk. The bit table has one partition per persona, scanned
-#: whole, so bigger chunks mean fewer blob reads (a chunk of 1024 is 48 kB).
-COARSE_CHUNK_SIZE = 1024
-#: Candidates the Hamming scan hands to exact rescoring (at least; ``k * 10``
-#: when more are asked for). bench/search.py measures recall against exact.
-RESCORE = 400
+#: Bit vectors per chunk: 12 kB of bits, so a persona-wide scan reads few rows
+#: and a small scope wastes little.
+COARSE_CHUNK_SIZE = 256
+#: Searches over at most this many vectors scan the float vectors exactly
+#: (about 4 ms here); larger ones go through the bit vectors.
+EXACT_LIMIT = 8192
+#: Candidates the Hamming scan hands to exact rescoring in a persona-wide
+#: search (at least; ``8 * k`` when more are asked for). Each costs a ~5-10 µs
+#: point lookup. A million bench memories: top-10 recall 0.93 with 1000, 0.76
+#: with 400.
+RESCORE = 1000
+#: The same for a scoped search over more than EXACT_LIMIT vectors (a reach of
+#: 30k at a million bench memories: top-10 recall 0.99 with 300, 1.0 with 500).
+SCOPED_RESCORE = 400
 
 _DIM = re.compile(r"\b(?:FLOAT|BIT)\[(\d+)\]", re.IGNORECASE)
 
@@ -58,16 +68,15 @@ def coarse_create_sql(dimension: int, table: str = COARSE) -> str:
     """DDL of the binary-quantized table for ``dimension``-d vectors under Hamming distance."""
     return (
         f"CREATE VIRTUAL TABLE {table} USING vec0("
-        f"persona TEXT PARTITION KEY, embedding BIT[{int(dimension)}], chunk_size={COARSE_CHUNK_SIZE})"
+        "persona TEXT PARTITION KEY, scope TEXT PARTITION KEY, "
+        f"embedding BIT[{int(dimension)}], chunk_size={COARSE_CHUNK_SIZE})"
     )
 
 
 def table_dimension(conn: sa.Connection, table: str = TABLE) -> int | None:
     """The dimension the existing table was created with (``None`` if it does not exist)."""
-    row = conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
-    if row is None:
-        return None
-    found = _DIM.search(row[0])
+    sql = _ddl(conn, table)
+    found = _DIM.search(sql) if sql else None
     return int(found.group(1)) if found else None
 
 
@@ -87,16 +96,33 @@ def rebuild_coarse(conn: sa.Connection) -> None:
         return
     conn.exec_driver_sql(coarse_create_sql(dimension))
     conn.exec_driver_sql(
-        f"INSERT INTO {COARSE}(rowid, persona, embedding) "
-        f"SELECT rowid, persona, vec_quantize_binary(embedding) FROM {TABLE}"
+        f"INSERT INTO {COARSE}(rowid, persona, scope, embedding) "
+        f"SELECT rowid, persona, scope, vec_quantize_binary(embedding) FROM {TABLE}"
     )
+    _index_chunks(conn)
 
 
-def _ensure_coarse(conn: sa.Connection) -> None:
-    # The float table is recreated outside this module when a store is first
-    # bound to a model of another dimension; follow it here, before writing.
-    if table_dimension(conn, COARSE) != table_dimension(conn, TABLE):
-        rebuild_coarse(conn)
+def _index_chunks(conn: sa.Connection) -> None:
+    # vec0 finds a partition's chunks by scanning its chunk table: ~8k rows per
+    # million vectors, a few ms per scoped query. An index on the partition
+    # columns turns that into a lookup (dropped with the table, recreated here).
+    for table in (TABLE, COARSE):
+        conn.exec_driver_sql(
+            f"CREATE INDEX IF NOT EXISTS {table}_chunks_partition ON {table}_chunks(partition00, partition01)"
+        )
+
+
+def _ddl(conn: sa.Connection, table: str) -> str | None:
+    row = conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _coarse_usable(conn: sa.Connection) -> bool:
+    """The bit table exists, matches the float table, and its storage format is one this module reads."""
+    dimension = table_dimension(conn, TABLE)
+    if dimension is None or _ddl(conn, COARSE) != coarse_create_sql(dimension):
+        return False
+    return str(conn.exec_driver_sql("SELECT vec_version()").scalar_one()).startswith("v0.1.")
 
 
 def insert(conn: sa.Connection, rows: Iterable[tuple[int, str, str, np.ndarray]], table: str = TABLE) -> None:
@@ -104,13 +130,15 @@ def insert(conn: sa.Connection, rows: Iterable[tuple[int, str, str, np.ndarray]]
     params = [(mid, persona, scope, np.asarray(vec, dtype=np.float32).tobytes()) for mid, persona, scope, vec in rows]
     if not params:
         return
-    if table == TABLE:
-        _ensure_coarse(conn)  # first: a rebuild copies what the float table holds
+    if table == TABLE and not _coarse_usable(conn):
+        # The float table is recreated outside this module when a store is
+        # first bound to a model of another dimension. Rebuild first: it copies
+        # what the float table holds.
+        rebuild_coarse(conn)
     conn.exec_driver_sql(f"INSERT INTO {table}(rowid, persona, scope, embedding) VALUES (?, ?, ?, ?)", params)
     if table == TABLE:
         conn.exec_driver_sql(
-            f"INSERT INTO {COARSE}(rowid, persona, embedding) VALUES (?, ?, vec_quantize_binary(?))",
-            [(mid, persona, blob) for mid, persona, _scope, blob in params],
+            f"INSERT INTO {COARSE}(rowid, persona, scope, embedding) VALUES (?, ?, ?, vec_quantize_binary(?))", params
         )
 
 
@@ -127,17 +155,23 @@ def nearest(
     scopes: Sequence[str],
     k: int,
     exact: bool = False,
+    exact_limit: int = EXACT_LIMIT,
+    candidates: int | None = None,
 ) -> list[tuple[int, float]]:
     """The ``k`` nearest ``(memory_id, cosine_similarity)`` in persona ∩ scopes, best first.
 
-    ``scopes`` empty means every scope of the persona: then the bit table picks
-    candidates and the float vectors rank them, unless ``exact`` asks for the
-    brute-force scan (or the bit table is not usable).
+    ``scopes`` empty means every scope of the persona. Searches over more than
+    ``exact_limit`` vectors go through the bit vectors unless ``exact`` is set,
+    and rescore ``max(candidates, 8 * k)`` of them (default :data:`RESCORE`
+    persona-wide, :data:`SCOPED_RESCORE` scoped).
     """
     blob = np.asarray(vector, dtype=np.float32).tobytes()
+    if not exact and _coarse_usable(conn):
+        pool = candidates if candidates is not None else (SCOPED_RESCORE if scopes else RESCORE)
+        ids = coarse_candidates(conn, blob, persona, scopes, max(pool, 8 * k), exact_limit)
+        if ids is not None:
+            return _best(_rescore(conn, blob, ids), k)
     if not scopes:
-        if not exact and table_dimension(conn, COARSE) == table_dimension(conn, TABLE):
-            return coarse_nearest(conn, blob, persona, k)
         rows = conn.exec_driver_sql(
             f"SELECT rowid, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ? AND persona = ?",
             (blob, k, persona),
@@ -155,64 +189,82 @@ def nearest(
     return _best(found, k)
 
 
-def coarse_nearest(conn: sa.Connection, blob: bytes, persona: str, k: int) -> list[tuple[int, float]]:
-    """Persona-wide: Hamming candidates from the bit table, rescored by exact cosine."""
-    ids = coarse_candidates(conn, blob, persona, max(RESCORE, k * 10))
-    if not ids:
-        return []
+def coarse_candidates(
+    conn: sa.Connection, blob: bytes, persona: str, scopes: Sequence[str], n: int, exact_limit: int = 0
+) -> list[int] | None:
+    """The ids of the ``n`` vectors of persona ∩ scopes nearest ``blob`` in Hamming distance of their signs.
+
+    ``None`` when they are no more than ``exact_limit`` (scan those exactly instead).
+    """
+    # vec0's own k-NN over bits costs O(rows × k) (a selection per chunk), no
+    # faster than the float scan at k in the hundreds, so its chunk tables are
+    # read here: ``rowids`` (int64 per slot), ``validity`` (one bit per slot,
+    # little-endian) and the slots' bits. This is sqlite-vec 0.1.x's storage
+    # format; tests/test_vector_scale.py checks the result against its k-NN.
+    where, params = "partition00 = ?", [persona]
+    if scopes:
+        where += f" AND partition01 IN ({', '.join('?' * len(scopes))})"
+        params += list(scopes)
+    chunks = conn.exec_driver_sql(
+        f"SELECT chunk_id, rowids, validity FROM {COARSE}_chunks WHERE {where}", tuple(params)
+    ).fetchall()
+    if not chunks:
+        return None
+    valid = np.unpackbits(np.frombuffer(b"".join(c[2] for c in chunks), np.uint8), bitorder="little").astype(bool)
+    if int(valid.sum()) <= exact_limit:
+        return None
+    query = np.frombuffer(conn.exec_driver_sql("SELECT vec_quantize_binary(?)", (blob,)).scalar_one(), np.uint8)
+    word = np.uint64 if query.size % 8 == 0 else np.uint8
+    query = query.view(word)
+    found = dict(
+        conn.exec_driver_sql(
+            f"SELECT rowid, vectors FROM {COARSE}_vector_chunks00 WHERE rowid IN (SELECT value FROM json_each(?))",
+            (json.dumps([c[0] for c in chunks]),),
+        ).fetchall()
+    )
+    # Batches of chunks, vectorised within a batch: numpy per chunk costs more
+    # in call overhead than the comparisons, and one array over a million
+    # vectors costs more in page faults of fresh 48 MB buffers.
+    dist = np.empty(len(valid), np.uint16)
+    slots = len(valid) // len(chunks)
+    for start in range(0, len(chunks), _BATCH):
+        batch = chunks[start : start + _BATCH]
+        bits = np.frombuffer(bytearray().join(found[c[0]] for c in batch), word).reshape(-1, query.size)
+        np.bitwise_xor(bits, query, out=bits)
+        counts = np.bitwise_count(bits)
+        part = dist[start * slots : start * slots + len(bits)]
+        part[:] = counts[:, 0]
+        for column in range(1, query.size):  # numpy's sum over a short last axis is slower
+            part += counts[:, column]
+    ids = np.frombuffer(b"".join(c[1] for c in chunks), np.int64)
+    return [int(i) for i in ids[_smallest(dist, valid, n)]]
+
+
+#: Chunks compared per numpy batch (3 MB of 384-bit vectors at 256 per chunk).
+_BATCH = 256
+
+
+def _smallest(dist: np.ndarray, valid: np.ndarray, n: int) -> np.ndarray:
+    """Positions of the ``n`` smallest valid distances, ties by position (deterministic).
+
+    Hamming distances are small integers, so a histogram finds the cut-off in
+    linear time; argpartition over a million entries costs several times more.
+    """
+    dist[~valid] = np.iinfo(dist.dtype).max  # empty and deleted slots
+    n = min(n, int(valid.sum()))
+    cut = int(np.searchsorted(np.cumsum(np.bincount(dist)), n))
+    below = np.flatnonzero(dist < cut)
+    return np.concatenate([below, np.flatnonzero(dist == cut)[: n - len(below)]])
+
+
+def _rescore(conn: sa.Connection, blob: bytes, ids: list[int]) -> list[tuple[int, float]]:
     # CROSS JOIN keeps the candidate list outermost, so vec0 answers one rowid
     # point lookup per candidate (``rowid IN (…)`` makes it scan every vector).
-    rows = conn.exec_driver_sql(
+    return conn.exec_driver_sql(
         f"SELECT c.value, vec_distance_cosine(v.embedding, ?) FROM json_each(?) AS c "
         f"CROSS JOIN {TABLE} AS v ON v.rowid = c.value",
         (blob, json.dumps(ids)),
     ).fetchall()
-    return _best(rows, k)
-
-
-def coarse_candidates(conn: sa.Connection, blob: bytes, persona: str, n: int) -> list[int]:
-    """The ids of about the ``n`` persona vectors nearest ``blob`` in Hamming distance of their signs."""
-    if not _shadow_layout_known(conn):
-        rows = conn.exec_driver_sql(
-            f"SELECT rowid FROM {COARSE} WHERE embedding MATCH vec_quantize_binary(?) AND k = ? AND persona = ?",
-            (blob, n, persona),
-        ).fetchall()
-        return [int(r[0]) for r in rows]
-    # vec0's own k-NN over this table costs O(rows × k) (a selection per chunk)
-    # and is no faster than the float scan at k in the hundreds, so the bits
-    # are read straight from its chunk tables and compared here with numpy.
-    query = np.frombuffer(conn.exec_driver_sql("SELECT vec_quantize_binary(?)", (blob,)).scalar_one(), np.uint8)
-    word = np.uint64 if query.size % 8 == 0 else np.uint8
-    query = query.view(word)
-    result = conn.exec_driver_sql(
-        f"SELECT c.rowids, c.validity, v.vectors FROM {COARSE}_chunks AS c "
-        f"CROSS JOIN {COARSE}_vector_chunks00 AS v ON v.rowid = c.chunk_id WHERE c.partition00 = ?",
-        (persona,),
-    )
-    all_ids: list[np.ndarray] = []
-    all_dist: list[np.ndarray] = []
-    while batch := result.fetchmany(256):
-        ids = np.frombuffer(b"".join(r[0] for r in batch), np.int64)
-        valid = np.unpackbits(np.frombuffer(b"".join(r[1] for r in batch), np.uint8), bitorder="little")
-        bits = np.frombuffer(b"".join(r[2] for r in batch), word).reshape(len(ids), query.size)
-        dist = np.bitwise_count(bits ^ query).sum(axis=1, dtype=np.int32)
-        keep = valid[: len(ids)].astype(bool)
-        all_ids.append(ids[keep])
-        all_dist.append(dist[keep])
-    if not all_ids:
-        return []
-    ids = np.concatenate(all_ids)
-    dist = np.concatenate(all_dist)
-    if len(ids) > n:
-        ids = ids[np.argpartition(dist, n - 1)[:n]]
-    return [int(i) for i in ids]
-
-
-def _shadow_layout_known(conn: sa.Connection) -> bool:
-    # The chunk tables are sqlite-vec's storage format, stable within 0.1.x
-    # (tests/test_vector_scale.py checks the result against vec0's own k-NN);
-    # any other version falls back to vec0's query.
-    return str(conn.exec_driver_sql("SELECT vec_version()").scalar_one()).startswith("v0.1.")
 
 
 def _best(rows: Iterable[Sequence[float]], k: int) -> list[tuple[int, float]]:

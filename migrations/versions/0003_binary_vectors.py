@@ -1,4 +1,4 @@
-"""Binary-quantized vectors (sqlite-vec ``bit[]``) for persona-wide search, derived from every stored vector.
+"""Binary-quantized vectors (sqlite-vec ``bit[]``) for large searches, derived from every stored vector.
 
 Revision ID: 0003
 Revises: 0002
