@@ -95,9 +95,12 @@ class MemoryConfig(_Section):
     #: Longest memory text accepted, in characters.
     max_text_chars: int = Field(default=8000, ge=16)
     #: Hybrid search: the most a full-text (bm25) match adds, in cosine units (0: dense only).
-    lexical_weight: float = Field(default=1.0, ge=0.0, le=5.0)
+    lexical_weight: float = Field(default=1.5, ge=0.0, le=5.0)
     #: Hybrid search: bm25 below which the lexical boost fades (see agentd/memory/fusion.py).
     lexical_saturation: float = Field(default=10.0, ge=0.0)
+    #: Hybrid search: added (cosine units) to a memory created on a calendar day the query names
+    #: ("on 16 June, 2023"; see agentd/memory/dates.py). 0 turns it off.
+    date_weight: float = Field(default=0.5, ge=0.0, le=5.0)
     #: Hybrid search: candidates fetched from each side (vectors, words) per search.
     candidate_pool: int = Field(default=50, ge=1, le=1000)
 

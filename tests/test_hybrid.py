@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC, date, datetime
+
 import pytest
 
 from agentd import InvalidInput
 from agentd.app import App
+from agentd.memory.dates import query_dates
 from agentd.scopes import GLOBAL, Reach, Scope
 
 BUDDY = Reach("buddy")
@@ -108,3 +111,30 @@ def test_bad_mode_and_bad_context_are_refused(app: App) -> None:
         app.memory.add("buddy", GLOBAL, "ok", metadata={"context": ["not", "text"]})
     assert info.value.field == "metadata.context"
     assert app.memory.count() == 0
+
+
+def test_query_dates_finds_only_explicit_calendar_days() -> None:
+    assert query_dates("What did Maria share on 16 June, 2023?") == {date(2023, 6, 16)}
+    assert query_dates("What did Tim finish on 8th December, 2023 and on May 3, 2023?") == {
+        date(2023, 12, 8), date(2023, 5, 3)
+    }
+    assert query_dates("notes from 2024-02-29") == {date(2024, 2, 29)}
+    assert query_dates("What did I say last week?") == set()
+    assert query_dates("What happens on 16 June?") == set()  # no year: not one day
+    assert query_dates("on 31 February, 2023") == set()
+
+
+def test_a_memory_created_on_the_day_the_query_names_ranks_first(app: App) -> None:
+    june = app.memory.add(
+        "buddy", GLOBAL, "Maria: I joined a gym", created_at=datetime(2023, 6, 16, 14, 0, tzinfo=UTC)
+    )[0]
+    app.memory.add(
+        "buddy", GLOBAL, "Maria: great news, I joined a choir!", created_at=datetime(2023, 8, 2, 9, 0, tzinfo=UTC)
+    )
+    hits = app.memory.search("What great news did Maria share on 16 June, 2023?", BUDDY, limit=2, min_relevance=0.0)
+    assert hits[0].memory.id == june.id  # the other one matches more of the words
+    # Only the hybrid search uses the date; with date_weight 0 nothing is boosted.
+    assert app.memory.config.date_weight > 0
+    dense = app.memory.search("What great news did Maria share on 16 June, 2023?", BUDDY, limit=2, min_relevance=0.0,
+                              mode="dense")
+    assert {h.relevance for h in dense} != {h.relevance for h in hits}

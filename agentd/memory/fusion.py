@@ -16,8 +16,14 @@ The effective cosine then goes through the embedder's calibration, the same
 logistic map dense search always used, so relevance stays "as likely relevant
 as not" at 0.5: a memory that shares no word with the query is scored exactly
 as before, and lexical evidence can only raise it (README, "Retrieval").
-The weights were fitted on LoCoMo dev conversations (bench/locomo.py) and hold
-on held-out ones.
+A query that names a calendar day ("on 16 June, 2023") adds ``date_weight``
+to every candidate created that day (agentd/memory/dates.py).
+
+The weights were chosen on LoCoMo dev conversations 0-2 only (bench/locomo.py,
+grid over lexical_weight 0.5-2.5, saturation 3-25, context weight 0.2-0.7,
+date_weight 0-1): ``lexical_weight = 1.5``, ``lexical_saturation = 10`` with
+:data:`agentd.store.lexical.CONTEXT_WEIGHT` 0.5, ``date_weight = 0.5``. Held-out conversations 3-4
+were only measured, never used to choose.
 """
 
 from __future__ import annotations
@@ -41,8 +47,10 @@ class Evidence:
 class Fusion:
     """How much lexical evidence counts (see the module docstring)."""
 
-    lexical_weight: float = 1.0
+    lexical_weight: float = 1.5
     lexical_saturation: float = 10.0
+    #: Added to a candidate created on a day the query names (agentd/memory/dates.py).
+    date_weight: float = 0.5
 
     def merge(
         self, dense: Sequence[tuple[int, float]], lexical: Sequence[tuple[int, float]]
@@ -62,11 +70,17 @@ class Fusion:
             )
         return found
 
-    def effective_cosine(self, evidence: Evidence, best_bm25: float) -> float:
-        """The cosine that the calibration turns into relevance."""
-        if evidence.bm25 <= 0.0:
-            return evidence.cosine
-        return evidence.cosine + self.lexical_weight * evidence.bm25 / (best_bm25 + self.lexical_saturation)
+    def effective_cosine(self, evidence: Evidence, best_bm25: float, on_named_day: bool = False) -> float:
+        """The cosine that the calibration turns into relevance.
+
+        ``on_named_day``: the memory was created on a calendar day the query names.
+        """
+        effective = evidence.cosine
+        if evidence.bm25 > 0.0:
+            effective += self.lexical_weight * evidence.bm25 / (best_bm25 + self.lexical_saturation)
+        if on_named_day:
+            effective += self.date_weight
+        return effective
 
 
 def best_bm25(candidates: dict[int, Evidence]) -> float:

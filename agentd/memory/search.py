@@ -7,8 +7,9 @@ that ``recall``, automatic retrieval, the memory service's ``/search`` and
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from agentd.memory.fusion import Evidence, Fusion, best_bm25
@@ -55,24 +56,36 @@ def rank(
     limit: int,
     min_relevance: float,
     fusion: Fusion | None = None,
+    days: Collection[date] = (),
 ) -> list[MemoryHit]:
     """Turn fused candidates into the best ``limit`` hits at or above ``min_relevance``.
 
     relevance = calibration(fusion's effective cosine); score = relevance x
-    recency. Ties break on newer memory, then on id, so results are deterministic.
+    recency. ``days``: calendar days the query names (a memory created on one
+    gets the fusion's date boost). Ties break on the effective cosine (strong word matches can push the
+    calibrated relevance to exactly 1.0 in floating point), then on newer memory,
+    then on id, so results are deterministic.
     """
     fusion = fusion or Fusion()
     best = best_bm25(candidates)
     hits: list[MemoryHit] = []
+    evidence_of: dict[int, float] = {}
     for mid, evidence in candidates.items():
         mem = memories.get(mid)
         if mem is None:
             continue
-        relevance = calibration.relevance(fusion.effective_cosine(evidence, best))
+        on_day = bool(days) and _utc_day(mem.created_at) in days
+        effective = fusion.effective_cosine(evidence, best, on_day)
+        relevance = calibration.relevance(effective)
         if relevance < min_relevance:
             continue
         score = relevance * recency.factor(mem.created_at, now)
         similarity = evidence.cosine if evidence.dense_known else None
+        evidence_of[mid] = effective
         hits.append(MemoryHit(memory=mem, relevance=relevance, score=score, similarity=similarity, bm25=evidence.bm25))
-    hits.sort(key=lambda h: (-h.score, -h.memory.created_at.timestamp(), -h.memory.id))
+    hits.sort(key=lambda h: (-h.score, -evidence_of[h.memory.id], -h.memory.created_at.timestamp(), -h.memory.id))
     return hits[:limit]
+
+
+def _utc_day(moment: datetime) -> date:
+    return (moment.astimezone(UTC) if moment.tzinfo else moment).date()

@@ -19,6 +19,7 @@ import numpy as np
 from agentd._exceptions import EmbedderUnavailable, InvalidInput, NotFound
 from agentd.config import MemoryConfig
 from agentd.embedders import Embedder
+from agentd.memory.dates import query_dates
 from agentd.memory.fusion import Fusion
 from agentd.memory.importer import ImportReport, iter_lines, parse_line
 from agentd.memory.indexing import CONTEXT_KEY, context_of
@@ -60,7 +61,7 @@ class MemoryService:
         self._config = config
         self._personas = personas
         self._recency = Recency(config.half_life_days, config.decay_weight)
-        self._fusion = Fusion(config.lexical_weight, config.lexical_saturation)
+        self._fusion = Fusion(config.lexical_weight, config.lexical_saturation, config.date_weight)
         if embedder is not None and check_embedding:
             store.bind_embedding(embedder.model_id, embedder.dimension)
 
@@ -275,7 +276,8 @@ class MemoryService:
         ``memory.min_score``. Pass ``vector`` when the query is already embedded.
         ``mode`` is for measuring (bench/locomo.py): ``"hybrid"`` fuses the
         nearest vectors with the best full-text (bm25) matches of the query's
-        content words (:mod:`agentd.memory.fusion`); ``"dense"`` and
+        content words, plus a boost for memories created on a calendar day the
+        query names (:mod:`agentd.memory.fusion`); ``"dense"`` and
         ``"lexical"`` use one side only.
         """
         if not isinstance(query, str) or not query.strip():
@@ -304,7 +306,7 @@ class MemoryService:
             memories = self._store.memories.fetch(conn, list(candidates))
         return rank(
             candidates, memories, embedder.calibration, self._recency, now or utcnow(), limit, threshold,
-            self._fusion,
+            self._fusion, query_dates(query) if mode == "hybrid" and self._fusion.date_weight > 0 else (),
         )
 
     # -- internals -----------------------------------------------------------------

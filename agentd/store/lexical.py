@@ -26,10 +26,12 @@ CREATE_SQL = (
     f"CREATE VIRTUAL TABLE {TABLE} USING fts5(body, context, skey, content='', contentless_delete=1, "
     "tokenize='porter unicode61 remove_diacritics 2')"
 )
-#: bm25 weight of a match in ``context`` relative to one in ``body`` (measured on
-#: LoCoMo dev conversations with two neighbouring turns each side as context:
-#: 0.3 beats 0, 0.2, 0.5 and 1; bench/locomo.py).
-CONTEXT_WEIGHT = 0.3
+#: bm25 weight of a match in ``context`` relative to one in ``body``. Chosen on
+#: LoCoMo dev conversations 0-2 (two neighbouring turns each side as context),
+#: jointly with the fusion weights (agentd/memory/fusion.py): with
+#: lexical_weight 1.5, 0.5 beats 0.2, 0.3, 0.4, 0.6 and 0.7 on dev R@10
+#: (bench/locomo.py).
+CONTEXT_WEIGHT = 0.5
 
 
 def scope_token(persona: str, scope: str) -> str:
