@@ -61,7 +61,9 @@ class MemoryService:
         self._config = config
         self._personas = personas
         self._recency = Recency(config.half_life_days, config.decay_weight)
-        self._fusion = Fusion(config.lexical_weight, config.lexical_saturation, config.date_weight)
+        self._fusion = Fusion(
+            config.lexical_weight, config.lexical_saturation, date_weight=config.date_weight
+        )
         if embedder is not None and check_embedding:
             store.bind_embedding(embedder.model_id, embedder.dimension)
 
