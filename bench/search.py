@@ -163,7 +163,7 @@ def main() -> None:
     store = Store.open(f"sqlite:///{workdir / 'bench.db'}", dimension=embedder.dimension)
     service = MemoryService(store, embedder, MemoryConfig(), personas=[PERSONA])
     print(f"database: {workdir / 'bench.db'}; {args.channels} channels; embedder {embedder.model_id}")
-    print(f"{'':54}| vector stage only: p50, exact p50, recall@10")
+    print(f"{'':78}| vector stage only: p50, exact p50, recall@10")
     print(
         f"{'memories':>10} {'e2e ins/s':>10} {'bulk ins/s':>11} {'scoped p50':>11} {'scoped p95':>11} "
         f"{'wide p50':>9} {'wide p95':>9} | {'scoped':>8} {'exact':>8} {'recall':>6} | {'wide':>8} {'exact':>8} {'recall':>6}"

@@ -97,6 +97,27 @@ def test_a_multi_scope_search_merges_partitions_into_one_exact_top_k(app: App, e
     assert [round(s, 4) for _, s in got] == [round(float(s), 4) for s in sorted(sims, reverse=True)[:k]]
 
 
+def test_sqlite_vec_answers_in_on_partition_keys_unmerged(tmp_path: Path) -> None:
+    """Why nearest() runs one query per scope: vec0 0.1.9 gives k rows per partition for IN, unordered overall.
+
+    If this starts failing, sqlite-vec merges by itself now and the per-scope
+    loop could become one query (the merge test above keeps the contract).
+    """
+    vecs = _unit(60, seed=8)
+    store = _vector_store(tmp_path, vecs, personas=("p",))
+    with store.read() as conn:
+        rows = conn.exec_driver_sql(
+            f"SELECT rowid, distance FROM {vectors.TABLE} WHERE embedding MATCH ? AND k = 3 "
+            "AND persona = 'p' AND scope IN ('channel:c1', 'channel:c2')",
+            (vecs[0].tobytes(),),
+        ).all()
+        merged = vectors.nearest(conn, vecs[0], "p", ["channel:c1", "channel:c2"], 3)
+    assert len(rows) == 6  # 3 per partition, not 3
+    assert len(merged) == 3
+    assert [mid for mid, _ in merged] == [int(r[0]) for r in sorted(rows, key=lambda r: (r[1], r[0]))[:3]]
+    store.close()
+
+
 # -- the binary coarse stage --------------------------------------------------------------
 
 

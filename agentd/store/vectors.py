@@ -41,7 +41,9 @@ CHUNK_SIZE = 128
 #: and a small scope wastes little.
 COARSE_CHUNK_SIZE = 256
 #: Searches over at most this many vectors scan the float vectors exactly
-#: (about 4 ms here); larger ones go through the bit vectors.
+#: (about 4 ms here); larger ones go through the bit vectors, if they hold more
+#: than 16 vectors per rescored candidate (rescoring one costs about what
+#: scanning 16 does).
 EXACT_LIMIT = 8192
 #: Candidates the Hamming scan hands to exact rescoring in a persona-wide
 #: search (at least; ``8 * k`` when more are asked for). Each costs a ~5-10 µs
@@ -155,20 +157,22 @@ def nearest(
     scopes: Sequence[str],
     k: int,
     exact: bool = False,
-    exact_limit: int = EXACT_LIMIT,
+    exact_limit: int | None = None,
     candidates: int | None = None,
 ) -> list[tuple[int, float]]:
     """The ``k`` nearest ``(memory_id, cosine_similarity)`` in persona ∩ scopes, best first.
 
     ``scopes`` empty means every scope of the persona. Searches over more than
-    ``exact_limit`` vectors go through the bit vectors unless ``exact`` is set,
-    and rescore ``max(candidates, 8 * k)`` of them (default :data:`RESCORE`
-    persona-wide, :data:`SCOPED_RESCORE` scoped).
+    ``exact_limit`` vectors (default: see :data:`EXACT_LIMIT`) go through the
+    bit vectors unless ``exact`` is set, and rescore ``max(candidates, 8 * k)``
+    of them (default :data:`RESCORE` persona-wide, :data:`SCOPED_RESCORE` scoped).
     """
     blob = np.asarray(vector, dtype=np.float32).tobytes()
     if not exact and _coarse_usable(conn):
         pool = candidates if candidates is not None else (SCOPED_RESCORE if scopes else RESCORE)
-        ids = coarse_candidates(conn, blob, persona, scopes, max(pool, 8 * k), exact_limit)
+        n = max(pool, 8 * k)
+        limit = max(EXACT_LIMIT, 16 * n) if exact_limit is None else exact_limit
+        ids = coarse_candidates(conn, blob, persona, scopes, n, limit)
         if ids is not None:
             return _best(_rescore(conn, blob, ids), k)
     if not scopes:
