@@ -183,7 +183,9 @@ def test_an_embedder_error_is_not_an_error_for_the_user(make_app, runtimes, fake
     """The embedding server goes away after start: the reply goes on, without memories."""
     chat_server = FakeOpenAI().start()
     try:
-        app = make_app(embedding_via_fake_server(fake_openai), personas={"fake": fake_persona(chat_server.url)})
+        # A generous timeout, so a loaded machine cannot turn the error into a timeout.
+        app = make_app(embedding_via_fake_server(fake_openai) + "\n[memory]\nretrieval_timeout_seconds = 60.0\n",
+                       personas={"fake": fake_persona(chat_server.url)})
         rt = runtimes(app)
         app.memory.add("fake", GLOBAL, "hello there friend")
         fake_openai.stop()
