@@ -44,12 +44,12 @@ def current_revision(engine: sa.Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-def upgrade(engine: sa.Engine, dimension: int) -> tuple[str | None, str]:
-    """Bring the database to the newest revision; return (before, after)."""
+def upgrade(engine: sa.Engine, dimension: int, target: str | None = None) -> tuple[str | None, str]:
+    """Bring the database to ``target`` (default: the newest revision); return (before, after)."""
     before = current_revision(engine)
-    head = head_revision()
-    if before == head:
-        return before, head
+    target = target or head_revision()
+    if before == target:
+        return before, target
     with engine.begin() as conn:
-        command.upgrade(_alembic_config(conn, dimension), "head")
-    return before, head
+        command.upgrade(_alembic_config(conn, dimension), target)
+    return before, target

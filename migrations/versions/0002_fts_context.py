@@ -39,8 +39,10 @@ def _rows(with_context: bool):  # type: ignore[no-untyped-def]
             return
         for mid, persona, scope, text, metadata in batch:
             context = ""
-            if with_context and metadata:
-                value = json.loads(metadata).get("context") if isinstance(metadata, str) else None
+            if with_context and isinstance(metadata, str):
+                # A memory without metadata holds SQL NULL or the JSON text 'null'.
+                parsed = json.loads(metadata)
+                value = parsed.get("context") if isinstance(parsed, dict) else None
                 context = value if isinstance(value, str) else ""
             yield (mid, persona, scope, text, context) if with_context else (mid, persona, scope, text)
         last = batch[-1][0]
