@@ -4,19 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import structlog
 from fastapi import APIRouter, Depends, Query
 
 from agentd import __version__
-from agentd._exceptions import AgentdError
 from agentd.api.state import Daemon, daemon
-from agentd.context.user_history import HistoryRecall, UserHistory, seeded_query
-from agentd.memory.search import MemoryHit
-from agentd.scopes import Reach, check_identifier
-from agentd.skills import build_registry
+from agentd.context.preview import preview
 
 router = APIRouter(tags=["admin"])
-log = structlog.get_logger("agentd.api")
 
 
 @router.get("/healthz")
@@ -53,30 +47,9 @@ def budget(
     message: Annotated[str | None, Query(description="The next message (default: none).")] = None,
 ) -> dict[str, Any]:
     """Where the tokens of the persona's next prompt in the channel would go (as ``agentd budget``)."""
-    app = d.app
-    check_identifier("channel", channel)
-    if user is not None:
-        check_identifier("user", user)
-    p = app.personas[persona]
-    query = message
-    if query is None:
-        with app.store.read() as conn:
-            last = app.store.messages.recent(conn, channel, 1, roles=("user",))
-        query = last[0].content if last else None
-    recalled = HistoryRecall()
-    if user is not None and query:
-        recalled = UserHistory(app.store, app.config.history).recall(channel, user, query, None)
-        query = seeded_query(query, recalled, app.config.history.seed_sparse_below)
-    hits: list[MemoryHit] = []
-    if query and app.config.memory.auto_retrieve and app.embedder is not None:
-        try:
-            hits = app.memory.search(query, Reach(p.name, channel, user), limit=app.config.memory.top_k)
-        except AgentdError as exc:
-            log.warning("budget_retrieval_skipped", error=str(exc))
-    tools = build_registry(p, app.memory if app.embedder is not None else None, app.personas).tool_definitions()
-    ctx = app.builder.build(p, channel, message, memories=hits, user_history=recalled.snippets(), tools=tools)
+    ctx = preview(d.app, persona, channel, user, message).context
     return {
-        "persona": p.name,
+        "persona": persona,
         "channel": channel,
         "budget": ctx.budget.as_json(),
         "memories": [{**h.as_result(), "persona": h.memory.persona} for h in ctx.memories],

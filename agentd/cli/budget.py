@@ -5,14 +5,11 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from agentd._exceptions import AgentdError
 from agentd.app import App
-from agentd.context.budget import ContextBudget
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
-from agentd.context.user_history import HistoryRecall, UserHistory, seeded_query
-from agentd.memory.search import MemoryHit
-from agentd.scopes import Reach, check_identifier
+from agentd.context.budget import ContextBudget
+from agentd.context.preview import preview
 
 BAR_WIDTH = 30
 
@@ -20,16 +17,6 @@ BAR_WIDTH = 30
 def _bar(tokens: int, window: int) -> str:
     cells = round(BAR_WIDTH * tokens / window) if window else 0
     return "█" * cells + "·" * (BAR_WIDTH - cells)
-
-
-def recall_for(app: App, persona: str, channel: str, user: str | None, query: str | None) -> list[MemoryHit]:
-    """The memories automatic retrieval would inject for ``query`` (none when it is off or fails)."""
-    if not query or not app.config.memory.auto_retrieve or app.embedder is None:
-        return []
-    try:
-        return app.memory.search(query, Reach(persona, channel, user), limit=app.config.memory.top_k)
-    except AgentdError:
-        return []
 
 
 def budget_table(b: ContextBudget, has_message: bool = True) -> Table:
@@ -68,30 +55,14 @@ def budget(app: App, persona: str, channel: str, user: str | None, message: str 
     history messages fit of those available, which memories would be
     injected with their scores, and whether the context is exhausted.
     """
-    check_identifier("--channel", channel)
-    if user is not None:
-        check_identifier("--user", user)
-    p = app.personas[persona]
-    query = message
-    if query is None:
-        with app.store.read() as conn:
-            last = app.store.messages.recent(conn, channel, 1, roles=("user",))
-        query = last[0].content if last else None
-    recalled = HistoryRecall()
-    if user is not None and query:
-        recalled = UserHistory(app.store, app.config.history).recall(channel, user, query, None)
-        query = seeded_query(query, recalled, app.config.history.seed_sparse_below)
-    hits = recall_for(app, p.name, channel, user, query)
-    from agentd.skills import build_registry
-
-    tools = build_registry(p, app.memory if app.embedder is not None else None, app.personas).tool_definitions()
-    ctx = app.builder.build(p, channel, message, memories=hits, user_history=recalled.snippets(), tools=tools)
+    shown = preview(app, persona, channel, user, message, channel_field="--channel", user_field="--user")
+    ctx, recalled = shown.context, shown.recalled
     b = ctx.budget
     if as_json:
         print_json(b.as_json())
         return
     out.print(
-        f"[bold]{p.name}[/] in [bold]#{channel}[/]: model {b.model}, window {b.window:,} tokens "
+        f"[bold]{persona}[/] in [bold]#{channel}[/]: model {b.model}, window {b.window:,} tokens "
         f"({b.window_source}), tokenizer {b.tokenizer}"
     )
     out.print(budget_table(b, has_message=message is not None))
