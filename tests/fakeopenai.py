@@ -20,6 +20,22 @@ from typing import Any
 import numpy as np
 
 
+#: The environment variable that holds the fake server's (ignored) API key in test configs.
+KEY_ENV = "FAKE_OPENAI_KEY"
+
+
+def embedding_config(fake: FakeOpenAI, extra: str = "") -> str:
+    """agentd.toml lines: embeddings from ``fake`` through litellm (so delays and errors can be injected)."""
+    return f"""
+[embedding]
+provider = "litellm"
+model = "openai/fake-embed"
+api_base = "{fake.url}"
+api_key_env = "{KEY_ENV}"
+{extra}
+"""
+
+
 @dataclass
 class Turn:
     """One scripted assistant turn: text and/or tool calls ``[(name, arguments_dict)]``."""

@@ -16,11 +16,10 @@ from agentd.app import App
 from agentd.config import load_config
 from agentd.scopes import GLOBAL
 from tests.conftest import write_home
-from tests.fakeopenai import FakeOpenAI, Turn
+from tests.fakeopenai import FakeOpenAI, Turn, embedding_config
 from tests.test_api_support import (  # noqa: F401 - the fixture is used by name
     SSE,
     daemons,
-    embedding_via,
     fake_persona,
     follow,
     read_sse,
@@ -68,7 +67,7 @@ def test_disable_memory_is_honoured_per_request(daemons, fake_openai) -> None:
 
 
 def test_a_slow_embedder_still_gets_a_reply_without_memories(daemons, fake_openai) -> None:
-    d = daemons(embedding_via(fake_openai, "[memory]\nretrieval_timeout_seconds = 0.3\n"))
+    d = daemons(embedding_config(fake_openai, "[memory]\nretrieval_timeout_seconds = 0.3\n"))
     d.app.memory.add("fake", GLOBAL, "hello there friend")
     fake_openai.embedding_delay = 1.5
     events = d.chat("hello there")

@@ -20,9 +20,8 @@ from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from tests.conftest import write_home
-from tests.fakeopenai import FakeOpenAI
+from tests.fakeopenai import KEY_ENV, FakeOpenAI, embedding_config
 
-KEY_ENV = "FAKE_OPENAI_KEY"
 
 
 def fake_persona(url: str, name: str = "fake", skills: str = '["remember", "recall"]', channels: str = "[]") -> str:
@@ -36,18 +35,6 @@ max_tokens = 256
 skills = {skills}
 channels = {channels}
 system_prompt = "You are {name}, a test persona."
-"""
-
-
-def embedding_via(fake: FakeOpenAI, extra: str = "") -> str:
-    """Config: embeddings from the fake server (so delays can be injected)."""
-    return f"""
-[embedding]
-provider = "litellm"
-model = "openai/fake-embed"
-api_base = "{fake.url}"
-api_key_env = "{KEY_ENV}"
-{extra}
 """
 
 

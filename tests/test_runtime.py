@@ -22,9 +22,8 @@ from agentd.llm.chat import ChatModel, LitellmChat, ModelSettings, ModelTurn
 from agentd.runtime import Done, Error, Event, MemoryContext, Runtime, TokenDelta, ToolCall, ToolResult
 from agentd.scopes import GLOBAL, Scope
 from tests.conftest import write_home
-from tests.fakeopenai import FakeOpenAI, Turn
+from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, embedding_config
 
-KEY_ENV = "FAKE_OPENAI_KEY"
 
 
 def fake_persona(url: str, name: str = "fake", skills: str = '["remember", "recall"]') -> str:
@@ -117,19 +116,8 @@ def test_a_memory_below_the_threshold_is_not_injected(make_app, runtimes, fake_o
     assert isinstance(events[-1], Done)
 
 
-def embedding_via_fake_server(fake: FakeOpenAI, extra: str = "") -> str:
-    return f"""
-[embedding]
-provider = "litellm"
-model = "openai/fake-embed"
-api_base = "{fake.url}"
-api_key_env = "{KEY_ENV}"
-{extra}
-"""
-
-
 def test_disable_memory_per_request_makes_no_embedding_call(make_app, runtimes, fake_openai) -> None:
-    app = make_app(embedding_via_fake_server(fake_openai))
+    app = make_app(embedding_config(fake_openai))
     rt = runtimes(app)
     before = len(fake_openai.embedding_requests())
     run(rt, "hello there")  # retrieval on: one embedding call
@@ -141,7 +129,7 @@ def test_disable_memory_per_request_makes_no_embedding_call(make_app, runtimes, 
 
 
 def test_auto_retrieve_false_makes_no_embedding_call(make_app, runtimes, fake_openai) -> None:
-    app = make_app(embedding_via_fake_server(fake_openai) + "\n[memory]\nauto_retrieve = false\n")
+    app = make_app(embedding_config(fake_openai) + "\n[memory]\nauto_retrieve = false\n")
     app.memory.add("fake", GLOBAL, "hello there friend")
     before = len(fake_openai.embedding_requests())
     events = run(runtimes(app), "hello there")
@@ -169,7 +157,7 @@ def test_an_empty_store_changes_nothing_in_the_prompt(make_app, runtimes, fake_o
 
 
 def test_a_slow_embedder_past_the_timeout_still_gets_a_reply_without_memories(make_app, runtimes, fake_openai) -> None:
-    app = make_app(embedding_via_fake_server(fake_openai) + "\n[memory]\nretrieval_timeout_seconds = 0.3\n")
+    app = make_app(embedding_config(fake_openai) + "\n[memory]\nretrieval_timeout_seconds = 0.3\n")
     app.memory.add("fake", GLOBAL, "hello there friend")
     fake_openai.embedding_delay = 1.5
     events = run(runtimes(app), "hello there")
@@ -184,7 +172,7 @@ def test_an_embedder_error_is_not_an_error_for_the_user(make_app, runtimes, fake
     chat_server = FakeOpenAI().start()
     try:
         # A generous timeout, so a loaded machine cannot turn the error into a timeout.
-        app = make_app(embedding_via_fake_server(fake_openai) + "\n[memory]\nretrieval_timeout_seconds = 60.0\n",
+        app = make_app(embedding_config(fake_openai) + "\n[memory]\nretrieval_timeout_seconds = 60.0\n",
                        personas={"fake": fake_persona(chat_server.url)})
         rt = runtimes(app)
         app.memory.add("fake", GLOBAL, "hello there friend")

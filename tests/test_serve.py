@@ -21,8 +21,8 @@ import pytest
 from agentd.app import App
 from agentd.config import load_config
 from tests.conftest import REPO, agentd_cli, write_home
-from tests.fakeopenai import FakeOpenAI, Turn
-from tests.test_api_support import KEY_ENV, daemons, fake_persona, read_sse, wait_for  # noqa: F401
+from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn
+from tests.test_api_support import daemons, fake_persona, read_sse, wait_for  # noqa: F401
 
 LONG_REPLY = " ".join(f"word{i}" for i in range(80))
 
