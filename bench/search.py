@@ -15,6 +15,9 @@ per size:
   retrieval use), over distinct queries in random channels;
 * p50/p95 of one persona-wide search (every scope, as ``agentd memory search``
   without ``--channel``);
+* the same p50/p95 with the full-text term budget off (every query term sent,
+  as before ``agentd.store.lexical.TERM_BUDGET``) and with it on but its cache
+  of common terms emptied before each query (the first query after a start);
 * the vector stage alone, for scoped and persona-wide queries: its p50, the
   p50 of the exact brute-force scan it replaces, and its recall: the mean
   share of the exact top 10 it returns (1.000 when the search was small enough
@@ -47,7 +50,7 @@ from agentd.embedders import normalize  # noqa: E402
 from agentd.embedders.local import LocalEmbedder  # noqa: E402
 from agentd.memory import MemoryService, NewMemory  # noqa: E402
 from agentd.scopes import GLOBAL, Reach, Scope  # noqa: E402
-from agentd.store import Store, vectors  # noqa: E402
+from agentd.store import Store, lexical, vectors  # noqa: E402
 
 SUBJECTS = ["Alice", "Bob", "the team", "Carol", "the user", "Dmitri", "Priya", "the client", "Ming", "Lena"]
 VERBS = ["prefers", "is learning", "deployed", "wrote about", "asked about", "dislikes", "is planning", "fixed",
@@ -112,12 +115,16 @@ def query_for(r: random.Random, q: int) -> str:
     return f"what does {r.choice(SUBJECTS)} think about {r.choice(OBJECTS)} {q}"
 
 
-def measure(service: MemoryService, channels: int, queries: int, everywhere: bool) -> tuple[float, float]:
+def measure(
+    service: MemoryService, channels: int, queries: int, everywhere: bool, cold: bool = False
+) -> tuple[float, float]:
     r = random.Random(42)
     samples = []
     for q in range(queries):
         query = query_for(r, q)
         reach = Reach(PERSONA, everywhere=True) if everywhere else Reach(PERSONA, channel=f"ch{r.randrange(channels)}")
+        if cold:
+            lexical._common.clear()
         t = time.perf_counter()
         service.search(query, reach, limit=5, min_relevance=0.0)
         samples.append((time.perf_counter() - t) * 1000)
@@ -184,6 +191,18 @@ def main() -> None:
         print(
             f"{size:>10,} {e2e:>10.0f} {bulk:>11.0f} {p50:>9.2f}ms {p95:>9.2f}ms {w50:>7.1f}ms {w95:>7.1f}ms | "
             f"{s_fast:>6.1f}ms {s_exact:>6.1f}ms {s_rec:>6.3f} | {w_fast:>6.1f}ms {w_exact:>6.1f}ms {w_rec:>6.3f}",
+            flush=True,
+        )
+        budget = lexical.TERM_BUDGET
+        lexical.TERM_BUDGET = 0
+        o50, o95 = measure(service, args.channels, args.queries, everywhere=False)
+        ow50, ow95 = measure(service, args.channels, args.wide_queries, everywhere=True)
+        lexical.TERM_BUDGET = budget
+        c50, c95 = measure(service, args.channels, args.queries, everywhere=False, cold=True)
+        cw50, cw95 = measure(service, args.channels, args.wide_queries, everywhere=True, cold=True)
+        print(
+            f"{'':33} term budget off: {o50:>9.2f}ms {o95:>9.2f}ms {ow50:>7.1f}ms {ow95:>7.1f}ms\n"
+            f"{'':22} common-term cache cold: {c50:>9.2f}ms {c95:>9.2f}ms {cw50:>7.1f}ms {cw95:>7.1f}ms",
             flush=True,
         )
     store.close()

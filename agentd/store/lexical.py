@@ -12,11 +12,21 @@ holds one opaque token per (persona, scope) and one per persona, and every
 query is ``skey:(tokens of the allowed scopes) AND {body context}:(query
 terms)``, so FTS5 intersects posting lists instead of scoring other scopes'
 rows and filtering afterwards.
+
+The work of one query is bounded by document frequency (the "common terms"
+cutoff of search engines): FTS5 reads every posting of every query term and
+bm25-scores each match in the reach, so a term found in a large share of the
+index costs the most while its idf (≈ log(N/df)) says the least. When the
+terms together have more than :data:`TERM_BUDGET` postings, the commonest are
+dropped and the rarest kept (always at least one); below it the query is
+exactly the full OR of the terms. See :func:`search`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import time
+import weakref
 from collections.abc import Iterable, Sequence
 
 import sqlalchemy as sa
@@ -32,6 +42,26 @@ CREATE_SQL = (
 #: lexical_weight 1.5, 0.5 beats 0.2, 0.3, 0.4, 0.6 and 0.7 on dev R@10
 #: (bench/locomo.py).
 CONTEXT_WEIGHT = 0.5
+
+#: At most this many postings (summed document frequency over the whole index,
+#: ``body`` or ``context``) for the terms of one query; past it the commonest
+#: terms are dropped. Chosen on bench/search.py at 1M memories: a kept set of
+#: ~20k postings costs FTS5 about 5 ms in a scoped search (~0.25 µs per
+#: posting read and scored) and counting up to it ~1.5 ms, which keeps a scoped
+#: hybrid search within its 15 ms target; LoCoMo conversations (hundreds of
+#: memories per persona) stay far below it, so their results are unchanged.
+#: 0 turns the bound off.
+TERM_BUDGET = 20_000
+#: How long a term found over the budget is remembered as common (per
+#: database, in this process) before it is counted again. Terms under the
+#: budget are always counted afresh (the count costs at most what the query
+#: itself reads), so only a term that mass deletions made rare again is
+#: affected, for at most this long.
+COMMON_TTL = 600.0
+_COMMON_MAX = 4096
+
+# engine -> {term: (postings seen, expires at)}, only for terms over a budget.
+_common: weakref.WeakKeyDictionary[object, dict[str, tuple[int, float]]] = weakref.WeakKeyDictionary()
 
 
 def scope_token(persona: str, scope: str) -> str:
@@ -73,13 +103,73 @@ def quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
+def postings(conn: sa.Connection, term: str, cap: int) -> int:
+    """How many memories have ``term`` in ``body`` or ``context``, counted up to ``cap`` (cost ∝ the result).
+
+    Counted by FTS5 itself, so the term is tokenized and stemmed as in a query.
+    """
+    return int(
+        conn.exec_driver_sql(
+            f"SELECT count(*) FROM (SELECT rowid FROM {TABLE} WHERE {TABLE} MATCH ? LIMIT ?)",
+            ("{body context}:" + quote(term), cap),
+        ).scalar_one()
+    )
+
+
+def bounded_terms(conn: sa.Connection, terms: Sequence[str], budget: int = TERM_BUDGET) -> list[str]:
+    """``terms`` without the commonest ones past ``budget`` postings in total, in their order.
+
+    Terms are taken rarest first while their summed document frequency stays
+    within ``budget``; the rarest is always kept. A term over the budget on its
+    own is remembered as common for :data:`COMMON_TTL` seconds.
+    """
+    if len(terms) < 2:
+        return list(terms)
+    cache = _common.setdefault(conn.engine, {})
+    now = time.monotonic()
+    df: dict[str, int] = {}
+    for term in terms:
+        seen = cache.get(term)
+        if seen is not None and seen[1] > now and seen[0] > budget:
+            df[term] = seen[0]
+            continue
+        n = postings(conn, term, budget + 1)
+        df[term] = n
+        if n > budget:
+            if len(cache) >= _COMMON_MAX:
+                cache.clear()
+            cache[term] = (n, now + COMMON_TTL)
+        else:
+            cache.pop(term, None)
+    if sum(df.values()) <= budget:
+        return list(terms)
+    kept: set[str] = set()
+    total = 0
+    for i, term in enumerate(sorted(terms, key=lambda t: df[t])):
+        if i and total + df[term] > budget:
+            break
+        kept.add(term)
+        total += df[term]
+    return [t for t in terms if t in kept]
+
+
 def search(
-    conn: sa.Connection, terms: Sequence[str], persona: str, scopes: Sequence[str], k: int
+    conn: sa.Connection,
+    terms: Sequence[str],
+    persona: str,
+    scopes: Sequence[str],
+    k: int,
+    budget: int | None = None,
 ) -> list[tuple[int, float]]:
     """The ``k`` best ``(memory_id, bm25)`` for any of ``terms`` (bm25: higher is better).
 
-    ``scopes`` empty means every scope of the persona.
+    ``scopes`` empty means every scope of the persona. ``budget`` bounds the
+    postings the query reads (:func:`bounded_terms`); ``None`` means
+    :data:`TERM_BUDGET` (read at call time), ``0`` sends every term.
     """
+    budget = TERM_BUDGET if budget is None else budget
+    if budget > 0:
+        terms = bounded_terms(conn, terms, budget)
     if not terms:
         return []
     keys = [scope_token(persona, s) for s in scopes] if scopes else [persona_token(persona)]
