@@ -7,7 +7,7 @@ that ``recall``, automatic retrieval, the memory service's ``/search`` and
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
@@ -47,9 +47,24 @@ class MemoryHit:
         }
 
 
+@dataclass(frozen=True)
+class Ranked:
+    """A candidate's place in the ranking, before its row is loaded."""
+
+    id: int
+    relevance: float
+    score: float
+    similarity: float | None
+    bm25: float
+
+    def hit(self, memory: Memory) -> MemoryHit:
+        """The hit for this candidate's loaded ``memory``."""
+        return MemoryHit(memory, self.relevance, self.score, self.similarity, self.bm25)
+
+
 def rank(
     candidates: dict[int, Evidence],
-    memories: dict[int, Memory],
+    created: Mapping[int, datetime],
     calibration: Calibration,
     recency: Recency,
     now: datetime,
@@ -57,34 +72,35 @@ def rank(
     min_relevance: float,
     fusion: Fusion | None = None,
     days: Collection[date] = (),
-) -> list[MemoryHit]:
-    """Turn fused candidates into the best ``limit`` hits at or above ``min_relevance``.
+) -> list[Ranked]:
+    """The best ``limit`` fused candidates at or above ``min_relevance``, best first.
 
-    relevance = calibration(fusion's effective cosine); score = relevance x
+    Only ids and creation times are needed (``created``: a candidate missing there
+    was deleted and is skipped), so the caller loads whole rows for the winners
+    alone. relevance = calibration(fusion's effective cosine); score = relevance x
     recency. ``days``: calendar days the query names (a memory created on one
-    gets the fusion's date boost). Ties break on the effective cosine (strong word matches can push the
-    calibrated relevance to exactly 1.0 in floating point), then on newer memory,
-    then on id, so results are deterministic.
+    gets the fusion's date boost). Ties break on the effective cosine (strong word
+    matches can push the calibrated relevance to exactly 1.0 in floating point),
+    then on newer memory, then on id, so results are deterministic.
     """
     fusion = fusion or Fusion()
     best = best_bm25(candidates)
-    hits: list[MemoryHit] = []
-    evidence_of: dict[int, float] = {}
+    ranked: list[tuple[tuple[float, float, float, int], Ranked]] = []
     for mid, evidence in candidates.items():
-        mem = memories.get(mid)
-        if mem is None:
+        when = created.get(mid)
+        if when is None:
             continue
-        on_day = bool(days) and _utc_day(mem.created_at) in days
+        on_day = bool(days) and _utc_day(when) in days
         effective = fusion.effective_cosine(evidence, best, on_day)
         relevance = calibration.relevance(effective)
         if relevance < min_relevance:
             continue
-        score = relevance * recency.factor(mem.created_at, now)
+        score = relevance * recency.factor(when, now)
         similarity = evidence.cosine if evidence.dense_known else None
-        evidence_of[mid] = effective
-        hits.append(MemoryHit(memory=mem, relevance=relevance, score=score, similarity=similarity, bm25=evidence.bm25))
-    hits.sort(key=lambda h: (-h.score, -evidence_of[h.memory.id], -h.memory.created_at.timestamp(), -h.memory.id))
-    return hits[:limit]
+        key = (-score, -effective, -when.timestamp(), -mid)
+        ranked.append((key, Ranked(mid, relevance, score, similarity, evidence.bm25)))
+    ranked.sort(key=lambda pair: pair[0])
+    return [r for _, r in ranked[:limit]]
 
 
 def _utc_day(moment: datetime) -> date:

@@ -305,11 +305,14 @@ class MemoryService:
             nearest = vector_table.nearest(conn, qvec, reach.persona, scopes, pool) if qvec is not None else []
             matched = lexical_table.search(conn, terms, reach.persona, scopes, pool) if terms else []
             candidates = self._fusion.merge(nearest, matched)
-            memories = self._store.memories.fetch(conn, list(candidates))
-        return rank(
-            candidates, memories, embedder.calibration, self._recency, now or utcnow(), limit, threshold,
-            self._fusion, query_dates(query) if mode == "hybrid" and self._fusion.date_weight > 0 else (),
-        )
+            # Rank on ids and dates; load whole rows (text, metadata) for the winners only.
+            ranked = rank(
+                candidates, self._store.memories.created_at(conn, list(candidates)), embedder.calibration,
+                self._recency, now or utcnow(), limit, threshold, self._fusion,
+                query_dates(query) if mode == "hybrid" and self._fusion.date_weight > 0 else (),
+            )
+            memories = self._store.memories.fetch(conn, [r.id for r in ranked])
+        return [r.hit(memories[r.id]) for r in ranked if r.id in memories]
 
     # -- internals -----------------------------------------------------------------
 

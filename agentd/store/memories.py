@@ -138,6 +138,15 @@ class MemoryRepo:
                 found[mem.id] = mem
         return found
 
+    def created_at(self, conn: sa.Connection, ids: Sequence[int]) -> dict[int, datetime]:
+        """When each of ``ids`` was created (missing ids are absent): what ranking needs, without the rows."""
+        found: dict[int, datetime] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            rows = conn.execute(sa.select(_T.c.id, _T.c.created_at).where(_T.c.id.in_(chunk)))
+            found.update((mid, when) for mid, when in rows)
+        return found
+
     def list(
         self,
         conn: sa.Connection,
