@@ -52,16 +52,17 @@ CONTEXT_WEIGHT = 0.5
 #: memories per persona) stay far below it, so their results are unchanged.
 #: 0 turns the bound off.
 TERM_BUDGET = 20_000
-#: How long a term found over the budget is remembered as common (per
-#: database, in this process) before it is counted again. Terms under the
-#: budget are always counted afresh (the count costs at most what the query
-#: itself reads), so only a term that mass deletions made rare again is
-#: affected, for at most this long.
+#: How long a term's count is remembered (per database, in this process)
+#: before it is counted again. Counting a term costs up to the budget's worth of
+#: postings on every query otherwise (at 100k memories, as much as the query
+#: saves). A remembered count only decides which terms are sent, never what
+#: they match: a term that grew past the budget (or that mass deletions made
+#: rare again) is judged by its old count for at most this long.
 COMMON_TTL = 600.0
 _COMMON_MAX = 4096
 
-# engine -> {term: (postings seen, expires at)}, only for terms over a budget.
-_common: weakref.WeakKeyDictionary[object, dict[str, tuple[int, float]]] = weakref.WeakKeyDictionary()
+# engine -> {term: (postings counted, exact (under the cap it was counted with), expires at)}.
+_common: weakref.WeakKeyDictionary[object, dict[str, tuple[int, bool, float]]] = weakref.WeakKeyDictionary()
 
 
 def scope_token(persona: str, scope: str) -> str:
@@ -120,8 +121,8 @@ def bounded_terms(conn: sa.Connection, terms: Sequence[str], budget: int = TERM_
     """``terms`` without the commonest ones past ``budget`` postings in total, in their order.
 
     Terms are taken rarest first while their summed document frequency stays
-    within ``budget``; the rarest is always kept. A term over the budget on its
-    own is remembered as common for :data:`COMMON_TTL` seconds.
+    within ``budget``; the rarest is always kept. Counts are remembered for
+    :data:`COMMON_TTL` seconds.
     """
     if len(terms) < 2:
         return list(terms)
@@ -136,17 +137,16 @@ def bounded_terms(conn: sa.Connection, terms: Sequence[str], budget: int = TERM_
     df: dict[str, int] = {}
     for term in terms:
         seen = cache.get(term)
-        if seen is not None and seen[1] > now and seen[0] > budget:
+        # A count below its cap is exact and serves any budget; a capped one only says "more than".
+        if seen is not None and seen[2] > now and (seen[1] or seen[0] > budget):
             df[term] = seen[0]
             continue
-        n = postings(conn, term, budget + 1)
+        cap = budget + 1
+        n = postings(conn, term, cap)
         df[term] = n
-        if n > budget:
-            if len(cache) >= _COMMON_MAX:
-                cache.clear()
-            cache[term] = (n, now + COMMON_TTL)
-        else:
-            cache.pop(term, None)
+        if len(cache) >= _COMMON_MAX:
+            cache.clear()
+        cache[term] = (n, n < cap, now + COMMON_TTL)
     if sum(df.values()) <= budget:
         return list(terms)
     kept: set[str] = set()
