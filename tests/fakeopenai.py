@@ -36,6 +36,20 @@ api_key_env = "{KEY_ENV}"
 """
 
 
+def fake_persona(url: str, name: str = "fake", skills: str = '["remember", "recall"]', channels: str = "[]") -> str:
+    """A persona file whose model is the fake OpenAI server at ``url``."""
+    return f"""
+name = "{name}"
+model = "openai/fake-model"
+api_base = "{url}"
+api_key_env = "{KEY_ENV}"
+max_tokens = 256
+skills = {skills}
+channels = {channels}
+system_prompt = "You are {name}, a test persona."
+"""
+
+
 @dataclass
 class Turn:
     """One scripted assistant turn: text and/or tool calls ``[(name, arguments_dict)]``."""

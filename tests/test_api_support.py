@@ -20,22 +20,8 @@ from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from tests.conftest import write_home
-from tests.fakeopenai import KEY_ENV, FakeOpenAI, embedding_config
+from tests.fakeopenai import KEY_ENV, FakeOpenAI, embedding_config, fake_persona  # noqa: F401 - re-exported
 
-
-
-def fake_persona(url: str, name: str = "fake", skills: str = '["remember", "recall"]', channels: str = "[]") -> str:
-    """A persona whose model is the fake OpenAI server."""
-    return f"""
-name = "{name}"
-model = "openai/fake-model"
-api_base = "{url}"
-api_key_env = "{KEY_ENV}"
-max_tokens = 256
-skills = {skills}
-channels = {channels}
-system_prompt = "You are {name}, a test persona."
-"""
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:

@@ -22,20 +22,8 @@ from agentd.llm.chat import ChatModel, LitellmChat, ModelSettings, ModelTurn
 from agentd.runtime import Done, Error, Event, MemoryContext, Runtime, TokenDelta, ToolCall, ToolResult
 from agentd.scopes import GLOBAL, Scope
 from tests.conftest import write_home
-from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, embedding_config
+from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, embedding_config, fake_persona
 
-
-
-def fake_persona(url: str, name: str = "fake", skills: str = '["remember", "recall"]') -> str:
-    return f"""
-name = "{name}"
-model = "openai/fake-model"
-api_base = "{url}"
-api_key_env = "{KEY_ENV}"
-max_tokens = 256
-skills = {skills}
-system_prompt = "You are {name}, a test persona."
-"""
 
 
 @pytest.fixture
