@@ -22,7 +22,6 @@ from agentd.embedders import Embedder
 from agentd.memory.dates import query_dates
 from agentd.memory.fusion import Fusion
 from agentd.memory.importer import ImportReport, iter_lines, parse_line
-from agentd.memory.indexing import CONTEXT_KEY, context_of
 from agentd.memory.query import lexical_terms
 from agentd.memory.search import MemoryHit, rank
 from agentd.relevance import Recency
@@ -104,10 +103,10 @@ class MemoryService:
             raise InvalidInput("category", "must be 1-64 letters, digits, spaces, '_', '.' or '-'")
         if not isinstance(item.metadata, dict):
             raise InvalidInput("metadata", "must be a JSON object")
-        context = item.metadata.get(CONTEXT_KEY)
+        context = item.metadata.get(lexical_table.CONTEXT_KEY)
         if context is not None and (not isinstance(context, str) or len(context) > self._config.max_text_chars):
             raise InvalidInput(
-                f"metadata.{CONTEXT_KEY}", f"must be a string of at most {self._config.max_text_chars} characters"
+                f"metadata.{lexical_table.CONTEXT_KEY}", f"must be a string of at most {self._config.max_text_chars} characters"
             )
         if not isinstance(item.scope, Scope):
             raise InvalidInput("scope", "must be global, channel:NAME or user:ID")
@@ -139,20 +138,11 @@ class MemoryService:
         """Store already-validated memories in one transaction; embeds them in one batch.
 
         A memory's ``metadata["context"]`` is indexed for full-text search with
-        it, never shown (see :mod:`agentd.memory.indexing`).
+        it, never shown (see :func:`agentd.store.lexical.context_of`).
         """
         vecs = self._embed([i.text for i in items]) if self._embedder is not None and items else None
         with self._store.write() as conn:
-            added = self._store.memories.add(conn, items, vecs)
-            lexical_table.reindex(
-                conn,
-                (
-                    (mid, i.persona, str(i.scope), i.text, context_of(i.metadata))
-                    for i, (mid, created) in zip(items, added, strict=True)
-                    if created and context_of(i.metadata)
-                ),
-            )
-        return added
+            return self._store.memories.add(conn, items, vecs)
 
     def forget(self, memory_id: int) -> Memory:
         """Delete one memory: its row, vector and index entry."""

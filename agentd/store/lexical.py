@@ -2,10 +2,8 @@
 
 Contentless (the text lives in ``memories``) with ``contentless_delete`` so a
 forgotten memory leaves no trace. Two text columns: ``body`` (the memory's
-text) and ``context`` (optional text that helps find the memory but is never
-shown, e.g. the neighbouring turns of a conversation; see
-:mod:`agentd.memory.indexing`). bm25 weighs a ``context`` match at
-:data:`CONTEXT_WEIGHT` of a ``body`` match.
+text) and ``context`` (its ``metadata["context"]``, see :func:`context_of`).
+bm25 weighs a ``context`` match at :data:`CONTEXT_WEIGHT` of a ``body`` match.
 
 Scope isolation is done inside the full-text index itself: column ``skey``
 holds one opaque token per (persona, scope) and one per persona, and every
@@ -27,7 +25,8 @@ from __future__ import annotations
 import hashlib
 import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -36,6 +35,8 @@ CREATE_SQL = (
     f"CREATE VIRTUAL TABLE {TABLE} USING fts5(body, context, skey, content='', contentless_delete=1, "
     "tokenize='porter unicode61 remove_diacritics 2')"
 )
+#: The metadata key whose string is indexed with a memory (:func:`context_of`).
+CONTEXT_KEY = "context"
 #: bm25 weight of a match in ``context`` relative to one in ``body``. Chosen on
 #: LoCoMo dev conversations 0-2 (two neighbouring turns each side as context),
 #: jointly with the fusion weights (agentd/memory/fusion.py): with
@@ -86,12 +87,19 @@ def insert(conn: sa.Connection, rows: Iterable[tuple[int, str, str, str] | tuple
         conn.exec_driver_sql(f"INSERT INTO {TABLE}(rowid, body, context, skey) VALUES (?, ?, ?, ?)", params)
 
 
-def reindex(conn: sa.Connection, rows: Iterable[tuple[int, str, str, str, str]]) -> None:
-    """Replace the indexed words of ``(memory_id, persona, scope, text, context)`` rows."""
-    params = [(text, context, _skey(persona, scope), mid) for mid, persona, scope, text, context in rows]
-    if params:
-        # A contentless_delete table accepts UPDATE when every column is given.
-        conn.exec_driver_sql(f"UPDATE {TABLE} SET body = ?, context = ?, skey = ? WHERE rowid = ?", params)
+def context_of(metadata: Mapping[str, Any] | None) -> str:
+    """What is indexed for a memory besides its text: its ``metadata["context"]`` ("" when none).
+
+    A string that helps *find* a memory but is not part of what it says, e.g. the
+    neighbouring turns of the conversation a turn came from, whose words often
+    hold what a question asks about ("Where was it?" / "In Paris!"). It is
+    indexed in the ``context`` column, weighted below the text; it is not
+    embedded (measured on LoCoMo: embedding it too cost three times the ingest
+    time for no gain once the words are indexed). Results, prompts and dedupe
+    only ever use the text.
+    """
+    value = (metadata or {}).get(CONTEXT_KEY)
+    return value.strip() if isinstance(value, str) else ""
 
 
 def delete(conn: sa.Connection, memory_id: int) -> None:

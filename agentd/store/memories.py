@@ -116,7 +116,7 @@ class MemoryRepo:
                 )
             ).inserted_primary_key[0]
             out.append((mid, True))
-            fts_rows.append((mid, item.persona, scope, item.text))
+            fts_rows.append((mid, item.persona, scope, item.text, lexical.context_of(item.metadata)))
             if vecs is not None:
                 vec_rows.append((mid, item.persona, scope, vecs[i]))
         vectors.insert(conn, vec_rows)
