@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from agentd._exceptions import ConfigError
 
@@ -68,6 +68,7 @@ class EmbeddingConfig(_Section):
     """``[embedding]``: which model turns text into vectors."""
 
     provider: Literal["local", "litellm", "none"] = "local"
+    #: For ``local``: ``e5-small-v2`` (the default when empty) or ``all-MiniLM-L6-v2``.
     #: For ``litellm``: any embedding model string litellm accepts.
     model: str = ""
     api_base: str = ""
@@ -76,6 +77,16 @@ class EmbeddingConfig(_Section):
     batch_size: int = Field(default=64, ge=1, le=2048)
     #: Overrides the provider's default calibration (see README, "Relevance").
     calibration: CalibrationConfig | None = None
+
+    @field_validator("model")
+    @classmethod
+    def _known_local_model(cls, model: str, info: ValidationInfo) -> str:
+        if info.data.get("provider", "local") == "local" and model:
+            from agentd.embedders.local import MODELS
+
+            if model not in MODELS:
+                raise ValueError(f"unknown local model {model!r}; use one of {', '.join(MODELS)}")
+        return model
 
 
 class MemoryConfig(_Section):
@@ -95,12 +106,13 @@ class MemoryConfig(_Section):
     #: Longest memory text accepted, in characters.
     max_text_chars: int = Field(default=8000, ge=16)
     #: Hybrid search: the most a full-text (bm25) match adds, in cosine units (0: dense only).
-    lexical_weight: float = Field(default=1.5, ge=0.0, le=5.0)
+    #: Unset: the embedding model's own (they differ with how spread its cosines are).
+    lexical_weight: float | None = Field(default=None, ge=0.0, le=5.0)
     #: Hybrid search: bm25 below which the lexical boost fades (see agentd/memory/fusion.py).
-    lexical_saturation: float = Field(default=10.0, ge=0.0)
+    lexical_saturation: float | None = Field(default=None, ge=0.0)
     #: Hybrid search: added (cosine units) to a memory created on a calendar day the query names
     #: ("on 16 June, 2023"; see agentd/memory/dates.py). 0 turns it off.
-    date_weight: float = Field(default=0.5, ge=0.0, le=5.0)
+    date_weight: float | None = Field(default=None, ge=0.0, le=5.0)
     #: Hybrid search: candidates fetched from each side (vectors, words) per search.
     candidate_pool: int = Field(default=50, ge=1, le=1000)
 

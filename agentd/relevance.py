@@ -42,6 +42,28 @@ UNCALIBRATED = Calibration(midpoint=0.5, scale=0.1)
 
 
 @dataclass(frozen=True)
+class WordWeights:
+    """How much full-text evidence counts in hybrid search, in one model's cosine units.
+
+    Hybrid search adds word and date evidence to the cosine (agentd/memory/fusion.py),
+    so how much it may add depends on how spread out the model's cosines are: each
+    embedder carries the weights measured for it, and ``[memory]`` settings override them.
+    """
+
+    #: The most the best word match of a query adds to a cosine.
+    lexical_weight: float
+    #: bm25 (full-text score) below which the word boost fades.
+    lexical_saturation: float
+    #: Added for a memory created on a calendar day the query names.
+    date_weight: float
+
+
+#: Weights for models nobody measured (measured for all-MiniLM-L6-v2, whose cosines
+#: spread like most general-purpose embedders').
+DEFAULT_WORDS = WordWeights(lexical_weight=1.5, lexical_saturation=10.0, date_weight=0.5)
+
+
+@dataclass(frozen=True)
 class Recency:
     """score = relevance * (1 - weight + weight * 0.5 ** (age_days / half_life_days)).
 

@@ -2,6 +2,7 @@
 
     python bench/locomo.py /work/shared/bench/locomo-dev.json
     python bench/locomo.py FILE --k 1,5,10,25 --dev 0,1,2 --modes dense,lexical,hybrid
+    python bench/locomo.py FILE --model all-MiniLM-L6-v2     # the other local model
 
 Each conversation of the LoCoMo-format FILE is ingested as memories with
 ``MemoryService.add_many`` into a fresh SQLite store (one scope per
@@ -46,7 +47,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentd.config import MemoryConfig  # noqa: E402
-from agentd.embedders.local import LocalEmbedder  # noqa: E402
+from agentd.embedders.local import DEFAULT_MODEL, MODELS, LocalEmbedder  # noqa: E402
 from agentd.memory import MemoryService, NewMemory  # noqa: E402
 from agentd.scopes import Reach, Scope  # noqa: E402
 from agentd.store import Store  # noqa: E402
@@ -266,6 +267,7 @@ def run(
     out = [
         f"file: {path}; {len(conversations)} conversations, {n_turns} turns, "
         f"{sum(len(c.questions) for c in conversations)} questions (categories 1-4 with evidence)",
+        f"embedder: {embedder.model_id}",
         f"ingest: {n_turns / ingest_s:.0f} memories/s end-to-end (MemoryService.add_many: embed + rows + vectors + words)",
     ]
     if dev is not None:
@@ -320,6 +322,8 @@ def main() -> None:
     parser.add_argument("--context-turns", type=int, default=2,
                         help="neighbouring turns on each side stored as metadata['context'] (0: none)")
     parser.add_argument("--dir", help="where to keep the database (default: a temp dir)")
+    parser.add_argument("--model", default=DEFAULT_MODEL, choices=sorted(MODELS),
+                        help="the local embedding model (each with its own calibration and hybrid weights)")
     args = parser.parse_args()
     ks = sorted(int(k) for k in args.k.split(","))
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -328,7 +332,7 @@ def main() -> None:
             parser.error(f"unknown mode {m!r}; use {', '.join(MODES)}")
     dev = {int(i) for i in args.dev.split(",")} if args.dev else None
     workdir = Path(args.dir or tempfile.mkdtemp(prefix="agentd-locomo-"))
-    print(run(args.file, ks, modes, dev, workdir, context_turns=args.context_turns), flush=True)
+    print(run(args.file, ks, modes, dev, workdir, LocalEmbedder(args.model), args.context_turns), flush=True)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentd.config import MemoryConfig  # noqa: E402
 from agentd.embedders import normalize  # noqa: E402
-from agentd.embedders.local import LocalEmbedder  # noqa: E402
+from agentd.embedders.local import DEFAULT_MODEL, MODELS, LocalEmbedder  # noqa: E402
 from agentd.memory import MemoryService, NewMemory  # noqa: E402
 from agentd.scopes import GLOBAL, Reach, Scope  # noqa: E402
 from agentd.store import Store, lexical, vectors  # noqa: E402
@@ -142,7 +142,7 @@ def vector_recall(
     r = random.Random(7)
     overlaps, fast_ms, exact_ms = [], [], []
     for q in range(queries):
-        vec = embedder.embed([query_for(r, q)])[0]
+        vec = embedder.embed_queries([query_for(r, q)])[0]
         scopes = () if everywhere else ("global", f"channel:ch{r.randrange(channels)}")
         with store.read() as conn:
             t = time.perf_counter()
@@ -162,11 +162,13 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--wide-queries", type=int, default=30, help="persona-wide queries per size")
     parser.add_argument("--dir", help="where to keep the database (default: a temp dir)")
+    parser.add_argument("--model", default=DEFAULT_MODEL, choices=sorted(MODELS),
+                        help="the local embedding model (a kept database stays bound to the one it was filled with)")
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
 
     workdir = Path(args.dir or tempfile.mkdtemp(prefix="agentd-bench-"))
-    embedder = LocalEmbedder()
+    embedder = LocalEmbedder(args.model)
     store = Store.open(f"sqlite:///{workdir / 'bench.db'}", dimension=embedder.dimension)
     service = MemoryService(store, embedder, MemoryConfig(), personas=[PERSONA])
     print(f"database: {workdir / 'bench.db'}; {args.channels} channels; embedder {embedder.model_id}")

@@ -51,6 +51,7 @@ def test_relative_database_path_is_relative_to_the_config_file(tmp_path: Path) -
         ("[nonsense]\nx = 1\n", "nonsense", "unknown key"),
         ("[memory]\nmin_score = 1.5\n", "memory.min_score", "less than or equal to 1"),
         ("[embedding]\nprovider = \"magic\"\n", "embedding.provider", "'local', 'litellm' or 'none'"),
+        ("[embedding]\nmodel = \"bert-huge\"\n", "embedding.model", "unknown local model 'bert-huge'; use one of e5-small-v2"),
     ],
 )
 def test_a_bad_key_names_the_file_the_key_and_the_reason(tmp_path: Path, text: str, key: str, reason: str) -> None:

@@ -265,7 +265,7 @@ def test_a_store_built_with_one_model_refuses_another_until_reembedded(
     with pytest.raises(EmbeddingMismatch) as info:
         MemoryService(app.store, other, config.memory, ["buddy"])
     message = str(info.value)
-    assert "all-MiniLM-L6-v2-onnx-int8" in message and "openai/fake-embed" in message and "reembed" in message
+    assert "e5-small-v2-onnx-int8" in message and "openai/fake-embed" in message and "reembed" in message
 
     service = MemoryService(app.store, other, config.memory, ["buddy"], check_embedding=False)
     assert service.reembed() == 2

@@ -85,7 +85,7 @@ def test_a_multi_scope_search_merges_partitions_into_one_exact_top_k(app: App, e
         for text in group:
             stored[app.memory.add("buddy", scope, text)[0].id] = text
 
-    qvec = embedder.embed([QUERY])[0]
+    qvec = embedder.embed_queries([QUERY])[0]
     ids = list(stored)
     sims = embedder.embed([stored[i] for i in ids]) @ qvec
     k = 4

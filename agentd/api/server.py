@@ -113,7 +113,9 @@ class DaemonServer:
         self._stopped = threading.Lock()
         self._runtime_stopped = False
         api = create_api(Daemon(app, self.runtime, self.hub), resume_pending=resume_pending)
-        config = uvicorn.Config(api, log_config=None, access_log=False, lifespan="on",
+        # The event loop and HTTP parser are named, not "auto": what else happens to be
+        # installed (uvloop, httptools) must not change how the daemon drains and stops.
+        config = uvicorn.Config(api, log_config=None, access_log=False, lifespan="on", loop="asyncio", http="h11",
                                 timeout_graceful_shutdown=CONNECTION_GRACE_SECONDS)
         self.server = _Server(config, self._stop_runtime, self.hub)
 

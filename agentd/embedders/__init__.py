@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from agentd.relevance import UNCALIBRATED, Calibration
+from agentd.relevance import DEFAULT_WORDS, UNCALIBRATED, Calibration, WordWeights
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -26,9 +26,15 @@ class Embedder(Protocol):
     model_id: str
     dimension: int
     calibration: Calibration
+    #: Hybrid search's word and date weights in this model's cosine units.
+    words: WordWeights
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Return an array of shape ``(len(texts), dimension)``, rows of unit length."""
+        """Texts to be stored (memories) as an array ``(len(texts), dimension)``, rows of unit length."""
+        ...
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Search queries, as :meth:`embed` (asymmetric models embed a query differently)."""
         ...
 
 
@@ -45,7 +51,7 @@ def build_embedder(config: EmbeddingConfig) -> Embedder | None:
     if config.provider == "local":
         from agentd.embedders.local import LocalEmbedder
 
-        embedder: Embedder = LocalEmbedder()
+        embedder: Embedder = LocalEmbedder(config.model, batch_size=config.batch_size)
     else:
         from agentd.llm.embedding import LitellmEmbedder
 
@@ -59,4 +65,4 @@ def build_embedder(config: EmbeddingConfig) -> Embedder | None:
     return embedder
 
 
-__all__ = ["UNCALIBRATED", "Calibration", "Embedder", "build_embedder", "normalize"]
+__all__ = ["DEFAULT_WORDS", "UNCALIBRATED", "Calibration", "Embedder", "WordWeights", "build_embedder", "normalize"]

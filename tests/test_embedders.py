@@ -1,0 +1,57 @@
+"""The offline embedders: the default e5-small-v2, the MiniLM alternative, and what each carries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agentd.app import App
+from agentd.config import load_config
+from agentd.embedders import build_embedder
+from agentd.embedders.local import DEFAULT_MODEL, MINILM, LocalEmbedder
+from agentd.memory import MemoryService
+from agentd.scopes import GLOBAL, Reach
+
+from .conftest import write_home
+
+
+def test_the_default_is_e5_and_embeds_queries_and_memories_in_their_own_forms(embedder: LocalEmbedder) -> None:
+    assert DEFAULT_MODEL == "e5-small-v2" and embedder.model_id == "e5-small-v2-onnx-int8"
+    text = "User likes Python"
+    as_memory, as_query = embedder.embed([text])[0], embedder.embed_queries([text])[0]
+    assert as_memory.shape == (384,) and np.linalg.norm(as_memory) == pytest.approx(1.0, abs=1e-5)
+    # "passage: " and "query: " prefixes: the same words, two different vectors.
+    assert float(as_memory @ as_query) < 0.999
+
+
+def test_one_text_gets_one_vector_whatever_it_is_batched_with(embedder: LocalEmbedder) -> None:
+    text = "Melanie took the kids to the museum and they loved the dinosaur bones"
+    alone = embedder.embed([text])[0]
+    batched = embedder.embed(["a short one", text, "a much longer text about something else entirely, " * 5])[1]
+    assert np.array_equal(alone, batched)
+
+
+def test_minilm_is_selectable_with_its_own_calibration_and_word_weights(tmp_path: Path) -> None:
+    config = load_config(write_home(tmp_path, '[embedding]\nmodel = "all-MiniLM-L6-v2"\n'), environ={})
+    minilm = build_embedder(config.embedding)
+    assert isinstance(minilm, LocalEmbedder) and minilm.model_id == MINILM.model_id
+    assert minilm.calibration == MINILM.calibration and minilm.words.lexical_weight == 1.5
+    app = App(config, embedder=minilm)
+    try:
+        app.memory.add("buddy", GLOBAL, "User likes Python", "preference")
+        [hit] = app.memory.search("What programming language should I learn?", Reach("buddy"))
+        assert hit.memory.text == "User likes Python" and hit.relevance > 0.5
+        assert app.memory.fusion.lexical_weight == 1.5
+    finally:
+        app.close()
+
+
+def test_memory_settings_override_the_embedders_word_weights(app: App, tmp_path: Path, embedder: LocalEmbedder) -> None:
+    assert app.memory.fusion.lexical_weight == embedder.words.lexical_weight == 0.25
+    assert app.memory.fusion.date_weight == embedder.words.date_weight
+    config = load_config(write_home(tmp_path / "other", "[memory]\nlexical_weight = 0.0\ndate_weight = 0.4\n"), environ={})
+    service = MemoryService(app.store, embedder, config.memory, ["buddy"])
+    assert service.fusion.lexical_weight == 0.0 and service.fusion.date_weight == 0.4
+    assert service.fusion.lexical_saturation == embedder.words.lexical_saturation
