@@ -81,11 +81,12 @@ class EmbeddingConfig(_Section):
     @field_validator("model")
     @classmethod
     def _known_local_model(cls, model: str, info: ValidationInfo) -> str:
-        if info.data.get("provider", "local") == "local" and model:
-            from agentd.embedders.local import MODELS
+        if info.data.get("provider", "local") == "local":
+            from agentd.embedders.local import unknown_model
 
-            if model not in MODELS:
-                raise ValueError(f"unknown local model {model!r}; use one of {', '.join(MODELS)}")
+            reason = unknown_model(model)
+            if reason is not None:
+                raise ValueError(reason)
         return model
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from agentd._exceptions import EmbedderError
 from agentd.embedders import normalize
-from agentd.relevance import Calibration, WordWeights
+from agentd.relevance import DEFAULT_WORDS, Calibration, WordWeights
 
 DIMENSION = 384
 
@@ -107,7 +107,8 @@ MINILM = LocalModel(
     # sentence-transformers' max_seq_length for this model.
     max_tokens=256,
     calibration=Calibration(midpoint=0.30, scale=0.05),
-    words=WordWeights(lexical_weight=1.5, lexical_saturation=10.0, date_weight=0.5),
+    # Measured for this model; also what models nobody measured get.
+    words=DEFAULT_WORDS,
 )
 
 #: ``[embedding] model`` for ``provider = "local"`` -> the model ("" is the default).
@@ -132,12 +133,19 @@ def _verified(path: Path, expected: str, what: str) -> Path:
     return path
 
 
+def unknown_model(name: str) -> str | None:
+    """Why ``name`` is not a local model (``None`` when it is one, or empty: the default)."""
+    if not name or name in MODELS:
+        return None
+    return f"unknown local model {name!r}; use one of {', '.join(MODELS)}"
+
+
 def local_model(name: str = "") -> LocalModel:
     """The offline model called ``name`` ("" for the default)."""
-    model = MODELS.get(name or DEFAULT_MODEL)
-    if model is None:
-        raise EmbedderError(f"embedding.model: unknown local model {name!r}; use one of {', '.join(MODELS)}")
-    return model
+    reason = unknown_model(name)
+    if reason is not None:
+        raise EmbedderError(f"embedding.model: {reason}")
+    return MODELS[name or DEFAULT_MODEL]
 
 
 class LocalEmbedder:

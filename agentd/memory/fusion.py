@@ -43,6 +43,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agentd.relevance import DEFAULT_WORDS
+
 if TYPE_CHECKING:
     from agentd.config import MemoryConfig
     from agentd.relevance import WordWeights
@@ -63,10 +65,10 @@ class Evidence:
 class Fusion:
     """How much lexical evidence counts (see the module docstring)."""
 
-    lexical_weight: float = 1.5
-    lexical_saturation: float = 10.0
+    lexical_weight: float = DEFAULT_WORDS.lexical_weight
+    lexical_saturation: float = DEFAULT_WORDS.lexical_saturation
     #: Added to a candidate created on a day the query names (agentd/memory/dates.py).
-    date_weight: float = 0.5
+    date_weight: float = DEFAULT_WORDS.date_weight
 
     @classmethod
     def of(cls, words: WordWeights, config: MemoryConfig) -> Fusion:
