@@ -6,11 +6,11 @@ from functools import cached_property
 from typing import Any
 
 from agentd.config import Config
-from agentd.context.builder import ContextBuilder
-from agentd.context.windows import WindowMap
 from agentd.embedders import Embedder, build_embedder
 from agentd.memory import MemoryService
 from agentd.personas import Personas
+from agentd.prompt.builder import ContextBuilder
+from agentd.prompt.windows import WindowMap
 from agentd.store import Store
 
 

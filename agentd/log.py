@@ -14,9 +14,7 @@ def configure(config: LoggingConfig) -> None:
     """Route structlog and stdlib logging to stderr at ``config.level``."""
     level = getattr(logging, config.level.upper())
     renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer()
-        if config.format == "json"
-        else structlog.dev.ConsoleRenderer(colors=False)
+        structlog.processors.JSONRenderer() if config.format == "json" else structlog.dev.ConsoleRenderer(colors=False)
     )
     structlog.configure(
         processors=[
@@ -30,6 +28,8 @@ def configure(config: LoggingConfig) -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
-    logging.basicConfig(level=max(level, logging.WARNING), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=max(level, logging.WARNING), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
     for noisy in ("LiteLLM", "litellm", "httpx", "pykka"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -22,12 +22,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentd.config import load_config  # noqa: E402
-from agentd.context.builder import ContextBuilder  # noqa: E402
-from agentd.context.windows import WindowMap  # noqa: E402
 from agentd.llm.models import max_input_tokens  # noqa: E402
 from agentd.llm.tokens import counter_for  # noqa: E402
-from agentd.memory.search import MemoryHit  # noqa: E402
+from agentd.memory.ranking import MemoryHit  # noqa: E402
 from agentd.personas import Persona  # noqa: E402
+from agentd.prompt.builder import ContextBuilder  # noqa: E402
+from agentd.prompt.windows import WindowMap  # noqa: E402
 from agentd.scopes import GLOBAL  # noqa: E402
 from agentd.store import Store  # noqa: E402
 from agentd.store.memories import Memory  # noqa: E402
@@ -56,9 +56,14 @@ class Counting:
 def fill(store: Store, channel: str, n: int) -> None:
     with store.write() as conn:
         for i in range(n):
-            store.messages.add(conn, channel=channel, role="user" if i % 2 == 0 else "assistant",
-                               author="alice" if i % 2 == 0 else "buddy", content=f"{LINES[i % 4]} (#{i})",
-                               status="answered")
+            store.messages.add(
+                conn,
+                channel=channel,
+                role="user" if i % 2 == 0 else "assistant",
+                author="alice" if i % 2 == 0 else "buddy",
+                content=f"{LINES[i % 4]} (#{i})",
+                status="answered",
+            )
 
 
 def main() -> None:
@@ -73,12 +78,40 @@ def main() -> None:
     (workdir / "personas").mkdir()
     cfg = load_config(workdir / "agentd.toml", environ={})
     store = Store.open(cfg.database_url)
-    persona = Persona("bench", "offline", "You are a helpful assistant. " * 10, "", 1024, args.window, None, (), (), None,
-                      None, None, "bench")
+    persona = Persona(
+        "bench",
+        "offline",
+        "You are a helpful assistant. " * 10,
+        "",
+        1024,
+        args.window,
+        None,
+        (),
+        (),
+        None,
+        None,
+        None,
+        "bench",
+    )
     counting = Counting(persona.model)
     builder = ContextBuilder(store, cfg, WindowMap(cfg.models, max_input_tokens), lambda _m: counting)
-    mems = [MemoryHit(Memory(i, "bench", GLOBAL, "fact", f"Remembered fact number {i} about the release train",
-                             {}, datetime(2025, 1, 1, tzinfo=UTC), "h"), 0.8, 0.8) for i in range(3)]
+    mems = [
+        MemoryHit(
+            Memory(
+                i,
+                "bench",
+                GLOBAL,
+                "fact",
+                f"Remembered fact number {i} about the release train",
+                {},
+                datetime(2025, 1, 1, tzinfo=UTC),
+                "h",
+            ),
+            0.8,
+            0.8,
+        )
+        for i in range(3)
+    ]
 
     print(f"window {args.window:,} tokens, tokenizer {counting.name}, {args.runs} runs each")
     print(f"{'messages':>10} {'p50':>8} {'p95':>8} {'read':>6} {'included':>9} {'counted/run':>12}")
@@ -95,12 +128,15 @@ def main() -> None:
             counted = counting.calls
         samples.sort()
         read = ctx.budget.history_messages + (1 if ctx.budget.messages_dropped else 0)
-        print(f"{size:>10,} {statistics.median(samples):>6.2f}ms {samples[int(0.95 * (len(samples) - 1))]:>6.2f}ms "
-              f"{read:>6} {ctx.budget.history_messages:>9} {counted:>12}")
+        print(
+            f"{size:>10,} {statistics.median(samples):>6.2f}ms {samples[int(0.95 * (len(samples) - 1))]:>6.2f}ms "
+            f"{read:>6} {ctx.budget.history_messages:>9} {counted:>12}"
+        )
     with store.read() as conn:
         plan = conn.exec_driver_sql(
             "EXPLAIN QUERY PLAN SELECT * FROM messages WHERE channel = ? AND role IN ('user','assistant') "
-            "AND id < ? ORDER BY id DESC LIMIT 200", ("c100000", 10**9)
+            "AND id < ? ORDER BY id DESC LIMIT 200",
+            ("c100000", 10**9),
         ).fetchall()
     print("history page query plan:", "; ".join(row[-1] for row in plan))
     store.close()

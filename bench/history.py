@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentd.config import load_config  # noqa: E402
-from agentd.context.user_history import UserHistory  # noqa: E402
+from agentd.prompt.user_history import UserHistory  # noqa: E402
 from agentd.store import Store  # noqa: E402
 
 TOPICS = [
@@ -48,11 +48,25 @@ def fill(store: Store, channel: str, n: int) -> None:
     with store.write() as conn:
         for i in range(n):
             for author in ("alice", "bob"):
-                msg = store.messages.add(conn, channel=channel, role="user", author=author, persona="bench",
-                                         content=f"{TOPICS[i % len(TOPICS)]} (#{i})", status="answered")
-                store.messages.add(conn, channel=channel, role="assistant", author="bench", persona="bench",
-                                   content=f"Sure - noted about item {i}; I'll keep that in mind.", status="complete",
-                                   reply_to=msg.id)
+                msg = store.messages.add(
+                    conn,
+                    channel=channel,
+                    role="user",
+                    author=author,
+                    persona="bench",
+                    content=f"{TOPICS[i % len(TOPICS)]} (#{i})",
+                    status="answered",
+                )
+                store.messages.add(
+                    conn,
+                    channel=channel,
+                    role="assistant",
+                    author="bench",
+                    persona="bench",
+                    content=f"Sure - noted about item {i}; I'll keep that in mind.",
+                    status="complete",
+                    reply_to=msg.id,
+                )
 
 
 def main() -> None:
@@ -68,12 +82,17 @@ def main() -> None:
     store = Store.open(cfg.database_url)
     t = time.perf_counter()
     fill(store, "general", args.messages)
-    print(f"filled {args.messages:,} messages of the user ({4 * args.messages:,} in the channel) "
-          f"in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+    print(
+        f"filled {args.messages:,} messages of the user ({4 * args.messages:,} in the channel) "
+        f"in {time.perf_counter() - t:.1f}s",
+        file=sys.stderr,
+    )
     history = UserHistory(store, cfg.history)
     h = cfg.history
-    print(f"user messages {args.messages:,}; max_inspected {h.max_inspected}, max_snippets {h.max_snippets}, "
-          f"recent_window {h.recent_window}; {args.runs} runs each")
+    print(
+        f"user messages {args.messages:,}; max_inspected {h.max_inspected}, max_snippets {h.max_snippets}, "
+        f"recent_window {h.recent_window}; {args.runs} runs each"
+    )
     print(f"{'query':<18} {'p50':>8} {'p95':>8} {'inspected':>10} {'snippets':>9} seeds")
     for name, query in QUERIES.items():
         found = history.recall("general", "alice", query, None)
@@ -83,12 +102,15 @@ def main() -> None:
             found = history.recall("general", "alice", query, None)
             samples.append((time.perf_counter() - t) * 1000)
         samples.sort()
-        print(f"{name:<18} {statistics.median(samples):>6.2f}ms {samples[int(0.95 * (len(samples) - 1))]:>6.2f}ms "
-              f"{found.inspected:>10} {len(found.exchanges):>9} {', '.join(found.seeds)}")
+        print(
+            f"{name:<18} {statistics.median(samples):>6.2f}ms {samples[int(0.95 * (len(samples) - 1))]:>6.2f}ms "
+            f"{found.inspected:>10} {len(found.exchanges):>9} {', '.join(found.seeds)}"
+        )
     with store.read() as conn:
         plan = conn.exec_driver_sql(
             "EXPLAIN QUERY PLAN SELECT * FROM messages WHERE channel = ? AND author = ? AND id < ? "
-            "AND role = 'user' ORDER BY id DESC LIMIT 200", ("general", "alice", 10**9)
+            "AND role = 'user' ORDER BY id DESC LIMIT 200",
+            ("general", "alice", 10**9),
         ).fetchall()
     print("candidate query plan:", "; ".join(row[-1] for row in plan))
     store.close()

@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,9 +57,26 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 MODES = ("dense", "lexical", "hybrid")
 _SESSION = re.compile(r"^session_(\d+)$")
 _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.IGNORECASE)
-_MONTHS = {m: i for i, m in enumerate(
-    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-     "november", "december"], start=1)}
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        [
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ],
+        start=1,
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -148,8 +165,11 @@ def memories_of(conv: Conversation, context_turns: int = 2) -> list[NewMemory]:
     for i, turn in enumerate(conv.turns):
         meta: dict[str, Any] = {"dia_id": turn.dia_id, "speaker": turn.speaker, "session": turn.session}
         if context_turns:
-            near = [conv.turns[j] for j in range(max(0, i - context_turns), min(len(conv.turns), i + context_turns + 1))
-                    if j != i and conv.turns[j].session == turn.session]
+            near = [
+                conv.turns[j]
+                for j in range(max(0, i - context_turns), min(len(conv.turns), i + context_turns + 1))
+                if j != i and conv.turns[j].session == turn.session
+            ]
             if near:
                 meta["context"] = "\n".join(f"{t.speaker}: {t.text}" for t in near)
         items.append(NewMemory(PERSONA, scope, "dialogue", f"{turn.speaker}: {turn.text}", meta, turn.date))
@@ -191,7 +211,11 @@ def recall_at(found: Sequence[str], evidence: Sequence[str]) -> float:
 
 
 def ask(
-    service: MemoryService, conv: Conversation, dia: dict[int, list[str]], ks: Sequence[int], mode: str,
+    service: MemoryService,
+    conv: Conversation,
+    dia: dict[int, list[str]],
+    ks: Sequence[int],
+    mode: str,
     result: Result,
 ) -> None:
     """Ask every question of ``conv`` in ``mode``; add recall@k and latency to ``result``."""
@@ -226,8 +250,13 @@ def table(title: str, results: dict[str, Result], ks: Sequence[int]) -> str:
 
 
 def run(
-    path: Path, ks: Sequence[int], modes: Sequence[str], dev: set[int] | None, workdir: Path,
-    embedder: LocalEmbedder | None = None, context_turns: int = 2,
+    path: Path,
+    ks: Sequence[int],
+    modes: Sequence[str],
+    dev: set[int] | None,
+    workdir: Path,
+    embedder: LocalEmbedder | None = None,
+    context_turns: int = 2,
 ) -> str:
     """Ingest and ask; return the printed report."""
     conversations = load(path)
@@ -271,8 +300,9 @@ def run(
         f"ingest: {n_turns / ingest_s:.0f} memories/s end-to-end (MemoryService.add_many: embed + rows + vectors + words)",
     ]
     if dev is not None:
-        out.append(f"dev conversations: {sorted(dev)}; held-out: "
-                   f"{[c.index for c in conversations if c.index not in dev]}")
+        out.append(
+            f"dev conversations: {sorted(dev)}; held-out: {[c.index for c in conversations if c.index not in dev]}"
+        )
     for name, results in splits.items():
         if any(r.latency_ms for r in results.values()):
             out.append(table(name, results, ks))
@@ -305,7 +335,7 @@ def latency_pass(
             reach = reach_of(conv)
             for q in conv.questions:
                 turn += 1
-                for name, kwargs in runs[turn % len(runs):] + runs[: turn % len(runs)]:
+                for name, kwargs in runs[turn % len(runs) :] + runs[: turn % len(runs)]:
                     t = time.perf_counter()
                     service.search(q.question, reach, **kwargs)
                     samples[name].append((time.perf_counter() - t) * 1000)
@@ -317,13 +347,22 @@ def main() -> None:
     parser.add_argument("file", type=Path, help="a LoCoMo-format JSON file")
     parser.add_argument("--k", default="1,5,10,25", help="comma-separated cut-offs")
     parser.add_argument("--modes", default=",".join(MODES), help="search modes to report (dense, lexical, hybrid)")
-    parser.add_argument("--dev", default=None,
-                        help="comma-separated conversation indexes used for development; the rest are held-out")
-    parser.add_argument("--context-turns", type=int, default=2,
-                        help="neighbouring turns on each side stored as metadata['context'] (0: none)")
+    parser.add_argument(
+        "--dev", default=None, help="comma-separated conversation indexes used for development; the rest are held-out"
+    )
+    parser.add_argument(
+        "--context-turns",
+        type=int,
+        default=2,
+        help="neighbouring turns on each side stored as metadata['context'] (0: none)",
+    )
     parser.add_argument("--dir", help="where to keep the database (default: a temp dir)")
-    parser.add_argument("--model", default=DEFAULT_MODEL, choices=sorted(MODELS),
-                        help="the local embedding model (each with its own calibration and hybrid weights)")
+    parser.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        choices=sorted(MODELS),
+        help="the local embedding model (each with its own calibration and hybrid weights)",
+    )
     args = parser.parse_args()
     ks = sorted(int(k) for k in args.k.split(","))
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]

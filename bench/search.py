@@ -53,14 +53,52 @@ from agentd.scopes import GLOBAL, Reach, Scope  # noqa: E402
 from agentd.store import Store, lexical, vectors  # noqa: E402
 
 SUBJECTS = ["Alice", "Bob", "the team", "Carol", "the user", "Dmitri", "Priya", "the client", "Ming", "Lena"]
-VERBS = ["prefers", "is learning", "deployed", "wrote about", "asked about", "dislikes", "is planning", "fixed",
-         "reviewed", "recommended"]
-OBJECTS = ["Rust lifetimes", "the Postgres migration", "sourdough baking", "a trip to Lisbon", "Kubernetes autoscaling",
-           "jazz piano", "the quarterly report", "SQLite WAL mode", "marathon training", "the billing outage",
-           "Python type hints", "a birthday party", "the onboarding docs", "vegan recipes", "the mobile release",
-           "chess openings", "the GPU cluster", "a new espresso machine", "the design review", "Spanish lessons"]
-WHEN = ["on Monday", "last week", "yesterday", "in March", "after lunch", "before the offsite", "every morning",
-        "since 2021", "this quarter", "at the meetup"]
+VERBS = [
+    "prefers",
+    "is learning",
+    "deployed",
+    "wrote about",
+    "asked about",
+    "dislikes",
+    "is planning",
+    "fixed",
+    "reviewed",
+    "recommended",
+]
+OBJECTS = [
+    "Rust lifetimes",
+    "the Postgres migration",
+    "sourdough baking",
+    "a trip to Lisbon",
+    "Kubernetes autoscaling",
+    "jazz piano",
+    "the quarterly report",
+    "SQLite WAL mode",
+    "marathon training",
+    "the billing outage",
+    "Python type hints",
+    "a birthday party",
+    "the onboarding docs",
+    "vegan recipes",
+    "the mobile release",
+    "chess openings",
+    "the GPU cluster",
+    "a new espresso machine",
+    "the design review",
+    "Spanish lessons",
+]
+WHEN = [
+    "on Monday",
+    "last week",
+    "yesterday",
+    "in March",
+    "after lunch",
+    "before the offsite",
+    "every morning",
+    "since 2021",
+    "this quarter",
+    "at the meetup",
+]
 PERSONA = "bench"
 
 
@@ -78,7 +116,9 @@ def scope_for(i: int, channels: int) -> Scope:
     return GLOBAL if i % 50 == 0 else Scope.channel(f"ch{i % channels}")
 
 
-def load(store: Store, service: MemoryService, embedder: LocalEmbedder, size: int, channels: int, start: int) -> tuple[float, float]:
+def load(
+    store: Store, service: MemoryService, embedder: LocalEmbedder, size: int, channels: int, start: int
+) -> tuple[float, float]:
     """Fill the store up to ``size``; return (end-to-end rate, store-only rate) in memories/s."""
     e2e_rate = float("nan")
     n = start
@@ -162,8 +202,12 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--wide-queries", type=int, default=30, help="persona-wide queries per size")
     parser.add_argument("--dir", help="where to keep the database (default: a temp dir)")
-    parser.add_argument("--model", default=DEFAULT_MODEL, choices=sorted(MODELS),
-                        help="the local embedding model (a kept database stays bound to the one it was filled with)")
+    parser.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        choices=sorted(MODELS),
+        help="the local embedding model (a kept database stays bound to the one it was filled with)",
+    )
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
 

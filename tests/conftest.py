@@ -32,6 +32,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     configure(LoggingConfig(level="warning"))
 
+
 BUDDY = """
 name = "buddy"
 model = "offline"
@@ -94,8 +95,13 @@ def fake_openai() -> Iterator[FakeOpenAI]:
     server.stop()
 
 
-def agentd_cli(*args: str, config: Path | None = None, env: dict[str, str] | None = None,
-               input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def agentd_cli(
+    *args: str,
+    config: Path | None = None,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
     """Run the installed ``agentd`` entry point."""
     exe = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}

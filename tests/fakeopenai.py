@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-
 #: The environment variable that holds the fake server's (ignored) API key in test configs.
 KEY_ENV = "FAKE_OPENAI_KEY"
 
@@ -168,7 +167,12 @@ class FakeOpenAI:
         self._send_json(
             handler,
             200,
-            {"object": "list", "data": data, "model": body.get("model"), "usage": {"prompt_tokens": 1, "total_tokens": 1}},
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model"),
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            },
         )
 
     def _next_turn(self, body: dict[str, Any]) -> Turn:
@@ -241,8 +245,14 @@ class FakeOpenAI:
                 chunk({"tool_calls": [{"index": i, **call}]})
             chunk({}, finish)
             if (body.get("stream_options") or {}).get("include_usage"):
-                payload = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
-                           "model": body.get("model"), "choices": [], "usage": usage}
+                payload = {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion.chunk",
+                    "created": int(time.time()),
+                    "model": body.get("model"),
+                    "choices": [],
+                    "usage": usage,
+                }
                 handler.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
             handler.wfile.write(b"data: [DONE]\n\n")
             handler.wfile.flush()

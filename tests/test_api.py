@@ -16,7 +16,7 @@ from agentd.app import App
 from agentd.config import load_config
 from agentd.scopes import GLOBAL
 from tests.conftest import write_home
-from tests.fakeopenai import FakeOpenAI, Turn, embedding_config
+from tests.fakeopenai import Turn, embedding_config
 from tests.test_api_support import (  # noqa: F401 - the fixture is used by name
     SSE,
     daemons,
@@ -53,7 +53,9 @@ def test_chat_streams_the_turn_as_named_sse_events_memory_context_first(daemons,
     assert done["text"] == text and done["usage"]["total_tokens"] > 0
     stored = d.messages("general")
     assert [(m["id"], m["role"], m["status"]) for m in stored] == [
-        (done["user_message_id"], "user", "answered"), (done["message_id"], "assistant", "complete")]
+        (done["user_message_id"], "user", "answered"),
+        (done["message_id"], "assistant", "complete"),
+    ]
     assert stored[1]["content"] == text
 
 
@@ -87,8 +89,7 @@ BOUND = '[channels.support]\npersonas = ["fake"]\n'
 def test_adapter_flow_post_then_events_then_read_back(daemons, fake_openai) -> None:
     d = daemons(BOUND)
     fake_openai.queue(Turn(text="We are open nine to five."))
-    follower, thread = follow(
-        d.client, "support", until=lambda evs: any(e.event == "done" for e in evs))
+    follower, thread = follow(d.client, "support", until=lambda evs: any(e.event == "done" for e in evs))
     assert follower.ready.wait(10)
     posted = d.client.post("/v1/channels/support/messages", json={"user": "carol", "text": "When are you open?"})
     assert posted.status_code == 202
@@ -119,18 +120,26 @@ def test_the_event_stream_resumes_after_last_event_id_without_loss_or_repeats(da
     # Disconnected while a second message is posted and answered.
     second = d.client.post("/v1/channels/support/messages", json={"user": "carol", "text": "second"}).json()
     reply2 = wait_for(lambda: [m for m in d.messages("support") if m["reply_to"] == second["id"]], what="reply 2")[0]
-    follower, thread = follow(d.client, "support", headers={"Last-Event-ID": str(reply1["id"])},
-                              until=lambda evs: len([e for e in evs if e.event == "message"]) >= 2)
+    follower, thread = follow(
+        d.client,
+        "support",
+        headers={"Last-Event-ID": str(reply1["id"])},
+        until=lambda evs: len([e for e in evs if e.event == "message"]) >= 2,
+    )
     thread.join(30)
     replayed = [e for e in follower.snapshot() if e.event == "message"]
-    assert [(e.id, e.data["content"]) for e in replayed] == [(str(second["id"]), "second"),
-                                                              (str(reply2["id"]), "echo: second")]
+    assert [(e.id, e.data["content"]) for e in replayed] == [
+        (str(second["id"]), "second"),
+        (str(reply2["id"]), "echo: second"),
+    ]
     # ?after= replays the same way for a first connection.
-    follower, thread = follow(d.client, "support", params={"after": 0},
-                              until=lambda evs: len([e for e in evs if e.event == "message"]) >= 4)
+    follower, thread = follow(
+        d.client, "support", params={"after": 0}, until=lambda evs: len([e for e in evs if e.event == "message"]) >= 4
+    )
     thread.join(30)
     assert [e.id for e in follower.snapshot() if e.event == "message"] == [
-        str(i) for i in (first["id"], reply1["id"], second["id"], reply2["id"])]
+        str(i) for i in (first["id"], reply1["id"], second["id"], reply2["id"])
+    ]
 
 
 def test_fifty_concurrent_posts_across_ten_channels_all_answered_in_order(daemons, fake_openai) -> None:
@@ -141,8 +150,9 @@ def test_fifty_concurrent_posts_across_ten_channels_all_answered_in_order(daemon
     def post(job: tuple[str, str]) -> dict[str, Any]:
         channel, text = job
         with httpx.Client(base_url=d.url, timeout=60) as client:
-            response = client.post(f"/v1/channels/{channel}/messages",
-                                   json={"persona": "fake", "user": "dave", "text": text})
+            response = client.post(
+                f"/v1/channels/{channel}/messages", json={"persona": "fake", "user": "dave", "text": text}
+            )
         assert response.status_code == 202, response.text
         return {**response.json(), "text": text}
 
@@ -188,10 +198,22 @@ BAD_REQUESTS = [
     ("POST", "/v1/channels/support/messages", {"user": "alice"}, 422, "invalid_input", "text"),
     ("POST", "/v1/channels/support/messages", {"user": "alice", "text": ""}, 422, "invalid_input", "message"),
     ("POST", "/v1/memory/context", {"query": "x"}, 422, "invalid_input", "userId"),
-    ("POST", "/v1/memory/context", {"userId": "a", "query": "x", "tokenBudget": "2000"}, 422, "invalid_input",
-     "tokenBudget"),
-    ("POST", "/v1/memory/context", {"userId": "a", "query": "x", "tokenBudget": 0}, 422, "invalid_input",
-     "tokenBudget"),
+    (
+        "POST",
+        "/v1/memory/context",
+        {"userId": "a", "query": "x", "tokenBudget": "2000"},
+        422,
+        "invalid_input",
+        "tokenBudget",
+    ),
+    (
+        "POST",
+        "/v1/memory/context",
+        {"userId": "a", "query": "x", "tokenBudget": 0},
+        422,
+        "invalid_input",
+        "tokenBudget",
+    ),
     ("POST", "/v1/memory/search", {"query": "", "persona": "fake"}, 422, "invalid_input", "query"),
     ("POST", "/v1/memories", {"persona": "fake", "text": "x", "scope": "planet:mars"}, 422, "invalid_input", "scope"),
     ("DELETE", "/v1/memories/999999", None, 404, "not_found", "id"),
@@ -202,8 +224,9 @@ BAD_REQUESTS = [
 
 def test_bad_input_is_a_4xx_naming_the_field_and_nothing_is_stored(daemons, fake_openai) -> None:
     other = fake_persona(fake_openai.url, "other")
-    d = daemons(BOUND + "[daemon]\nmax_body_bytes = 65536\n",
-                personas={"fake": fake_persona(fake_openai.url), "other": other})
+    d = daemons(
+        BOUND + "[daemon]\nmax_body_bytes = 65536\n", personas={"fake": fake_persona(fake_openai.url), "other": other}
+    )
     for method, path, body, status, code, field in BAD_REQUESTS:
         if isinstance(body, bytes):
             response = d.client.request(method, path, content=body, headers={"content-type": "application/json"})
@@ -240,8 +263,14 @@ def test_bad_input_is_a_4xx_naming_the_field_and_nothing_is_stored(daemons, fake
 def test_with_an_api_key_every_endpoint_but_health_needs_it(daemons) -> None:
     d = daemons('[daemon]\napi_key = "s3cret"\n')
     assert d.client.get("/healthz").status_code == 200
-    for method, path in [("GET", "/v1/personas"), ("POST", "/v1/chat"), ("GET", "/docs"), ("GET", "/openapi.json"),
-                         ("POST", "/v1/memory/context"), ("GET", "/v1/channels/general/events")]:
+    for method, path in [
+        ("GET", "/v1/personas"),
+        ("POST", "/v1/chat"),
+        ("GET", "/docs"),
+        ("GET", "/openapi.json"),
+        ("POST", "/v1/memory/context"),
+        ("GET", "/v1/channels/general/events"),
+    ]:
         response = d.client.request(method, path, json=CHAT_OK)
         assert response.status_code == 401, path
         assert response.json()["error"]["code"] == "unauthorized"

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import math
 
-from agentd.context.render import KNOWN_FACTS_HEADING
+from agentd.memory.known_facts import KNOWN_FACTS_HEADING
 from agentd.scopes import Scope
 from tests.test_api_support import daemons  # noqa: F401 - the fixture is used by name
 
-ALICE = ["Alice's favourite programming language is Python", "Alice likes programming in Python more than any other language"]
+ALICE = [
+    "Alice's favourite programming language is Python",
+    "Alice likes programming in Python more than any other language",
+]
 BOB = ["Bob's favourite programming language is Rust", "Bob likes programming in Rust more than any other language"]
 QUERY = "What programming language do I like?"
 
@@ -91,8 +94,13 @@ def test_context_counts_cjk_text_with_the_real_tokenizer(daemons) -> None:
 
 def test_memories_add_list_search_forget_and_import(daemons) -> None:
     d = daemons()
-    body = {"persona": "fake", "text": "User's favorite color is blue", "category": "preference", "userId": "alice",
-            "metadata": {"source": "test"}}
+    body = {
+        "persona": "fake",
+        "text": "User's favorite color is blue",
+        "category": "preference",
+        "userId": "alice",
+        "metadata": {"source": "test"},
+    }
     added = d.client.post("/v1/memories", json=body)
     assert added.status_code == 201 and added.json()["created"] is True
     memory = added.json()["memory"]
@@ -101,22 +109,26 @@ def test_memories_add_list_search_forget_and_import(daemons) -> None:
     assert again.status_code == 200 and again.json() == {"memory": memory, "created": False}
     listed = d.client.get("/v1/memories", params={"persona": "fake"}).json()
     assert [m["id"] for m in listed["memories"]] == [memory["id"]] and listed["total"] == 1
-    found = d.client.post("/v1/memory/search",
-                          json={"persona": "fake", "userId": "alice", "query": "what color does the user like"}).json()
+    found = d.client.post(
+        "/v1/memory/search", json={"persona": "fake", "userId": "alice", "query": "what color does the user like"}
+    ).json()
     assert found["results"][0]["text"] == "User's favorite color is blue"
     assert set(found["results"][0]) >= {"id", "text", "category", "score", "relevance", "created_at", "persona"}
     assert d.client.delete(f"/v1/memories/{memory['id']}").json()["forgotten"]["id"] == memory["id"]
     assert d.client.delete(f"/v1/memories/{memory['id']}").status_code == 404
     # Import: one bad item refuses the batch (nothing stored) unless skip_invalid.
-    items = [{"text": "User lives in Lisbon", "scope": "user:alice"},
-             {"text": "User works as a nurse", "category": "fact", "created_at": "2025-01-15T10:30:00Z"},
-             {"text": 42}]
+    items = [
+        {"text": "User lives in Lisbon", "scope": "user:alice"},
+        {"text": "User works as a nurse", "category": "fact", "created_at": "2025-01-15T10:30:00Z"},
+        {"text": 42},
+    ]
     refused = d.client.post("/v1/memories/import", json={"persona": "fake", "memories": items})
     assert refused.status_code == 422
     assert refused.json()["error"]["field"] == "memories[2].text"
     assert d.client.get("/v1/memories", params={"persona": "fake"}).json()["total"] == 0
-    partial = d.client.post("/v1/memories/import",
-                            json={"persona": "fake", "memories": items, "skip_invalid": True}).json()
+    partial = d.client.post(
+        "/v1/memories/import", json={"persona": "fake", "memories": items, "skip_invalid": True}
+    ).json()
     assert partial["added"] == 2 and partial["duplicates"] == 0 and [s["index"] for s in partial["skipped"]] == [2]
     scoped = d.client.get("/v1/memories", params={"persona": "fake", "scope": "user:alice"}).json()
     assert [m["text"] for m in scoped["memories"]] == ["User lives in Lisbon"]
@@ -127,8 +139,9 @@ def test_memories_add_list_search_forget_and_import(daemons) -> None:
 def test_budget_shows_where_the_tokens_go(daemons) -> None:
     d = daemons()
     d.app.memory.add("fake", Scope.user("alice"), ALICE[0], "preference")
-    budget = d.client.get("/v1/budget", params={"persona": "fake", "channel": "general", "user": "alice",
-                                                "message": QUERY}).json()
+    budget = d.client.get(
+        "/v1/budget", params={"persona": "fake", "channel": "general", "user": "alice", "message": QUERY}
+    ).json()
     assert budget["budget"]["memories_included"] == 1 and budget["budget"]["memory_tokens"] > 0
     assert budget["budget"]["system_tokens"] > 0 and budget["budget"]["window"] > 0
     assert [m["text"] for m in budget["memories"]] == [ALICE[0]]

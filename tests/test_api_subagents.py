@@ -17,11 +17,15 @@ TASK = "When is the Apollo rocket launch deadline?"
 
 def facts(i: int) -> str:
     """A long memory (~150 tokens) that is relevant to TASK."""
-    return (f"Apollo rocket launch deadline note {i}: the Apollo rocket launch deadline is the third of March. "
-            + "The Apollo rocket launch team confirmed the launch deadline again in the planning meeting. " * 5)
+    return (
+        f"Apollo rocket launch deadline note {i}: the Apollo rocket launch deadline is the third of March. "
+        + "The Apollo rocket launch team confirmed the launch deadline again in the planning meeting. " * 5
+    )
 
 
-def personas(fake: FakeOpenAI, helper_skills: str = '["recall"]', extra: dict[str, str] | None = None) -> dict[str, str]:
+def personas(
+    fake: FakeOpenAI, helper_skills: str = '["recall"]', extra: dict[str, str] | None = None
+) -> dict[str, str]:
     return {
         "boss": fake_persona(fake.url, "boss", '["delegate"]'),
         "helper": fake_persona(fake.url, "helper", helper_skills),
@@ -72,9 +76,13 @@ def test_delegation_depth_is_bounded_and_cycles_are_refused(daemons, fake_openai
     three = personas(fake_openai, '["delegate"]', {"clerk": fake_persona(fake_openai.url, "clerk", "[]")})
     d = daemons("[runtime]\ndelegate_max_depth = 1\n", personas=three)
     fake_openai.queue(
-        Turn(tool_calls=[("delegate", {"persona": "helper", "task": "find out"})]),          # boss -> helper
-        Turn(tool_calls=[("delegate", {"persona": "boss", "task": "loop back"}),              # helper -> boss: cycle
-                         ("delegate", {"persona": "clerk", "task": "go deeper"})]),           # helper -> clerk: too deep
+        Turn(tool_calls=[("delegate", {"persona": "helper", "task": "find out"})]),  # boss -> helper
+        Turn(
+            tool_calls=[
+                ("delegate", {"persona": "boss", "task": "loop back"}),  # helper -> boss: cycle
+                ("delegate", {"persona": "clerk", "task": "go deeper"}),
+            ]
+        ),  # helper -> clerk: too deep
         Turn(text="helper could not delegate"),
         Turn(text="boss is done"),
     )
@@ -92,14 +100,16 @@ def test_delegation_depth_is_bounded_and_cycles_are_refused(daemons, fake_openai
 def test_shutdown_during_a_subagent_stores_both_turns_as_interrupted(daemons, fake_openai, embedder) -> None:
     d = daemons("[daemon]\nshutdown_grace_seconds = 0.2\n", personas=personas(fake_openai))
     report = " ".join(f"line{i}" for i in range(400))
-    fake_openai.queue(Turn(tool_calls=[("delegate", {"persona": "helper", "task": "write a long report"})]),
-                      Turn(text=report))
+    fake_openai.queue(
+        Turn(tool_calls=[("delegate", {"persona": "helper", "task": "write a long report"})]), Turn(text=report)
+    )
     fake_openai.chat_delay_per_token = 0.02  # the helper's report: about 8 s of streaming
     body = {"persona": "boss", "channel": "general", "user": "alice", "message": "get me the report"}
     with d.client.stream("POST", "/v1/chat", json=body) as response:
         user_id = int(response.headers["X-Agentd-Message-Id"])
-        wait_for(lambda: len(fake_openai.chat_requests()) == 2 and fake_openai.streaming.is_set(), 30,
-                 "the helper to stream")
+        wait_for(
+            lambda: len(fake_openai.chat_requests()) == 2 and fake_openai.streaming.is_set(), 30, "the helper to stream"
+        )
         d.server.request_stop()
         events = list(read_sse(response.iter_lines()))
     assert events[-1].event == "error" and events[-1].data["code"] == "interrupted"

@@ -23,7 +23,6 @@ from tests.conftest import write_home
 from tests.fakeopenai import KEY_ENV, FakeOpenAI, embedding_config, fake_persona  # noqa: F401 - re-exported
 
 
-
 def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
     """Poll ``predicate`` until it returns something truthy, or fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -80,8 +79,9 @@ class Running:
     def url(self) -> str:
         return self.server.url
 
-    def chat(self, message: str, persona: str = "fake", channel: str = "general", user: str = "alice",
-             **extra: Any) -> list[SSE]:
+    def chat(
+        self, message: str, persona: str = "fake", channel: str = "general", user: str = "alice", **extra: Any
+    ) -> list[SSE]:
         """POST /v1/chat and read the whole event stream."""
         body = {"persona": persona, "channel": channel, "user": user, "message": message, **extra}
         with self.client.stream("POST", "/v1/chat", json=body) as response:
@@ -108,14 +108,20 @@ class Follower:
             return list(self.events)
 
 
-def follow(client: httpx.Client, channel: str, headers: dict[str, str] | None = None,
-           params: dict[str, Any] | None = None, until: Callable[[list[SSE]], bool] = lambda _events: False) -> tuple[Follower, threading.Thread]:
+def follow(
+    client: httpx.Client,
+    channel: str,
+    headers: dict[str, str] | None = None,
+    params: dict[str, Any] | None = None,
+    until: Callable[[list[SSE]], bool] = lambda _events: False,
+) -> tuple[Follower, threading.Thread]:
     """Start following ``channel``; ``ready`` is set once the stream's first line arrived."""
     follower = Follower()
 
     def run() -> None:
-        with client.stream("GET", f"/v1/channels/{channel}/events", headers=headers or {},
-                           params=params or {}) as response:
+        with client.stream(
+            "GET", f"/v1/channels/{channel}/events", headers=headers or {}, params=params or {}
+        ) as response:
             assert response.status_code == 200
             for ev in read_sse(response.iter_lines(), on_line=lambda _l: follower.ready.set()):
                 with follower.lock:
@@ -130,13 +136,16 @@ def follow(client: httpx.Client, channel: str, headers: dict[str, str] | None = 
 
 
 @pytest.fixture
-def daemons(tmp_path: Path, fake_openai: FakeOpenAI, embedder: LocalEmbedder,
-            monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Running]]:
+def daemons(
+    tmp_path: Path, fake_openai: FakeOpenAI, embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., Running]]:
     """Start daemons: ``daemons(config_toml, personas={name: toml})``; all stop at the end."""
     monkeypatch.setenv(KEY_ENV, "test-key")
     started: list[Running] = []
 
-    def start(config: str = "", personas: dict[str, str] | None = None, headers: dict[str, str] | None = None) -> Running:
+    def start(
+        config: str = "", personas: dict[str, str] | None = None, headers: dict[str, str] | None = None
+    ) -> Running:
         home = write_home(tmp_path / f"home{len(started)}", config, personas or {"fake": fake_persona(fake_openai.url)})
         cfg = load_config(home, environ={})
         app = App(cfg, embedder=embedder) if cfg.embedding.provider == "local" else App(cfg)

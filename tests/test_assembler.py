@@ -11,13 +11,13 @@ import pytest
 from agentd import ContextOverflow
 from agentd.app import App
 from agentd.config import ModelsConfig
-from agentd.context.assembler import ContextAssembler, ContextRequest, HistoryItem, Project, Snippet
-from agentd.context.builder import ContextBuilder
-from agentd.context.render import MEMORIES_HEADING
-from agentd.context.windows import Window, WindowMap
 from agentd.llm import litellm_module
 from agentd.llm.tokens import counter_for
-from agentd.memory.search import MemoryHit
+from agentd.memory.ranking import MemoryHit
+from agentd.prompt.assembler import ContextAssembler, HistoryItem, Project, PromptRequest, Snippet
+from agentd.prompt.builder import ContextBuilder
+from agentd.prompt.render import MEMORIES_HEADING
+from agentd.prompt.windows import Window, WindowMap
 from agentd.scopes import GLOBAL, Reach
 from agentd.store.memories import Memory
 
@@ -43,12 +43,12 @@ def history(n: int, text: str = ENGLISH) -> list[HistoryItem]:
     return items
 
 
-def request(**kw: object) -> ContextRequest:
-    base = ContextRequest(model=MODEL, system_prompt="You are buddy.", current="What now?", output_reserve=100)
+def request(**kw: object) -> PromptRequest:
+    base = PromptRequest(model=MODEL, system_prompt="You are buddy.", current="What now?", output_reserve=100)
     return replace(base, **kw)  # type: ignore[arg-type]
 
 
-def assemble(req: ContextRequest, window: int) -> object:
+def assemble(req: PromptRequest, window: int) -> object:
     return ContextAssembler(COUNTER).assemble(req, Window(window, "test"))
 
 
@@ -58,7 +58,9 @@ def real_count(messages: list[dict[str, str]], tools: list[dict[str, object]] | 
 
 
 def test_seed_001_memories_come_before_history_and_appear_in_the_context() -> None:
-    ctx = assemble(request(memories=[hit("User prefers Go over Rust for this project", "fact")], history=history(4)), 4000)
+    ctx = assemble(
+        request(memories=[hit("User prefers Go over Rust for this project", "fact")], history=history(4)), 4000
+    )
     roles = [m.role for m in ctx.messages]
     assert roles == ["system", "user", "assistant", "user", "assistant", "user"]
     system = ctx.messages[0].content
@@ -104,7 +106,9 @@ def test_when_system_prompt_and_message_cannot_fit_the_error_names_model_window_
 
 
 def test_project_context_is_included_whole_or_truncated_with_a_marker() -> None:
-    project = Project("/p/AGENTS.md", "# Project\nUse SQLite.\n" + "\n".join(f"- rule {i}: {ENGLISH}" for i in range(200)))
+    project = Project(
+        "/p/AGENTS.md", "# Project\nUse SQLite.\n" + "\n".join(f"- rule {i}: {ENGLISH}" for i in range(200))
+    )
     whole = assemble(request(project=project, memories=[hit("m")]), 100_000)
     assert "## Project context (AGENTS.md)" in whole.messages[0].content
     assert "rule 199" in whole.messages[0].content and not whole.budget.project_truncated
@@ -122,8 +126,16 @@ def test_project_context_is_included_whole_or_truncated_with_a_marker() -> None:
 @pytest.mark.parametrize("window", [700, 3000, 20_000])
 def test_the_prompt_fits_when_counted_by_the_real_tokenizer(text: str, window: int) -> None:
     """Whatever the text, litellm's count of the assembled request stays within window - reserve."""
-    tools = [{"type": "function", "function": {"name": "recall", "description": text[:60],
-                                               "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "recall",
+                "description": text[:60],
+                "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+            },
+        }
+    ]
     req = request(
         system_prompt="You are buddy. " + text,
         current=text,
@@ -154,7 +166,9 @@ def test_the_budget_adds_up_and_has_a_json_form() -> None:
 
 
 def test_assembly_is_deterministic() -> None:
-    req = request(memories=[hit(f"m{i}", mid=i) for i in range(5)], history=history(40), project=Project("p", ENGLISH * 9))
+    req = request(
+        memories=[hit(f"m{i}", mid=i) for i in range(5)], history=history(40), project=Project("p", ENGLISH * 9)
+    )
     first, second = assemble(req, 900), assemble(req, 900)
     assert first == second
 
@@ -210,8 +224,14 @@ def test_stored_messages_are_counted_once_and_history_reads_stay_bounded(app: Ap
     persona = replace(app.personas["buddy"], context_window=2000)
     with app.store.write() as conn:
         for i in range(3000):
-            app.store.messages.add(conn, channel="big", role="user" if i % 2 else "assistant", author="u",
-                                   content=f"message {i}: {ENGLISH}", status="answered")
+            app.store.messages.add(
+                conn,
+                channel="big",
+                role="user" if i % 2 else "assistant",
+                author="u",
+                content=f"message {i}: {ENGLISH}",
+                status="answered",
+            )
     counting = CountingCounter()
     builder = ContextBuilder(app.store, app.config, app.windows, lambda _m: counting)
     first = builder.build(persona, "big", "hello")
@@ -239,5 +259,7 @@ def test_builder_reads_the_persona_project_and_the_channel_override(app: App, tm
 def test_memories_recalled_for_the_channel_appear_in_the_built_prompt(app: App) -> None:
     app.memory.add("buddy", GLOBAL, "User likes Python", "preference")
     hits = app.memory.search("What programming language should I learn?", Reach("buddy", "general"), limit=3)
-    ctx = app.builder.build(app.personas["buddy"], "general", "What programming language should I learn?", memories=hits)
+    ctx = app.builder.build(
+        app.personas["buddy"], "general", "What programming language should I learn?", memories=hits
+    )
     assert '"User likes Python" (preference, relevance: ' in ctx.messages[0].content

@@ -13,22 +13,34 @@ from tests.conftest import agentd_cli
 def test_budget_on_an_empty_channel_shows_every_section(home: Path) -> None:
     result = agentd_cli("budget", "buddy", "--channel", "general", config=home)
     assert result.returncode == 0, result.stderr
-    for section in ("system prompt", "project", "memories", "history", "current message", "tool definitions",
-                    "output reserve", "free", "0 of 0 messages", "exhausted: no"):
+    for section in (
+        "system prompt",
+        "project",
+        "memories",
+        "history",
+        "current message",
+        "tool definitions",
+        "output reserve",
+        "free",
+        "0 of 0 messages",
+        "exhausted: no",
+    ):
         assert section in result.stdout, section
 
 
 def test_budget_json_with_a_message_counts_the_recalled_memory(home: Path) -> None:
     agentd_cli("memory", "add", "User likes Python", "-p", "buddy", "--category", "preference", config=home)
-    result = agentd_cli("budget", "buddy", "-c", "general", "-m", "What programming language should I learn?",
-                        "--json", config=home)
+    result = agentd_cli(
+        "budget", "buddy", "-c", "general", "-m", "What programming language should I learn?", "--json", config=home
+    )
     assert result.returncode == 0, result.stderr
     budget = json.loads(result.stdout)
     assert budget["memories_included"] == 1 and budget["memory_tokens"] > 0
     assert budget["current_tokens"] > 0 and budget["tools_tokens"] > 0
     assert budget["total_tokens"] + budget["output_reserve"] <= budget["window"]
-    human = agentd_cli("budget", "buddy", "-c", "general", "-m", "What programming language should I learn?",
-                       config=home)
+    human = agentd_cli(
+        "budget", "buddy", "-c", "general", "-m", "What programming language should I learn?", config=home
+    )
     assert "User likes Python" in human.stdout and "preference" in human.stdout
 
 
@@ -37,8 +49,14 @@ def test_budget_on_a_huge_channel_is_exhausted_and_shows_included_of_available(h
     store = Store.open(cfg.database_url)
     with store.write() as conn:
         for i in range(5000):
-            store.messages.add(conn, channel="big", role="user" if i % 2 else "assistant", author="u",
-                               content=f"message {i} " + "lorem ipsum dolor sit amet " * 20, status="answered")
+            store.messages.add(
+                conn,
+                channel="big",
+                role="user" if i % 2 else "assistant",
+                author="u",
+                content=f"message {i} " + "lorem ipsum dolor sit amet " * 20,
+                status="answered",
+            )
     store.close()
     result = agentd_cli("budget", "buddy", "-c", "big", "--json", config=home)
     budget = json.loads(result.stdout)

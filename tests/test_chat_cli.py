@@ -31,16 +31,22 @@ def test_chat_json_streams_events_with_memory_context_first_and_inspect_shows_th
 
 def test_chat_shows_recalled_memories_before_the_reply_and_no_memory_turns_it_off(home: Path) -> None:
     agentd_cli("memory", "add", "User likes Python", "-p", "buddy", config=home)
-    shown = agentd_cli("chat", "buddy", "-c", "general", "-u", "alice", "-m", "What programming language should I learn?",
-                       config=home)
+    shown = agentd_cli(
+        "chat", "buddy", "-c", "general", "-u", "alice", "-m", "What programming language should I learn?", config=home
+    )
     assert shown.returncode == 0, shown.stderr
     assert "recalled 1 memory" in shown.stderr and "User likes Python" in shown.stderr
     assert shown.stdout.startswith('You said: "What programming language should I learn?"')
-    off = agentd_cli("chat", "buddy", "-m", "What programming language should I learn?", "--no-memory", "--json",
-                     config=home)
+    off = agentd_cli(
+        "chat", "buddy", "-m", "What programming language should I learn?", "--no-memory", "--json", config=home
+    )
     first = json.loads(off.stdout.splitlines()[0])
-    assert first == {"type": "memory_context", "memories": [], "status": "disabled",
-                     "user_message_id": first["user_message_id"]}
+    assert first == {
+        "type": "memory_context",
+        "memories": [],
+        "status": "disabled",
+        "user_message_id": first["user_message_id"],
+    }
 
 
 def test_interactive_chat_reads_lines_until_eof(home: Path) -> None:

@@ -20,15 +20,27 @@ def test_help_and_version() -> None:
 
 
 def test_add_search_list_forget_roundtrip(home: Path) -> None:
-    add = agentd_cli("memory", "add", "User likes Python", "-p", "buddy", "--category", "preference",
-                     "--metadata", '{"source": "test"}', "--json", config=home)
+    add = agentd_cli(
+        "memory",
+        "add",
+        "User likes Python",
+        "-p",
+        "buddy",
+        "--category",
+        "preference",
+        "--metadata",
+        '{"source": "test"}',
+        "--json",
+        config=home,
+    )
     assert add.returncode == 0, add.stderr
     mem = json.loads(add.stdout)
     assert mem["created"] is True and mem["scope"] == "global"
     agentd_cli("memory", "add", "User's dog is named Max", "-p", "buddy", "--user", "alice", config=home)
 
-    found = agentd_cli("memory", "search", "What programming language should I learn?", "-p", "buddy", "--json",
-                       config=home)
+    found = agentd_cli(
+        "memory", "search", "What programming language should I learn?", "-p", "buddy", "--json", config=home
+    )
     assert found.returncode == 0, found.stderr
     payload = json.loads(found.stdout)
     assert payload["total_found"] == 1

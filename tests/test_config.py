@@ -46,12 +46,16 @@ def test_relative_database_path_is_relative_to_the_config_file(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("text", "key", "reason"),
     [
-        ("[memory]\ntop_k = \"three\"\n", "memory.top_k", "valid integer"),
+        ('[memory]\ntop_k = "three"\n', "memory.top_k", "valid integer"),
         ("[memory]\ntopk = 3\n", "memory.topk", "unknown key"),
         ("[nonsense]\nx = 1\n", "nonsense", "unknown key"),
         ("[memory]\nmin_score = 1.5\n", "memory.min_score", "less than or equal to 1"),
-        ("[embedding]\nprovider = \"magic\"\n", "embedding.provider", "'local', 'litellm' or 'none'"),
-        ("[embedding]\nmodel = \"bert-huge\"\n", "embedding.model", "unknown local model 'bert-huge'; use one of e5-small-v2"),
+        ('[embedding]\nprovider = "magic"\n', "embedding.provider", "'local', 'litellm' or 'none'"),
+        (
+            '[embedding]\nmodel = "bert-huge"\n',
+            "embedding.model",
+            "unknown local model 'bert-huge'; use one of e5-small-v2",
+        ),
     ],
 )
 def test_a_bad_key_names_the_file_the_key_and_the_reason(tmp_path: Path, text: str, key: str, reason: str) -> None:
@@ -82,7 +86,11 @@ def test_environment_overrides_single_keys_with_typed_values(tmp_path: Path) -> 
     path = write_home(tmp_path)
     cfg = load_config(
         path,
-        environ={"AGENTD_MEMORY__TOP_K": "5", "AGENTD_MEMORY__AUTO_RETRIEVE": "false", "AGENTD_DAEMON__API_KEY": "s3cret"},
+        environ={
+            "AGENTD_MEMORY__TOP_K": "5",
+            "AGENTD_MEMORY__AUTO_RETRIEVE": "false",
+            "AGENTD_DAEMON__API_KEY": "s3cret",
+        },
     )
     assert cfg.memory.top_k == 5
     assert cfg.memory.auto_retrieve is False

@@ -23,7 +23,14 @@ TRIPS = {
 }
 
 
-STANDUPS = [date(2023, 3, 14), date(2023, 4, 2), date(2023, 5, 27), date(2023, 6, 9), date(2023, 7, 30), date(2023, 9, 12)]
+STANDUPS = [
+    date(2023, 3, 14),
+    date(2023, 4, 2),
+    date(2023, 5, 27),
+    date(2023, 6, 9),
+    date(2023, 7, 30),
+    date(2023, 9, 12),
+]
 
 
 def test_hybrid_finds_names_and_dates_that_embeddings_blur(app: App) -> None:
@@ -37,12 +44,18 @@ def test_hybrid_finds_names_and_dates_that_embeddings_blur(app: App) -> None:
     for text in TRIPS.values():
         app.memory.add("buddy", GLOBAL, text)
     for i, day in enumerate(STANDUPS):
-        app.memory.add("buddy", GLOBAL, f"Standup notes #{i + 1}: the release slipped again because of flaky tests",
-                       created_at=datetime(day.year, day.month, day.day, 9, 30, tzinfo=UTC))
+        app.memory.add(
+            "buddy",
+            GLOBAL,
+            f"Standup notes #{i + 1}: the release slipped again because of flaky tests",
+            created_at=datetime(day.year, day.month, day.day, 9, 30, tzinfo=UTC),
+        )
     queries = [(f"Who travels on {date}?", text) for date, text in TRIPS.items()]
     queries += [(f"When is {text.split()[0]}'s trip to Lisbon?", text) for text in TRIPS.values()]
-    standups = [(f"Why did the release slip, as said at standup on {d.day} {d:%B}, {d.year}?", f"Standup notes #{i + 1}")
-                for i, d in enumerate(STANDUPS)]
+    standups = [
+        (f"Why did the release slip, as said at standup on {d.day} {d:%B}, {d.year}?", f"Standup notes #{i + 1}")
+        for i, d in enumerate(STANDUPS)
+    ]
 
     def top1(query: str, mode: str) -> str:
         return app.memory.search(query, BUDDY, limit=1, min_relevance=0.0, mode=mode)[0].memory.text  # type: ignore[arg-type]
@@ -60,7 +73,9 @@ def test_a_word_match_raises_relevance_and_no_shared_word_changes_nothing(app: A
     assert hybrid.memory.id == dense.memory.id
     assert hybrid.bm25 > 0 and hybrid.relevance > dense.relevance
     # No query word in the memory: the fused relevance is the dense one.
-    [d2] = app.memory.search("What programming language should I learn?", BUDDY, limit=1, min_relevance=0.0, mode="dense")
+    [d2] = app.memory.search(
+        "What programming language should I learn?", BUDDY, limit=1, min_relevance=0.0, mode="dense"
+    )
     [h2] = app.memory.search("What programming language should I learn?", BUDDY, limit=1, min_relevance=0.0)
     assert h2.memory.text == "User likes Python" and h2.bm25 == 0
     assert h2.relevance == pytest.approx(d2.relevance)
@@ -98,7 +113,9 @@ def test_the_word_index_keeps_scopes_and_personas_apart(app: App) -> None:
 def test_metadata_context_is_searchable_but_never_shown(app: App) -> None:
     """A turn that says only "In Reykjavik!" is found by the question asked just before it."""
     memory, _ = app.memory.add(
-        "buddy", GLOBAL, "Maria: In Reykjavik, at the harbour!",
+        "buddy",
+        GLOBAL,
+        "Maria: In Reykjavik, at the harbour!",
         metadata={"context": "John: Where did you propose to your partner?"},
     )
     app.memory.add("buddy", GLOBAL, "John: I painted the fence blue last weekend")
@@ -128,7 +145,8 @@ def test_bad_mode_and_bad_context_are_refused(app: App) -> None:
 def test_query_dates_finds_only_explicit_calendar_days() -> None:
     assert query_dates("What did Maria share on 16 June, 2023?") == {date(2023, 6, 16)}
     assert query_dates("What did Tim finish on 8th December, 2023 and on May 3, 2023?") == {
-        date(2023, 12, 8), date(2023, 5, 3)
+        date(2023, 12, 8),
+        date(2023, 5, 3),
     }
     assert query_dates("notes from 2024-02-29") == {date(2024, 2, 29)}
     assert query_dates("What did I say last week?") == set()
@@ -147,6 +165,7 @@ def test_a_memory_created_on_the_day_the_query_names_ranks_first(app: App) -> No
     assert hits[0].memory.id == june.id  # the other one matches more of the words
     # Only the hybrid search uses the date; with date_weight 0 nothing is boosted.
     assert app.memory.fusion.date_weight > 0
-    dense = app.memory.search("What great news did Maria share on 16 June, 2023?", BUDDY, limit=2, min_relevance=0.0,
-                              mode="dense")
+    dense = app.memory.search(
+        "What great news did Maria share on 16 June, 2023?", BUDDY, limit=2, min_relevance=0.0, mode="dense"
+    )
     assert {h.relevance for h in dense} != {h.relevance for h in hits}

@@ -30,8 +30,13 @@ def _fixture(path: Path) -> Path:
         "session_1": [
             {"speaker": "Ana", "dia_id": "D1:1", "text": "Hi Ben! I adopted a greyhound called Pixel last week."},
             {"speaker": "Ben", "dia_id": "D1:2", "text": "Congrats! Where did you find her?"},
-            {"speaker": "Ana", "dia_id": "D1:3", "text": "At the shelter in Leeds.", "img_url": ["x"],
-             "blip_caption": "a photo of a grey dog on a sofa"},
+            {
+                "speaker": "Ana",
+                "dia_id": "D1:3",
+                "text": "At the shelter in Leeds.",
+                "img_url": ["x"],
+                "blip_caption": "a photo of a grey dog on a sofa",
+            },
         ],
         "session_2_date_time": "10:00 am on 2 June, 2023",
         "session_2": [
@@ -42,14 +47,21 @@ def _fixture(path: Path) -> Path:
     }
     qa = [
         {"question": "What is the name of Ana's greyhound?", "answer": "Pixel", "evidence": ["D1:1"], "category": 4},
-        {"question": "When did Ben start learning the cello?", "answer": "May 2023", "evidence": ["D2:1"], "category": 2},
+        {
+            "question": "When did Ben start learning the cello?",
+            "answer": "May 2023",
+            "evidence": ["D2:1"],
+            "category": 2,
+        },
         {"question": "Where did Ana adopt her dog?", "answer": "Leeds", "evidence": ["D1:1; D1:3"], "category": 1},
         {"question": "What is Ben's favourite film?", "answer": "-", "evidence": ["D2:1"], "category": 5},
         {"question": "No evidence here?", "answer": "-", "evidence": [], "category": 4},
     ]
     other = json.loads(json.dumps(conversation))
-    data = [{"sample_id": "t-1", "conversation": conversation, "qa": qa},
-            {"sample_id": "t-2", "conversation": other, "qa": qa[:1]}]
+    data = [
+        {"sample_id": "t-1", "conversation": conversation, "qa": qa},
+        {"sample_id": "t-2", "conversation": other, "qa": qa[:1]},
+    ]
     path.write_text(json.dumps(data))
     return path
 
@@ -63,7 +75,9 @@ def test_loading_parses_dates_captions_evidence_and_categories(tmp_path: Path) -
     assert turns[2].text.endswith("[shares a photo: a photo of a grey dog on a sofa]")
     # Category 5 and evidence-less questions are left out; "D1:1; D1:3" is two ids.
     assert [(q.category, q.evidence) for q in convs[0].questions] == [
-        (4, ("D1:1",)), (2, ("D2:1",)), (1, ("D1:1", "D1:3"))
+        (4, ("D1:1",)),
+        (2, ("D2:1",)),
+        (1, ("D1:1", "D1:3")),
     ]
     assert bench.evidence_ids(["D:11:26", "D"]) == ("D11:26",)
     items = bench.memories_of(convs[0], context_turns=1)
@@ -81,8 +95,11 @@ def test_the_bench_ingests_asks_in_every_mode_and_reports(tmp_path: Path, embedd
     assert "4 questions (categories 1-4 with evidence)" in report
     for section in ("## dev", "## held-out", "## all"):
         assert section in report
-    rows = {tuple(line.split()[:2]): line.split() for line in report.splitlines() if line.split()[:1] in
-            (["dense"], ["lexical"], ["hybrid"])}
+    rows = {
+        tuple(line.split()[:2]): line.split()
+        for line in report.splitlines()
+        if line.split()[:1] in (["dense"], ["lexical"], ["hybrid"])
+    }
     # Everything fits in five results, so recall@5 is complete in every mode.
     for mode in bench.MODES:
         assert rows[(mode, "all")][-1] == "1.000"

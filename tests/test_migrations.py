@@ -9,8 +9,7 @@ from agentd.config import MemoryConfig
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory import MemoryService
 from agentd.scopes import GLOBAL, Reach
-from agentd.store import Store
-from agentd.store import migrate
+from agentd.store import Store, migrate
 from agentd.store.engine import create_engine
 from tests.conftest import newest_migration
 

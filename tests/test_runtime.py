@@ -25,9 +25,10 @@ from tests.conftest import write_home
 from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, embedding_config, fake_persona
 
 
-
 @pytest.fixture
-def make_app(tmp_path: Path, fake_openai: FakeOpenAI, embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def make_app(
+    tmp_path: Path, fake_openai: FakeOpenAI, embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Any]:
     """Build an App whose personas talk to the fake server; ``config`` is extra TOML."""
     monkeypatch.setenv(KEY_ENV, "test-key")
     apps: list[App] = []
@@ -58,8 +59,9 @@ def runtimes() -> Iterator[Any]:
         rt.stop(grace=5)
 
 
-def run(rt: Runtime, text: str, persona: str = "fake", channel: str = "general", user: str = "alice",
-        **kw: Any) -> list[Event]:
+def run(
+    rt: Runtime, text: str, persona: str = "fake", channel: str = "general", user: str = "alice", **kw: Any
+) -> list[Event]:
     return list(rt.chat(persona, channel, user, text, **kw))
 
 
@@ -160,8 +162,10 @@ def test_an_embedder_error_is_not_an_error_for_the_user(make_app, runtimes, fake
     chat_server = FakeOpenAI().start()
     try:
         # A generous timeout, so a loaded machine cannot turn the error into a timeout.
-        app = make_app(embedding_config(fake_openai) + "\n[memory]\nretrieval_timeout_seconds = 60.0\n",
-                       personas={"fake": fake_persona(chat_server.url)})
+        app = make_app(
+            embedding_config(fake_openai) + "\n[memory]\nretrieval_timeout_seconds = 60.0\n",
+            personas={"fake": fake_persona(chat_server.url)},
+        )
         rt = runtimes(app)
         app.memory.add("fake", GLOBAL, "hello there friend")
         fake_openai.stop()
@@ -204,7 +208,9 @@ def test_an_llm_error_ends_the_turn_with_error_and_the_message_stays(make_app, r
 
 def test_a_real_model_without_credentials_names_the_missing_variable(make_app, runtimes, monkeypatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    app = make_app(personas={"claude": 'name = "claude"\nmodel = "anthropic/claude-sonnet-4-5"\nsystem_prompt = "hi"\n'})
+    app = make_app(
+        personas={"claude": 'name = "claude"\nmodel = "anthropic/claude-sonnet-4-5"\nsystem_prompt = "hi"\n'}
+    )
     events = run(runtimes(app), "hello", persona="claude")
     assert isinstance(events[-1], Error)
     assert events[-1].code == "llm_auth" and "ANTHROPIC_API_KEY" in events[-1].message
@@ -264,13 +270,20 @@ def test_seed_002_recall_limit_default_empty_and_invalid(make_app, runtimes, fak
     rt = runtimes(app)
     fake_openai.queue(Turn(tool_calls=[("recall", {"query": "anything"})]), Turn(text="nothing"))
     empty = tool_results(run(rt, "q1", disable_memory=True))[0]
-    assert empty.error is None and empty.result == {"results": [], "total_found": 0, "message": "no memories are stored yet"}
+    assert empty.error is None and empty.result == {
+        "results": [],
+        "total_found": 0,
+        "message": "no memories are stored yet",
+    }
     for i in range(7):
         app.memory.add("fake", GLOBAL, f"User practised Python programming exercise number {i}")
     fake_openai.queue(
-        Turn(tool_calls=[("recall", {"query": "Python programming practice", "limit": 1})]), Turn(text="ok"),
-        Turn(tool_calls=[("recall", {"query": "Python programming practice"})]), Turn(text="ok"),
-        Turn(tool_calls=[("recall", {"query": "   "})]), Turn(text="ok"),
+        Turn(tool_calls=[("recall", {"query": "Python programming practice", "limit": 1})]),
+        Turn(text="ok"),
+        Turn(tool_calls=[("recall", {"query": "Python programming practice"})]),
+        Turn(text="ok"),
+        Turn(tool_calls=[("recall", {"query": "   "})]),
+        Turn(text="ok"),
     )
     one = tool_results(run(rt, "q2", disable_memory=True))[0].result
     assert one is not None and one["total_found"] == 1 and len(one["results"]) == 1
@@ -284,20 +297,26 @@ def test_seed_002_recall_limit_default_empty_and_invalid(make_app, runtimes, fak
 
 def test_seed_002_cooking_memories_rank_higher_for_food_recipes(make_app, runtimes, fake_openai) -> None:
     app = make_app()
-    for text in ["User loves cooking Italian pasta dishes", "User writes Go microservices at work",
-                 "User bakes sourdough bread every weekend", "User is learning Rust lifetimes"]:
+    for text in [
+        "User loves cooking Italian pasta dishes",
+        "User writes Go microservices at work",
+        "User bakes sourdough bread every weekend",
+        "User is learning Rust lifetimes",
+    ]:
         app.memory.add("fake", Scope.channel("general"), text)
     fake_openai.queue(Turn(tool_calls=[("recall", {"query": "food recipes", "limit": 2})]), Turn(text="ok"))
     result = tool_results(run(runtimes(app), "what do I cook?", disable_memory=True))[0].result
     assert result is not None
-    assert {r["text"] for r in result["results"]} == {"User loves cooking Italian pasta dishes",
-                                                     "User bakes sourdough bread every weekend"}
+    assert {r["text"] for r in result["results"]} == {
+        "User loves cooking Italian pasta dishes",
+        "User bakes sourdough bread every weekend",
+    }
 
 
 def test_seed_002_tool_definitions_and_recall_without_an_embedder(make_app, fake_openai) -> None:
     from agentd import SkillExecutionFailed
     from agentd.memory import MemoryService
-    from agentd.skills import RecallSkill, SkillContext, build_registry
+    from agentd.skills import Caller, RecallSkill, build_registry
 
     app = make_app()
     registry = build_registry(app.personas["fake"], app.memory, app.personas)
@@ -310,7 +329,7 @@ def test_seed_002_tool_definitions_and_recall_without_an_embedder(make_app, fake
     no_embedder = MemoryService(app.store, None, app.config.memory, ["fake"])
     assert build_registry(app.personas["fake"], no_embedder, app.personas).names() == []
     with pytest.raises(SkillExecutionFailed, match="embedding model"):
-        RecallSkill(no_embedder).run({"query": "x"}, SkillContext("fake", "general", "alice"))
+        RecallSkill(no_embedder).run({"query": "x"}, Caller("fake", "general", "alice"))
 
 
 # -- the supervisor and actors --------------------------------------------------------------------------------
@@ -322,8 +341,14 @@ class Exploding:
     def __init__(self) -> None:
         self._real = LitellmChat()
 
-    def stream(self, settings: ModelSettings, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]],
-               on_text: Any, should_stop: Any = lambda: False) -> ModelTurn:
+    def stream(
+        self,
+        settings: ModelSettings,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        on_text: Any,
+        should_stop: Any = lambda: False,
+    ) -> ModelTurn:
         if "explode" in messages[-1]["content"]:
             raise RuntimeError("kaboom")
         return self._real.stream(settings, messages, tools, on_text, should_stop)
@@ -402,7 +427,9 @@ def test_twenty_channels_all_answered_none_lost(make_app, runtimes, fake_openai)
             with lock:
                 finals.append(e)
 
-    accepted = [rt.submit("fake", f"room{c}", "alice", f"hello {c}-{i}", sink=sink) for i in range(3) for c in range(20)]
+    accepted = [
+        rt.submit("fake", f"room{c}", "alice", f"hello {c}-{i}", sink=sink) for i in range(3) for c in range(20)
+    ]
     assert rt.wait_idle(180)
     assert len(finals) == 60 and all(isinstance(e, Done) for e in finals)
     with app.store.read() as conn:

@@ -42,8 +42,14 @@ class Serve:
         exe = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
         env[KEY_ENV] = "test-key"
-        self.proc = subprocess.Popen([exe, "--config", str(home), "serve", "--port", "0"], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+        self.proc = subprocess.Popen(
+            [exe, "--config", str(home), "serve", "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=REPO,
+        )
         self.lines: queue.Queue[str] = queue.Queue()
         self.stderr: list[str] = []
         threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put), daemon=True).start()
@@ -79,7 +85,8 @@ def serve(tmp_path: Path, fake_openai: FakeOpenAI) -> Iterator[Any]:
 
 @pytest.mark.parametrize("grace, outcome", [(0.3, "interrupted"), (20.0, "complete")])
 def test_sigterm_during_a_streamed_reply_stores_the_message_and_the_reply(
-        tmp_path, fake_openai, serve, grace, outcome) -> None:
+    tmp_path, fake_openai, serve, grace, outcome
+) -> None:
     config = f'[embedding]\nprovider = "none"\n[daemon]\nshutdown_grace_seconds = {grace}\n'
     home = write_home(tmp_path, config, {"fake": fake_persona(fake_openai.url)})
     fake_openai.chat_delay_per_token = 0.03  # 80 words: about 2.4 s of streaming
@@ -90,8 +97,9 @@ def test_sigterm_during_a_streamed_reply_stores_the_message_and_the_reply(
         body = {"persona": "fake", "channel": "general", "user": "alice", "message": "tell me a long story"}
         with client.stream("POST", "/v1/chat", json=body) as response:
             assert response.status_code == 200
-            queued = client.post("/v1/channels/general/messages",
-                                 json={"persona": "fake", "user": "bob", "text": "and then?"})
+            queued = client.post(
+                "/v1/channels/general/messages", json={"persona": "fake", "user": "bob", "text": "and then?"}
+            )
             assert queued.status_code == 202  # accepted behind the streaming turn
             for ev in read_sse(response.iter_lines()):
                 events.append(ev)
@@ -127,8 +135,15 @@ def test_sigterm_during_a_streamed_reply_stores_the_message_and_the_reply(
         fake_openai.chat_delay_per_token = 0.0
         again = serve(home)
         with httpx.Client(base_url=again.url, timeout=30) as client:
-            answered = wait_for(lambda: [m for m in client.get("/v1/channels/general/messages").json()["messages"]
-                                         if m["reply_to"] == waiting.id], 60, "the pending message's reply")
+            answered = wait_for(
+                lambda: [
+                    m
+                    for m in client.get("/v1/channels/general/messages").json()["messages"]
+                    if m["reply_to"] == waiting.id
+                ],
+                60,
+                "the pending message's reply",
+            )
         assert answered[0]["content"] == "echo: and then?"
         again.proc.send_signal(signal.SIGTERM)
         assert again.proc.wait(30) == 0
@@ -141,7 +156,10 @@ def test_agentd_post_prints_the_reply_of_a_running_daemon(daemons, fake_openai) 
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "Hello from the daemon."
     stored = d.messages("general")
-    assert [(m["role"], m["content"]) for m in stored] == [("user", "hi there"), ("assistant", "Hello from the daemon.")]
+    assert [(m["role"], m["content"]) for m in stored] == [
+        ("user", "hi there"),
+        ("assistant", "Hello from the daemon."),
+    ]
     refused = agentd_cli("post", "nowhere", "hi", "--url", d.url, config=d.home)
     assert refused.returncode == 2 and "bound to no persona" in refused.stderr
     down = agentd_cli("post", "general", "hi", "--url", "http://127.0.0.1:9", config=d.home)
@@ -152,9 +170,20 @@ def test_the_example_terminal_adapter_bridges_stdin_to_a_channel(daemons, fake_o
     d = daemons('[channels.general]\npersonas = ["fake"]\n')
     fake_openai.queue(Turn(text="First answer."), Turn(text="Second answer."))
     result = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "terminal_adapter.py"), "--url", d.url, "--channel", "general",
-         "--user", "tess"],
-        input="hello\nhow are you?\n", capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            str(REPO / "examples" / "terminal_adapter.py"),
+            "--url",
+            d.url,
+            "--channel",
+            "general",
+            "--user",
+            "tess",
+        ],
+        input="hello\nhow are you?\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert "fake> First answer." in result.stdout and "fake> Second answer." in result.stdout

@@ -14,9 +14,9 @@ import pytest
 
 from agentd.app import App
 from agentd.config import load_config
-from agentd.context.user_history import UserHistory, condense
 from agentd.embedders.local import LocalEmbedder
-from agentd.runtime import Done, Event, HistoryContext, MemoryContext, Runtime, TokenDelta
+from agentd.prompt.user_history import UserHistory, condense
+from agentd.runtime import Done, Event, HistoryContext, MemoryContext, Runtime
 from agentd.scopes import Scope
 from tests.conftest import agentd_cli, write_home
 
@@ -125,8 +125,9 @@ def test_the_recalled_exchange_is_injected_as_one_tagged_system_message_and_stor
     record = context_record(rt, events)
     app: App = rt._app  # noqa: SLF001
     with app.store.read() as conn:
-        stored = [m for m in app.store.messages.recent(conn, "general", 50, roles=("system",))
-                  if m.source == "user_history"]
+        stored = [
+            m for m in app.store.messages.recent(conn, "general", 50, roles=("system",)) if m.source == "user_history"
+        ]
     assert len(stored) == 1
     assert "My favourite database is SQLite because it is a single file" in stored[0].content
     assert record["budget"]["user_history_tokens"] > 0
@@ -145,14 +146,25 @@ def test_nothing_is_injected_when_nothing_matches(make_runtime) -> None:
 
 
 def recall_in(app: App, query: str, channel: str = "c", user: str = "alice") -> list[str]:
-    return [e.user_text for e in UserHistory(app.store, app.config.history).recall(channel, user, query, None).exchanges]
+    return [
+        e.user_text for e in UserHistory(app.store, app.config.history).recall(channel, user, query, None).exchanges
+    ]
 
 
-def post(app: App, content: str, author: str = "alice", channel: str = "c", role: str = "user",
-         source: str = "chat") -> int:
+def post(
+    app: App, content: str, author: str = "alice", channel: str = "c", role: str = "user", source: str = "chat"
+) -> int:
     with app.store.write() as conn:
-        return app.store.messages.add(conn, channel=channel, role=role, author=author, persona="buddy",
-                                      content=content, status="answered", source=source).id
+        return app.store.messages.add(
+            conn,
+            channel=channel,
+            role=role,
+            author=author,
+            persona="buddy",
+            content=content,
+            status="answered",
+            source=source,
+        ).id
 
 
 @pytest.fixture
@@ -216,10 +228,12 @@ def test_a_literal_substring_match_is_kept_even_below_the_overlap_threshold(tmp_
     app = App(load_config(home, environ={}), embedder=embedder)
     try:
         with app.store.write() as conn:
-            app.store.messages.add(conn, channel="c", role="user", author="alice", persona="buddy",
-                                   content="pineapple", status="answered")
-            app.store.messages.add(conn, channel="c", role="user", author="alice", persona="buddy",
-                                   content="apple pie", status="answered")
+            app.store.messages.add(
+                conn, channel="c", role="user", author="alice", persona="buddy", content="pineapple", status="answered"
+            )
+            app.store.messages.add(
+                conn, channel="c", role="user", author="alice", persona="buddy", content="apple pie", status="answered"
+            )
         history = UserHistory(app.store, app.config.history)
         query = "tell me about pineapple pizza toppings and crust options"
         # one shared word of seven: far below a ratio of 1.0, but "pineapple" is a literal substring
@@ -236,8 +250,9 @@ def test_seeds_are_deduplicated_case_insensitively(tmp_path, embedder) -> None:
     try:
         with app.store.write() as conn:
             for text in ["Rust RUST rust compiler Compiler", "rust Borrow checker borrow"]:
-                app.store.messages.add(conn, channel="c", role="user", author="alice", persona="buddy",
-                                       content=text, status="answered")
+                app.store.messages.add(
+                    conn, channel="c", role="user", author="alice", persona="buddy", content=text, status="answered"
+                )
         found = UserHistory(app.store, app.config.history).recall("c", "alice", "rust help", None)
         assert list(found.seeds) == ["borrow", "checker", "compiler"]
     finally:
@@ -249,11 +264,25 @@ def test_inspection_is_bounded_by_max_inspected(tmp_path, embedder) -> None:
     app = App(load_config(home, environ={}), embedder=embedder)
     try:
         with app.store.write() as conn:
-            app.store.messages.add(conn, channel="c", role="user", author="alice", persona="buddy",
-                                   content="the zebra topic", status="answered")
+            app.store.messages.add(
+                conn,
+                channel="c",
+                role="user",
+                author="alice",
+                persona="buddy",
+                content="the zebra topic",
+                status="answered",
+            )
             for i in range(20):
-                app.store.messages.add(conn, channel="c", role="user", author="alice", persona="buddy",
-                                       content=f"unrelated chatter {i}", status="answered")
+                app.store.messages.add(
+                    conn,
+                    channel="c",
+                    role="user",
+                    author="alice",
+                    persona="buddy",
+                    content=f"unrelated chatter {i}",
+                    status="answered",
+                )
         found = UserHistory(app.store, app.config.history).recall("c", "alice", "zebra topic", None)
         assert found.inspected == 5
         assert found.exchanges == ()  # the match is older than the newest five
@@ -280,8 +309,9 @@ def test_cjk_history_is_matched_and_cut_to_the_rune_limit(tmp_path, embedder) ->
     try:
         long = "我们明天去公园散步，然后去博物馆看展览，晚上一起吃火锅"
         with app.store.write() as conn:
-            app.store.messages.add(conn, channel="c", role="user", author="alice", persona="buddy",
-                                   content=long, status="answered")
+            app.store.messages.add(
+                conn, channel="c", role="user", author="alice", persona="buddy", content=long, status="answered"
+            )
         found = UserHistory(app.store, app.config.history).recall("c", "alice", "公园散步怎么样", None)
         (exchange,) = found.exchanges
         assert len(exchange.user_text) <= 16 and exchange.user_text.endswith("…")
@@ -293,21 +323,43 @@ def test_cjk_history_is_matched_and_cut_to_the_rune_limit(tmp_path, embedder) ->
 def test_budget_cli_shows_the_user_history_section(tmp_path) -> None:
     config = write_home(tmp_path, "[history]\nrecent_window = 0\n", {"buddy": OFFLINE})
     lines = ["My favourite database is SQLite", *[FILLER] * 6]
-    chat = agentd_cli("chat", "buddy", "--channel", "general", "--user", "alice", config=config,
-                      input="\n".join(lines) + "\n")
+    chat = agentd_cli(
+        "chat", "buddy", "--channel", "general", "--user", "alice", config=config, input="\n".join(lines) + "\n"
+    )
     assert chat.returncode == 0, chat.stderr
-    result = agentd_cli("budget", "buddy", "--channel", "general", "--user", "alice",
-                        "--message", "why SQLite database?", config=config)
+    result = agentd_cli(
+        "budget", "buddy", "--channel", "general", "--user", "alice", "--message", "why SQLite database?", config=config
+    )
     assert result.returncode == 0, result.stderr
     assert "user history" in result.stdout
     assert "My favourite database is SQLite" in result.stdout
-    as_json = agentd_cli("budget", "buddy", "--channel", "general", "--user", "alice",
-                         "--message", "why SQLite database?", "--json", config=config)
+    as_json = agentd_cli(
+        "budget",
+        "buddy",
+        "--channel",
+        "general",
+        "--user",
+        "alice",
+        "--message",
+        "why SQLite database?",
+        "--json",
+        config=config,
+    )
     import json
 
     assert json.loads(as_json.stdout)["user_history_tokens"] > 0
-    asked = agentd_cli("chat", "buddy", "--channel", "general", "--user", "alice", "--json",
-                       "--message", "why SQLite database?", config=config)
+    asked = agentd_cli(
+        "chat",
+        "buddy",
+        "--channel",
+        "general",
+        "--user",
+        "alice",
+        "--json",
+        "--message",
+        "why SQLite database?",
+        config=config,
+    )
     events = [json.loads(line) for line in asked.stdout.splitlines()]
     (recalled,) = [e for e in events if e["type"] == "history_context"]
     assert recalled["snippets"][0]["user"] == "My favourite database is SQLite"

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query
 
 from agentd import __version__
 from agentd.api.state import Daemon, daemon
-from agentd.context.preview import preview
+from agentd.prompt.preview import preview
 
 router = APIRouter(tags=["admin"])
 
@@ -29,11 +29,18 @@ def personas(d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     rows = []
     for p in d.app.personas.values():
         window = d.app.windows.window_for(p.model, p.context_window)
-        rows.append({
-            "name": p.name, "model": p.model, "description": p.description, "context_window": window.tokens,
-            "window_source": window.source, "output_reserve": p.max_tokens, "channels": list(p.channels),
-            "skills": list(p.skills),
-        })
+        rows.append(
+            {
+                "name": p.name,
+                "model": p.model,
+                "description": p.description,
+                "context_window": window.tokens,
+                "window_source": window.source,
+                "output_reserve": p.max_tokens,
+                "channels": list(p.channels),
+                "skills": list(p.skills),
+            }
+        )
     bindings = {name: list(c.personas) for name, c in d.app.config.channels.items() if c.personas}
     return {"personas": rows, "channel_bindings": bindings}
 

@@ -28,13 +28,19 @@ async def post_message(channel: str, body: ChannelPost, d: Annotated[Daemon, Dep
     """
     persona = d.persona_for(channel, body.persona)
     accepted = await run_in_threadpool(
-        lambda: d.runtime.submit(persona, channel, body.user, body.text,
-                                 disable_memory=body.disable_memory, source="channel")
+        lambda: d.runtime.submit(
+            persona, channel, body.user, body.text, disable_memory=body.disable_memory, source="channel"
+        )
     )
     d.hub.wake(channel)
     return JSONResponse(
-        {"id": accepted.message_id, "channel": channel, "persona": persona, "request_id": accepted.request_id,
-         "status": "accepted"},
+        {
+            "id": accepted.message_id,
+            "channel": channel,
+            "persona": persona,
+            "request_id": accepted.request_id,
+            "status": "accepted",
+        },
         status_code=202,
     )
 

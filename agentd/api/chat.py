@@ -31,8 +31,15 @@ async def chat(body: ChatRequest, d: Annotated[Daemon, Depends(daemon)]) -> Stre
     persona = d.persona_for(body.channel, body.persona)
     bridge = EventBridge(asyncio.get_running_loop())
     accepted = await run_in_threadpool(
-        lambda: d.runtime.submit(persona, body.channel, body.user, body.message,
-                                 disable_memory=body.disable_memory, sink=bridge.sink, source="chat")
+        lambda: d.runtime.submit(
+            persona,
+            body.channel,
+            body.user,
+            body.message,
+            disable_memory=body.disable_memory,
+            sink=bridge.sink,
+            source="chat",
+        )
     )
     d.hub.wake(body.channel)
     headers = {**HEADERS, "X-Agentd-Message-Id": str(accepted.message_id), "X-Agentd-Request-Id": accepted.request_id}

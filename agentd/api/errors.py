@@ -55,8 +55,9 @@ def error_body(code: str, message: str, field: str | None = None) -> dict[str, A
     return {"error": {"code": code, "field": field, "message": message}}
 
 
-def error_response(status: int, code: str, message: str, field: str | None = None,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    status: int, code: str, message: str, field: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
     """A JSON error response."""
     return JSONResponse(error_body(code, message, field), status_code=status, headers=headers)
 
@@ -111,8 +112,9 @@ def install(api: FastAPI) -> None:
         first = errors[0] if errors else {"loc": ("body",), "msg": "is invalid", "type": ""}
         if first.get("type") == "json_invalid":
             ctx = first.get("ctx") or {}
-            return error_response(400, "malformed_json", f"the body is not valid JSON: {ctx.get('error', 'parse error')}",
-                                  "body")
+            return error_response(
+                400, "malformed_json", f"the body is not valid JSON: {ctx.get('error', 'parse error')}", "body"
+            )
         loc = tuple(first.get("loc", ("body",)))
         if loc == ("body",) and first.get("type") == "missing":
             return error_response(422, "invalid_input", "a JSON object is required", "body")

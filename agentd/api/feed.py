@@ -72,8 +72,13 @@ class ChannelHub:
         loop = self._loop
         if loop is None or turn.channel not in self._subscribers:
             return
-        payload = {**event.as_json(), "persona": turn.persona, "channel": turn.channel,
-                   "request_id": turn.request_id, "user_message_id": turn.message_id}
+        payload = {
+            **event.as_json(),
+            "persona": turn.persona,
+            "channel": turn.channel,
+            "request_id": turn.request_id,
+            "user_message_id": turn.message_id,
+        }
         try:
             loop.call_soon_threadsafe(self._publish, turn.channel, _Live(event, payload))
         except RuntimeError:  # loop closed during shutdown
@@ -144,8 +149,13 @@ class ChannelHub:
                     continue
                 if item is _CLOSE:
                     if not self._closed:
-                        yield frame("error", {"code": "overflow",
-                                              "message": "this reader fell too far behind; reconnect with Last-Event-ID"})
+                        yield frame(
+                            "error",
+                            {
+                                "code": "overflow",
+                                "message": "this reader fell too far behind; reconnect with Last-Event-ID",
+                            },
+                        )
                     return
                 if item is _WAKE:
                     catch_up = True

@@ -45,13 +45,17 @@ def check_bind(host: str, api_key: str) -> None:
         )
 
 
-async def _send_json(send: Send, status: int, body: dict[str, Any], headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+async def _send_json(
+    send: Send, status: int, body: dict[str, Any], headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
     data = json.dumps(body).encode()
-    await send({
-        "type": "http.response.start",
-        "status": status,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *headers],
-    })
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *headers],
+        }
+    )
     await send({"type": "http.response.body", "body": data})
 
 
@@ -82,9 +86,11 @@ class ApiKeyGuard:
             return
         reason = "a valid API key is required" if given is None else "the API key is not valid"
         await _send_json(
-            send, 401,
-            error_body("unauthorized", f"{reason}: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'",
-                       "Authorization"),
+            send,
+            401,
+            error_body(
+                "unauthorized", f"{reason}: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'", "Authorization"
+            ),
             [(b"www-authenticate", b'Bearer realm="agentd"')],
         )
 
@@ -113,13 +119,20 @@ class BodyLimit:
             try:
                 size = int(declared)
             except ValueError:
-                await _send_json(send, 400, error_body("bad_request", "Content-Length is not a number", "Content-Length"))
+                await _send_json(
+                    send, 400, error_body("bad_request", "Content-Length is not a number", "Content-Length")
+                )
                 return
             if size > self._limit:
-                await _send_json(send, 413, error_body(
-                    "body_too_large",
-                    f"the request body is {size} bytes; the limit is {self._limit} bytes (daemon.max_body_bytes)",
-                    "body"))
+                await _send_json(
+                    send,
+                    413,
+                    error_body(
+                        "body_too_large",
+                        f"the request body is {size} bytes; the limit is {self._limit} bytes (daemon.max_body_bytes)",
+                        "body",
+                    ),
+                )
                 return
         received = 0
         limit = self._limit

@@ -1,7 +1,7 @@
 """The memory service over HTTP (seed 003): search, context, add, import, list, forget.
 
 ``/v1/memory/search`` and ``/v1/memory/context`` share one search function
-(:func:`agentd.memory.context.search`, over :meth:`MemoryService.search`). The
+(:func:`agentd.memory.known_facts.search`, over :meth:`MemoryService.search`). The
 routes are plain functions: FastAPI runs them on its thread pool, off the event
 loop, since embedding and SQLite calls block.
 """
@@ -15,9 +15,9 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 
 from agentd._exceptions import InvalidInput, NotFound
-from agentd.api.schemas import AddMemory, ContextRequest, ImportRequest, SearchRequest
+from agentd.api.schemas import AddMemory, ImportRequest, KnownFactsRequest, SearchRequest
 from agentd.api.state import Daemon, daemon
-from agentd.memory import context as memory_context
+from agentd.memory import known_facts
 from agentd.memory.importer import parse_line, parse_timestamp
 from agentd.scopes import GLOBAL, Scope, check_identifier
 from agentd.store.memories import NewMemory
@@ -49,13 +49,20 @@ def search(body: SearchRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[s
     _check_optional("channel", body.channel)
     personas = _personas(d, body.persona)
     limit = body.limit or d.app.config.memory.limit
-    hits = memory_context.search(d.app.memory, body.query, personas, user=body.userId, channel=body.channel,
-                                 limit=limit, min_relevance=body.minScore)
+    hits = known_facts.search(
+        d.app.memory,
+        body.query,
+        personas,
+        user=body.userId,
+        channel=body.channel,
+        limit=limit,
+        min_relevance=body.minScore,
+    )
     return {"results": [{**h.as_result(), "persona": h.memory.persona} for h in hits], "total_found": len(hits)}
 
 
 @router.post("/v1/memory/context")
-def context(body: ContextRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
+def context(body: KnownFactsRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """Seed 003: the ``## Known Facts (from memory)`` block for a query, within a token budget.
 
     Defaults: ``tokenBudget`` 2000, ``limit`` 20. Memories are taken best score
@@ -67,9 +74,16 @@ def context(body: ContextRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict
     cfg = d.app.config.memory
     personas = _personas(d, body.persona)
     budget = body.tokenBudget or cfg.token_budget
-    hits = memory_context.search(d.app.memory, body.query, personas, user=body.userId, channel=body.channel,
-                                 limit=body.limit or cfg.limit, min_relevance=body.minScore)
-    return memory_context.known_facts(hits, budget, _count(d, personas)).as_json()
+    hits = known_facts.search(
+        d.app.memory,
+        body.query,
+        personas,
+        user=body.userId,
+        channel=body.channel,
+        limit=body.limit or cfg.limit,
+        min_relevance=body.minScore,
+    )
+    return known_facts.known_facts(hits, budget, _count(d, personas)).as_json()
 
 
 def _scope(body: AddMemory) -> Scope:
@@ -87,8 +101,9 @@ def _scope(body: AddMemory) -> Scope:
 def add(body: AddMemory, d: Annotated[Daemon, Depends(daemon)]) -> JSONResponse:
     """Store a memory (201), or find the identical one already stored (200, ``created: false``)."""
     created_at = parse_timestamp(body.created_at) if body.created_at is not None else None
-    memory, created = d.app.memory.add(body.persona, _scope(body), body.text, body.category, body.metadata,
-                                       created_at=created_at)
+    memory, created = d.app.memory.add(
+        body.persona, _scope(body), body.text, body.category, body.metadata, created_at=created_at
+    )
     return JSONResponse({"memory": memory.as_json(), "created": created}, status_code=201 if created else 200)
 
 
@@ -110,8 +125,12 @@ def import_(body: ImportRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[
             skipped.append({"index": index, "reason": str(exc)})
     results = d.app.memory.add_many(valid) if valid else []
     added = sum(1 for _id, created in results if created)
-    return {"added": added, "duplicates": len(results) - added, "skipped": skipped,
-            "ids": [mid for mid, _created in results]}
+    return {
+        "added": added,
+        "duplicates": len(results) - added,
+        "skipped": skipped,
+        "ids": [mid for mid, _created in results],
+    }
 
 
 @router.get("/v1/memories")

@@ -48,7 +48,7 @@ class SearchRequest(_Body):
     minScore: float | None = Field(None, ge=0.0, le=1.0, description="Default: memory.min_score.")  # noqa: N815
 
 
-class ContextRequest(_Body):
+class KnownFactsRequest(_Body):
     """``POST /v1/memory/context`` (seed 003)."""
 
     userId: str = Field(description="Whose memories may be used (plus global and channel ones).")  # noqa: N815
@@ -76,7 +76,11 @@ class AddMemory(_Body):
 class ImportRequest(_Body):
     """``POST /v1/memories/import``: a batch, stored in one transaction or not at all."""
 
-    memories: list[dict[str, Any]] = Field(max_length=MAX_IMPORT, description=(
-        'Items as in `agentd memory import`: {"text", "persona", "scope", "category", "metadata", "created_at"}.'))
+    memories: list[dict[str, Any]] = Field(
+        max_length=MAX_IMPORT,
+        description=(
+            'Items as in `agentd memory import`: {"text", "persona", "scope", "category", "metadata", "created_at"}.'
+        ),
+    )
     persona: str | None = Field(None, description="Persona for items that name none.")
     skip_invalid: bool = Field(False, description="Store the valid items and report the rest (default: refuse all).")

@@ -94,16 +94,20 @@ class DaemonServer:
     thread); ``request_stop()`` asks for the same shutdown from any thread.
     """
 
-    def __init__(self, app: App, host: str, port: int, *, llm: ChatModel | None = None,
-                 resume_pending: bool | None = None) -> None:
+    def __init__(
+        self, app: App, host: str, port: int, *, llm: ChatModel | None = None, resume_pending: bool | None = None
+    ) -> None:
         cfg = app.config
         check_bind(host, cfg.daemon.api_key)
         for channel, entry in cfg.channels.items():
             known = set(app.personas)
             unknown = [name for name in entry.personas if name not in known]
             if unknown:  # fail at start, before listening, naming the key
-                raise ConfigError(cfg.source, f"channels.{channel}.personas",
-                                  f"unknown persona {unknown[0]!r}; known: {', '.join(app.personas) or 'none'}")
+                raise ConfigError(
+                    cfg.source,
+                    f"channels.{channel}.personas",
+                    f"unknown persona {unknown[0]!r}; known: {', '.join(app.personas) or 'none'}",
+                )
         self.app = app
         self.sock = bind_socket(host, port)
         self.host = host
@@ -115,8 +119,15 @@ class DaemonServer:
         api = create_api(Daemon(app, self.runtime, self.hub), resume_pending=resume_pending)
         # The event loop and HTTP parser are named, not "auto": what else happens to be
         # installed (uvloop, httptools) must not change how the daemon drains and stops.
-        config = uvicorn.Config(api, log_config=None, access_log=False, lifespan="on", loop="asyncio", http="h11",
-                                timeout_graceful_shutdown=CONNECTION_GRACE_SECONDS)
+        config = uvicorn.Config(
+            api,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            loop="asyncio",
+            http="h11",
+            timeout_graceful_shutdown=CONNECTION_GRACE_SECONDS,
+        )
         self.server = _Server(config, self._stop_runtime, self.hub)
 
     @property

@@ -8,8 +8,8 @@ from rich.table import Table
 from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
-from agentd.context.budget import ContextBudget
-from agentd.context.preview import preview
+from agentd.prompt.budget import ContextBudget
+from agentd.prompt.preview import preview
 
 BAR_WIDTH = 30
 
@@ -24,7 +24,11 @@ def budget_table(b: ContextBudget, has_message: bool = True) -> Table:
     table = Table("section", "tokens", "share", "", "detail")
     rows = [
         ("system prompt", b.system_tokens, "never dropped"),
-        ("project (AGENTS.md)", b.project_tokens, "truncated" if b.project_truncated else ("" if b.project_tokens else "none")),
+        (
+            "project (AGENTS.md)",
+            b.project_tokens,
+            "truncated" if b.project_truncated else ("" if b.project_tokens else "none"),
+        ),
         ("memories", b.memory_tokens, f"{b.memories_included} included, {b.memories_dropped} dropped"),
         ("user history", b.user_history_tokens, f"{b.snippets_dropped} snippets dropped" if b.snippets_dropped else ""),
         ("history", b.history_tokens, f"{b.history_messages} of {b.history_available} messages"),
@@ -45,7 +49,11 @@ def budget_table(b: ContextBudget, has_message: bool = True) -> Table:
 @click.argument("persona")
 @click.option("--channel", "-c", required=True, help="Channel whose prompt to assemble.")
 @click.option("--user", "-u", help="Sender whose user-scoped memories and past exchanges count.")
-@click.option("--message", "-m", help="The next message (default: none; memories are recalled for the channel's last user message).")
+@click.option(
+    "--message",
+    "-m",
+    help="The next message (default: none; memories are recalled for the channel's last user message).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the ContextBudget as JSON.")
 @pass_app
 def budget(app: App, persona: str, channel: str, user: str | None, message: str | None, as_json: bool) -> None:
@@ -69,7 +77,9 @@ def budget(app: App, persona: str, channel: str, user: str | None, message: str 
     if ctx.memories:
         out.print("memories injected:")
         for hit in ctx.memories:
-            out.print(f"  {hit.score:.2f}  {hit.memory.text}  ({hit.memory.category}, {hit.memory.scope}, id {hit.memory.id})")
+            out.print(
+                f"  {hit.score:.2f}  {hit.memory.text}  ({hit.memory.category}, {hit.memory.scope}, id {hit.memory.id})"
+            )
     if ctx.user_history:
         out.print(f"past exchanges recalled (seeds: {', '.join(recalled.seeds) or 'none'}):")
         for snippet in ctx.user_history:

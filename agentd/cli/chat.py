@@ -40,8 +40,10 @@ def show(event: Event) -> None:
         err.print(f"[dim]← {event.name}: {'ok' if event.error is None else event.error['message']}[/]")
     elif isinstance(event, Done):
         sys.stdout.write("\n")
-        err.print(f"[dim](reply {event.message_id}; {event.budget.get('total_tokens', 0):,} prompt tokens; "
-                  f"`agentd inspect {event.message_id}` shows what it was given)[/]")
+        err.print(
+            f"[dim](reply {event.message_id}; {event.budget.get('total_tokens', 0):,} prompt tokens; "
+            f"`agentd inspect {event.message_id}` shows what it was given)[/]"
+        )
     elif isinstance(event, Error):
         sys.stdout.write("\n")
         err.print(f"[red]error ({event.code}):[/] {event.message}")
@@ -55,8 +57,9 @@ def show(event: Event) -> None:
 @click.option("--no-memory", is_flag=True, help="Do not recall memories for these messages.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
 @pass_app
-def chat(app: App, persona: str, channel: str | None, user: str | None, message: str | None, no_memory: bool,
-         as_json: bool) -> None:
+def chat(
+    app: App, persona: str, channel: str | None, user: str | None, message: str | None, no_memory: bool, as_json: bool
+) -> None:
     """Chat with PERSONA; recalled memories are shown before each streamed reply.
 
     Interactive without --message: one line per message, Ctrl-D or /quit to leave.

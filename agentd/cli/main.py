@@ -78,8 +78,17 @@ def cli(config_path: str | None) -> None:
 def _register() -> None:
     from agentd.cli import budget, chat, db, doctor, inspect, memory, personas, post, serve
 
-    for command in (memory.memory, db.db, doctor.doctor, personas.personas, budget.budget, chat.chat, inspect.inspect,
-                    serve.serve, post.post):
+    for command in (
+        memory.memory,
+        db.db,
+        doctor.doctor,
+        personas.personas,
+        budget.budget,
+        chat.chat,
+        inspect.inspect,
+        serve.serve,
+        post.post,
+    ):
         cli.add_command(command)
 
 

@@ -37,7 +37,7 @@ def _metadata(raw: str | None) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise InvalidInput("--metadata", f"not valid JSON: {exc.msg} at column {exc.colno}") from None
     if not isinstance(value, dict):
-        raise InvalidInput("--metadata", "must be a JSON object, e.g. '{\"source\": \"crm\"}'")
+        raise InvalidInput("--metadata", 'must be a JSON object, e.g. \'{"source": "crm"}\'')
     return value
 
 
@@ -118,7 +118,15 @@ def search(
     table = Table("id", "score", "relevance", "category", "scope", "text", "created")
     for h in hits:
         m = h.memory
-        table.add_row(str(m.id), f"{h.score:.2f}", f"{h.relevance:.2f}", m.category, str(m.scope), m.text, m.created_at.date().isoformat())
+        table.add_row(
+            str(m.id),
+            f"{h.score:.2f}",
+            f"{h.relevance:.2f}",
+            m.category,
+            str(m.scope),
+            m.text,
+            m.created_at.date().isoformat(),
+        )
     out.print(table)
 
 
@@ -204,7 +212,7 @@ def reembed(app: App, yes: bool, as_json: bool) -> None:
 
     embedder = app.embedder
     if embedder is None:
-        raise InvalidInput("embedding.provider", "is \"none\"; configure a model to re-embed with")
+        raise InvalidInput("embedding.provider", 'is "none"; configure a model to re-embed with')
     space = app.store.embedding_space()
     if not yes and not as_json:
         was = f"{space.model_id} ({space.dimension}-d)" if space else "no model"

@@ -63,12 +63,21 @@ def _login() -> str:
 @click.option("--persona", "-p", help="Who answers (default: the persona bound to the channel).")
 @click.option("--user", "-u", help="Who you are (default: your login name).")
 @click.option("--url", envvar="AGENTD_URL", help="The daemon (default: http://[daemon] host:port, or $AGENTD_URL).")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=300.0, show_default=True,
-              help="Seconds to wait for the reply.")
+@click.option(
+    "--timeout", type=click.FloatRange(min=0.1), default=300.0, show_default=True, help="Seconds to wait for the reply."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the stored reply as JSON.")
 @pass_app
-def post(app: App, channel: str, text: str, persona: str | None, user: str | None, url: str | None,
-         timeout: float, as_json: bool) -> None:
+def post(
+    app: App,
+    channel: str,
+    text: str,
+    persona: str | None,
+    user: str | None,
+    url: str | None,
+    timeout: float,
+    as_json: bool,
+) -> None:
     """Post TEXT to CHANNEL on a running daemon and print the persona's reply.
 
     The message goes through the channel adapter API (as any adapter's would):

@@ -11,7 +11,9 @@ from agentd.cli.main import pass_app
 
 
 @click.command()
-@click.option("--host", help="Address to listen on (default: [daemon] host, 127.0.0.1). Beyond loopback needs an API key.")
+@click.option(
+    "--host", help="Address to listen on (default: [daemon] host, 127.0.0.1). Beyond loopback needs an API key."
+)
 @click.option("--port", type=click.IntRange(0, 65535), help="Port (default: [daemon] port, 8765; 0: any free port).")
 @pass_app
 def serve(app: App, host: str | None, port: int | None) -> None:

@@ -164,7 +164,9 @@ class LocalEmbedder:
         self.words = spec.words
         self._batch_size = max(1, min(batch_size, spec.max_batch))
         onnx = _verified(spec.onnx(), spec.onnx_sha256, f"the ONNX model of {spec.name}")
-        tokenizer = Tokenizer.from_file(str(_verified(spec.tokenizer(), spec.tokenizer_sha256, f"the tokenizer of {spec.name}")))
+        tokenizer = Tokenizer.from_file(
+            str(_verified(spec.tokenizer(), spec.tokenizer_sha256, f"the tokenizer of {spec.name}"))
+        )
         tokenizer.enable_truncation(spec.max_tokens)
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch
         self._tokenizer = tokenizer

@@ -74,5 +74,7 @@ class LitellmEmbedder:
             if self._dimension is None and len(rows):
                 self._dimension = vectors.shape[1]
             elif len(rows) and vectors.shape[1] != self._dimension:
-                raise EmbedderError(f"{self.model_id!r} returned {vectors.shape[1]}-d vectors, expected {self._dimension}")
+                raise EmbedderError(
+                    f"{self.model_id!r} returned {vectors.shape[1]}-d vectors, expected {self._dimension}"
+                )
         return vectors

@@ -26,9 +26,15 @@ CONTEXT_WINDOW = 32_768
 _registered = threading.Event()
 _lock = threading.Lock()
 
-_REMEMBER = re.compile(r"^\s*(?:please\s+)?(?:remember|note|don'?t forget|do not forget)\s*(?:that|:)?\s+(.+?)\s*[.!]?\s*$", re.I | re.S)
-_RECALL = re.compile(r"(?:what do you (?:remember|know) about|recall|search (?:your )?memory for)\s+(.+?)\s*\??\s*$", re.I | re.S)
-_DELEGATE = re.compile(r"^\s*(?:please\s+)?(?:ask|delegate to)\s+([a-z0-9][a-z0-9_-]*)\s*(?:to|:)\s*(.+?)\s*$", re.I | re.S)
+_REMEMBER = re.compile(
+    r"^\s*(?:please\s+)?(?:remember|note|don'?t forget|do not forget)\s*(?:that|:)?\s+(.+?)\s*[.!]?\s*$", re.I | re.S
+)
+_RECALL = re.compile(
+    r"(?:what do you (?:remember|know) about|recall|search (?:your )?memory for)\s+(.+?)\s*\??\s*$", re.I | re.S
+)
+_DELEGATE = re.compile(
+    r"^\s*(?:please\s+)?(?:ask|delegate to)\s+([a-z0-9][a-z0-9_-]*)\s*(?:to|:)\s*(.+?)\s*$", re.I | re.S
+)
 _MEMORY_LINE = re.compile(r'^- (".*") \((.*), relevance: ([0-9.]+)\)$')
 _PREFERENCE = re.compile(r"\b(like|love|prefer|favou?rite|hate|enjoy|dislike)", re.I)
 _DECISION = re.compile(r"\b(decided|agreed|will|going to|chose)\b", re.I)
@@ -88,14 +94,18 @@ def _after_tools(messages: list[dict[str, Any]]) -> str:
         except json.JSONDecodeError:
             result = {"error": _content(message)}
         if "error" in result:
-            parts.append(f"The {name or 'tool'} call failed: {result['error'].get('message') if isinstance(result['error'], dict) else result['error']}")
+            parts.append(
+                f"The {name or 'tool'} call failed: {result['error'].get('message') if isinstance(result['error'], dict) else result['error']}"
+            )
         elif name == "remember" or "stored" in result:
             verb = "I will remember" if result.get("stored") else "I already knew"
             parts.append(f'Noted. {verb}: "{result.get("text")}".')
         elif name == "recall" or "results" in result:
             items = result.get("results") or []
             listed = "; ".join(f'"{r["text"]}" ({r["score"]:.2f})' for r in items)
-            parts.append(f"I found {len(items)} memories: {listed}." if items else "I found nothing in memory about that.")
+            parts.append(
+                f"I found {len(items)} memories: {listed}." if items else "I found nothing in memory about that."
+            )
         elif name == "delegate" or "answer" in result:
             parts.append(f"{result.get('persona', 'The other persona')} answered: {result.get('answer', '')}")
         else:
@@ -103,7 +113,9 @@ def _after_tools(messages: list[dict[str, Any]]) -> str:
     return " ".join(reversed(parts))
 
 
-def plan(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+def plan(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
     """The offline model's whole behaviour: (text, tool calls) for a conversation."""
     if messages and messages[-1].get("role") == "tool":
         return _after_tools(messages), []
@@ -127,7 +139,11 @@ def plan(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> 
         lines.append("I have no stored memories that bear on this.")
     earlier = sum(1 for m in messages if m.get("role") == "system" and _content(m).startswith("## Earlier exchanges"))
     if earlier:
-        history = next(_content(m) for m in messages if m.get("role") == "system" and _content(m).startswith("## Earlier exchanges"))
+        history = next(
+            _content(m)
+            for m in messages
+            if m.get("role") == "system" and _content(m).startswith("## Earlier exchanges")
+        )
         lines.append(f"We have talked about this before ({history.count(chr(10) + '- ')} earlier exchanges recalled).")
     return " ".join(lines), []
 
@@ -142,11 +158,21 @@ def _chunks(text: str, calls: list[tuple[str, dict[str, Any]]], usage: dict[str,
             "finish_reason": "",
             "usage": None,
             "index": 0,
-            "tool_use": {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
-                         "function": {"name": name, "arguments": json.dumps(args)}, "index": i},
+            "tool_use": {
+                "id": f"call_{uuid.uuid4().hex[:12]}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+                "index": i,
+            },
         }
-    yield {"text": "", "is_finished": True, "finish_reason": "tool_calls" if calls else "stop", "usage": usage,
-           "index": 0, "tool_use": None}
+    yield {
+        "text": "",
+        "is_finished": True,
+        "finish_reason": "tool_calls" if calls else "stop",
+        "usage": usage,
+        "index": 0,
+        "tool_use": None,
+    }
 
 
 def _usage(messages: list[dict[str, Any]], text: str, calls: list[tuple[str, dict[str, Any]]]) -> dict[str, int]:

@@ -1,7 +1,7 @@
 """Long-term memory: the service every caller uses, and its search results."""
 
 from agentd.memory.importer import ImportReport
-from agentd.memory.search import MemoryHit
+from agentd.memory.ranking import MemoryHit
 from agentd.memory.service import MemoryService
 from agentd.store.memories import Memory, NewMemory
 

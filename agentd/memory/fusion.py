@@ -83,9 +83,7 @@ class Fusion:
             pick(config.date_weight, words.date_weight),
         )
 
-    def merge(
-        self, dense: Sequence[tuple[int, float]], lexical: Sequence[tuple[int, float]]
-    ) -> dict[int, Evidence]:
+    def merge(self, dense: Sequence[tuple[int, float]], lexical: Sequence[tuple[int, float]]) -> dict[int, Evidence]:
         """``{memory_id: Evidence}`` for every candidate of either side.
 
         ``dense`` is ``(id, cosine)`` best first, ``lexical`` ``(id, bm25)``.
@@ -96,9 +94,7 @@ class Fusion:
         found = {mid: Evidence(cosine) for mid, cosine in dense}
         for mid, score in lexical:
             seen = found.get(mid)
-            found[mid] = (
-                Evidence(seen.cosine, score) if seen is not None else Evidence(floor, score, dense_known=False)
-            )
+            found[mid] = Evidence(seen.cosine, score) if seen is not None else Evidence(floor, score, dense_known=False)
         return found
 
     def effective_cosine(self, evidence: Evidence, best_bm25: float, on_named_day: bool = False) -> float:

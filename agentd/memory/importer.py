@@ -54,9 +54,7 @@ def parse_timestamp(value: object, field_name: str = "created_at") -> datetime:
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
-def parse_line(
-    raw: str, default_persona: str | None, validate: Callable[[NewMemory], NewMemory]
-) -> NewMemory:
+def parse_line(raw: str, default_persona: str | None, validate: Callable[[NewMemory], NewMemory]) -> NewMemory:
     """One JSONL line as a validated :class:`NewMemory` (raises :class:`InvalidInput`)."""
     try:
         obj = json.loads(raw)

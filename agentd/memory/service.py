@@ -23,7 +23,7 @@ from agentd.memory.dates import query_dates
 from agentd.memory.fusion import Fusion
 from agentd.memory.importer import ImportReport, iter_lines, parse_line
 from agentd.memory.query import lexical_terms
-from agentd.memory.search import MemoryHit, rank
+from agentd.memory.ranking import MemoryHit, rank
 from agentd.relevance import DEFAULT_WORDS, Recency
 from agentd.scopes import Reach, Scope
 from agentd.store import Store
@@ -109,7 +109,8 @@ class MemoryService:
         context = item.metadata.get(lexical_table.CONTEXT_KEY)
         if context is not None and (not isinstance(context, str) or len(context) > self._config.max_text_chars):
             raise InvalidInput(
-                f"metadata.{lexical_table.CONTEXT_KEY}", f"must be a string of at most {self._config.max_text_chars} characters"
+                f"metadata.{lexical_table.CONTEXT_KEY}",
+                f"must be a string of at most {self._config.max_text_chars} characters",
             )
         if not isinstance(item.scope, Scope):
             raise InvalidInput("scope", "must be global, channel:NAME or user:ID")
@@ -128,9 +129,7 @@ class MemoryService:
         source_message_id: int | None = None,
     ) -> tuple[Memory, bool]:
         """Store one memory; return it and whether it was new (False: an identical one exists)."""
-        item = self.validate(
-            NewMemory(persona, scope, category, text, metadata or {}, created_at, source_message_id)
-        )
+        item = self.validate(NewMemory(persona, scope, category, text, metadata or {}, created_at, source_message_id))
         ((mid, created),) = self.add_many([item])
         with self._store.read() as conn:
             memory = self._store.memories.get(conn, mid)
@@ -300,8 +299,14 @@ class MemoryService:
             candidates = self._fusion.merge(nearest, matched)
             # Rank on ids and dates; load whole rows (text, metadata) for the winners only.
             ranked = rank(
-                candidates, self._store.memories.created_at(conn, list(candidates)), embedder.calibration,
-                self._recency, now or utcnow(), limit, threshold, self._fusion,
+                candidates,
+                self._store.memories.created_at(conn, list(candidates)),
+                embedder.calibration,
+                self._recency,
+                now or utcnow(),
+                limit,
+                threshold,
+                self._fusion,
                 query_dates(query) if mode == "hybrid" and self._fusion.date_weight > 0 else (),
             )
             memories = self._store.memories.fetch(conn, [r.id for r in ranked])
@@ -312,8 +317,8 @@ class MemoryService:
     def _require_embedder(self) -> Embedder:
         if self._embedder is None:
             raise EmbedderUnavailable(
-                "no embedding model is configured ([embedding] provider = \"none\"); "
-                "semantic memory search needs one: set provider = \"local\" or \"litellm\""
+                'no embedding model is configured ([embedding] provider = "none"); '
+                'semantic memory search needs one: set provider = "local" or "litellm"'
             )
         return self._embedder
 

@@ -51,6 +51,10 @@ class PersonaActor(pykka.ThreadingActor):
     ) -> None:
         """Report the crash (and the turn it interrupted) to the supervisor."""
         self._supervisor.tell(
-            ActorCrashed(self._key, self._current, f"{getattr(exception_type, '__name__', 'Error')}: {exception_value}",
-                         self._generation)
+            ActorCrashed(
+                self._key,
+                self._current,
+                f"{getattr(exception_type, '__name__', 'Error')}: {exception_value}",
+                self._generation,
+            )
         )

@@ -25,11 +25,11 @@ import structlog
 
 from agentd._exceptions import AgentdError, SkillError
 from agentd.config import Config
-from agentd.context.builder import ContextBuilder
-from agentd.context.user_history import HistoryRecall, UserHistory, normalise, seeded_query
 from agentd.llm.chat import ChatModel, ModelSettings, ToolCallRequest, Usage
 from agentd.memory import MemoryService
 from agentd.personas import Persona, Personas
+from agentd.prompt.builder import ContextBuilder
+from agentd.prompt.user_history import HistoryRecall, UserHistory, normalise, seeded_query
 from agentd.runtime.events import (
     Done,
     Error,
@@ -44,7 +44,7 @@ from agentd.runtime.events import (
 from agentd.runtime.messages import Turn
 from agentd.runtime.retrieval import Retrieval, Retriever
 from agentd.scopes import Reach
-from agentd.skills import SkillContext, build_registry
+from agentd.skills import Caller, build_registry
 from agentd.skills.delegate import DelegateRunner
 from agentd.store import Store
 
@@ -156,7 +156,9 @@ class Responder:
                 turn.draft.append(text)
                 turn.sink(TokenDelta(text=text))
 
-            skill_ctx = SkillContext(self._persona.name, self._channel, turn.user, turn.message_id, chain or (self._persona.name,))
+            skill_ctx = Caller(
+                self._persona.name, self._channel, turn.user, turn.message_id, chain or (self._persona.name,)
+            )
             while True:
                 offer = tools if rounds < cfg.runtime.max_tool_rounds else []
                 result = self._llm.stream(settings, messages, offer, on_text, should_stop=turn.draft.cancel.is_set)
@@ -207,7 +209,7 @@ class Responder:
         self,
         call: ToolCallRequest,
         registry: Any,
-        ctx: SkillContext,
+        ctx: Caller,
         turn: Turn,
         tool_log: list[dict[str, Any]],
     ) -> dict[str, Any]:
@@ -272,11 +274,21 @@ class Responder:
                 model=self._persona.model,
                 data={
                     "request_id": turn.request_id,
-                    "retrieval": {"status": retrieval.status, "ms": round(retrieval.elapsed_ms, 2),
-                                  "query": retrieval.query, "reason": retrieval.reason},
+                    "retrieval": {
+                        "status": retrieval.status,
+                        "ms": round(retrieval.elapsed_ms, 2),
+                        "query": retrieval.query,
+                        "reason": retrieval.reason,
+                    },
                     "memories": [
-                        {"id": h.memory.id, "text": h.memory.text, "category": h.memory.category,
-                         "scope": str(h.memory.scope), "score": round(h.score, 4), "relevance": round(h.relevance, 4)}
+                        {
+                            "id": h.memory.id,
+                            "text": h.memory.text,
+                            "category": h.memory.category,
+                            "scope": str(h.memory.scope),
+                            "score": round(h.score, 4),
+                            "relevance": round(h.relevance, 4),
+                        }
                         for h in ctx.memories
                     ],
                     "budget": ctx.budget.as_json(),
@@ -295,9 +307,16 @@ class Responder:
             if summary is not None:
                 # Stored with its tag so renderers can show what was recalled (never sent as history).
                 self._store.messages.add(
-                    conn, channel=self._channel, role="system", author=self._persona.name,
-                    persona=self._persona.name, content=summary.content, status="complete",
-                    source="user_history", reply_to=turn.message_id, request_id=turn.request_id,
+                    conn,
+                    channel=self._channel,
+                    role="system",
+                    author=self._persona.name,
+                    persona=self._persona.name,
+                    content=summary.content,
+                    status="complete",
+                    source="user_history",
+                    reply_to=turn.message_id,
+                    request_id=turn.request_id,
                 )
             self._store.messages.set_status(conn, turn.message_id, "answered")
         return reply.id
@@ -310,11 +329,20 @@ class Responder:
             with self._store.write() as conn:
                 if partial:
                     partial_id = self._store.messages.add(
-                        conn, channel=self._channel, role="assistant", author=self._persona.name,
-                        persona=self._persona.name, content=partial, status="interrupted", source="reply",
-                        reply_to=turn.message_id, request_id=turn.request_id,
+                        conn,
+                        channel=self._channel,
+                        role="assistant",
+                        author=self._persona.name,
+                        persona=self._persona.name,
+                        content=partial,
+                        status="interrupted",
+                        source="reply",
+                        reply_to=turn.message_id,
+                        request_id=turn.request_id,
                     ).id
-                self._store.messages.set_status(conn, turn.message_id, "failed" if code != "interrupted" else "interrupted")
+                self._store.messages.set_status(
+                    conn, turn.message_id, "failed" if code != "interrupted" else "interrupted"
+                )
         turn.sink(Error(code, message, turn.message_id, partial_id))
         log.info("turn", outcome="error", code=code, error=message)
         return Outcome(partial_id, turn.draft.text(), False)

@@ -23,9 +23,9 @@ import structlog
 
 from agentd._exceptions import AgentdError, InvalidInput, SkillExecutionFailed
 from agentd.app import App
-from agentd.context.user_history import UserHistory
 from agentd.llm.chat import ChatModel
 from agentd.personas import Persona
+from agentd.prompt.user_history import UserHistory
 from agentd.runtime.actor import PersonaActor
 from agentd.runtime.events import Done, Error, Event, MemoryContext
 from agentd.runtime.messages import ActorKey, Dispatch, Draft, Health, Sink, Turn
@@ -33,7 +33,7 @@ from agentd.runtime.respond import Responder
 from agentd.runtime.retrieval import Retriever
 from agentd.runtime.supervisor import Supervisor
 from agentd.scopes import check_identifier
-from agentd.skills import SkillContext
+from agentd.skills import Caller
 
 log = structlog.get_logger("agentd.runtime")
 
@@ -118,8 +118,17 @@ class Runtime:
         with self._submit_lock:
             with self._app.store.write() as conn:
                 stored = self._app.store.messages.add(
-                    conn, channel=channel, role="user", author=user, persona=persona, content=text, status="pending",
-                    source=source, request_id=uuid.uuid4().hex, token_count=tokens, token_counter=counter,
+                    conn,
+                    channel=channel,
+                    role="user",
+                    author=user,
+                    persona=persona,
+                    content=text,
+                    status="pending",
+                    source=source,
+                    request_id=uuid.uuid4().hex,
+                    token_count=tokens,
+                    token_counter=counter,
                     options={"disable_memory": True} if disable_memory else None,
                 )
             assert stored.request_id is not None
@@ -154,8 +163,16 @@ class Runtime:
                 continue
             request_id = msg.request_id or uuid.uuid4().hex
             self._dispatch(
-                Turn(request_id, msg.persona, msg.channel, msg.author, msg.id, msg.content, sink or _discard,
-                     bool(msg.options.get("disable_memory")))
+                Turn(
+                    request_id,
+                    msg.persona,
+                    msg.channel,
+                    msg.author,
+                    msg.id,
+                    msg.content,
+                    sink or _discard,
+                    bool(msg.options.get("disable_memory")),
+                )
             )
             resumed += 1
         if resumed:
@@ -200,7 +217,7 @@ class Runtime:
 
     # -- delegation (the DelegateRunner the delegate skill calls) ---------------------------
 
-    def run_subagent(self, persona: str, task: str, ctx: SkillContext) -> dict[str, Any]:
+    def run_subagent(self, persona: str, task: str, ctx: Caller) -> dict[str, Any]:
         """Run ``persona`` on ``task`` in a child channel, inline, with the subagent memory budget."""
         limit = self._config.runtime.delegate_max_depth
         chain = ctx.chain or (ctx.persona,)
@@ -211,13 +228,29 @@ class Runtime:
         tokens, counter = self._app.builder.count_message(target, task)
         with self._app.store.write() as conn:
             stored = self._app.store.messages.add(
-                conn, channel=child, role="user", author=ctx.persona, persona=persona, content=task,
-                status="pending", source="delegate", request_id=uuid.uuid4().hex, reply_to=ctx.message_id,
-                token_count=tokens, token_counter=counter,
+                conn,
+                channel=child,
+                role="user",
+                author=ctx.persona,
+                persona=persona,
+                content=task,
+                status="pending",
+                source="delegate",
+                request_id=uuid.uuid4().hex,
+                reply_to=ctx.message_id,
+                token_count=tokens,
+                token_counter=counter,
             )
         events: list[Event] = []
-        turn = Turn(stored.request_id or uuid.uuid4().hex, persona, child, ctx.user or ctx.persona, stored.id, task,
-                    events.append)
+        turn = Turn(
+            stored.request_id or uuid.uuid4().hex,
+            persona,
+            child,
+            ctx.user or ctx.persona,
+            stored.id,
+            task,
+            events.append,
+        )
         parent_cancel = self._cancel_of(ctx.message_id)
         if parent_cancel is not None:
             turn.draft.cancel = parent_cancel  # shutdown cuts the subagent when it cuts its caller
@@ -235,7 +268,9 @@ class Runtime:
                 self._subagents.pop(stored.id, None)
         if not outcome.ok:
             error = next((e for e in events if isinstance(e, Error)), None)
-            raise SkillExecutionFailed(f"{persona} could not finish the task: {error.message if error else 'unknown error'}")
+            raise SkillExecutionFailed(
+                f"{persona} could not finish the task: {error.message if error else 'unknown error'}"
+            )
         recalled = next((e for e in events if isinstance(e, MemoryContext)), None)
         return {
             "persona": persona,
@@ -276,8 +311,17 @@ class Runtime:
 
     def _dispatch(self, turn: Turn) -> None:
         """Track the turn and send it; its events fan out to the sink and the listeners."""
-        tracked = Turn(turn.request_id, turn.persona, turn.channel, turn.user, turn.message_id, turn.text,
-                       self._fanout(turn), turn.disable_memory, turn.draft)
+        tracked = Turn(
+            turn.request_id,
+            turn.persona,
+            turn.channel,
+            turn.user,
+            turn.message_id,
+            turn.text,
+            self._fanout(turn),
+            turn.disable_memory,
+            turn.draft,
+        )
         with self._changed:
             self._inflight[turn.request_id] = tracked
         self._supervisor.tell(Dispatch(tracked))
@@ -318,13 +362,23 @@ class Runtime:
                 partial = turn.draft.text()
                 if partial:
                     reply_id = self._app.store.messages.add(
-                        conn, channel=turn.channel, role="assistant", author=turn.persona, persona=turn.persona,
-                        content=partial, status="interrupted", source="reply", reply_to=turn.message_id,
+                        conn,
+                        channel=turn.channel,
+                        role="assistant",
+                        author=turn.persona,
+                        persona=turn.persona,
+                        content=partial,
+                        status="interrupted",
+                        source="reply",
+                        reply_to=turn.message_id,
                         request_id=turn.request_id,
                     ).id
                 self._app.store.messages.set_status(conn, turn.message_id, "interrupted")
-        code, why = (("interrupted", "agentd stopped before the reply was complete") if started
-                     else ("shutting_down", "agentd stopped first; the message is kept and answered after restart"))
+        code, why = (
+            ("interrupted", "agentd stopped before the reply was complete")
+            if started
+            else ("shutting_down", "agentd stopped first; the message is kept and answered after restart")
+        )
         turn.sink(Error(code, why, turn.message_id, reply_id))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentd.skills.memory import RecallSkill, RememberSkill
-from agentd.skills.registry import Skill, SkillContext, SkillRegistry
+from agentd.skills.registry import Caller, Skill, SkillRegistry
 
 if TYPE_CHECKING:
     from agentd.memory import MemoryService
@@ -40,4 +40,4 @@ def build_registry(
     return SkillRegistry(skills)
 
 
-__all__ = ["RecallSkill", "RememberSkill", "Skill", "SkillContext", "SkillRegistry", "build_registry"]
+__all__ = ["RecallSkill", "RememberSkill", "Skill", "Caller", "SkillRegistry", "build_registry"]

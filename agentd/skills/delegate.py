@@ -6,13 +6,13 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from agentd._exceptions import SkillExecutionFailed, SkillInvalidInput
-from agentd.skills.registry import SkillContext, function_tool
+from agentd.skills.registry import Caller, function_tool
 
 
 class DelegateRunner(Protocol):
     """Runs a persona on a task in a child channel and returns its answer."""
 
-    def run_subagent(self, persona: str, task: str, ctx: SkillContext) -> dict[str, Any]:
+    def run_subagent(self, persona: str, task: str, ctx: Caller) -> dict[str, Any]:
         """The subagent's answer (``{"persona", "channel", "answer", ...}``)."""
         ...
 
@@ -39,7 +39,7 @@ class DelegateSkill:
             ["persona", "task"],
         )
 
-    def run(self, arguments: dict[str, Any], ctx: SkillContext) -> dict[str, Any]:
+    def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
         """Validate, refuse cycles, and run the subagent."""
         persona = arguments.get("persona")
         task = arguments.get("task")

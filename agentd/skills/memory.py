@@ -7,7 +7,7 @@ from typing import Any
 from agentd._exceptions import EmbedderUnavailable, InvalidInput, NotFound, SkillExecutionFailed, SkillInvalidInput
 from agentd.memory import MemoryService
 from agentd.scopes import GLOBAL, Reach, Scope
-from agentd.skills.registry import SkillContext, function_tool
+from agentd.skills.registry import Caller, function_tool
 
 #: Where ``remember`` may store, relative to the conversation.
 REMEMBER_SCOPES = ("user", "channel", "global")
@@ -49,7 +49,7 @@ class RememberSkill:
             ["text"],
         )
 
-    def run(self, arguments: dict[str, Any], ctx: SkillContext) -> dict[str, Any]:
+    def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
         """Store the memory; a duplicate is reported, not stored twice."""
         text = arguments.get("text")
         if not isinstance(text, str) or not text.strip():
@@ -60,7 +60,13 @@ class RememberSkill:
             raise SkillInvalidInput(f"scope must be one of {', '.join(REMEMBER_SCOPES)}")
         if where == "user" and not ctx.user:
             where = "channel"
-        scope = GLOBAL if where == "global" else Scope.user(ctx.user or "") if where == "user" else Scope.channel(ctx.channel)
+        scope = (
+            GLOBAL
+            if where == "global"
+            else Scope.user(ctx.user or "")
+            if where == "user"
+            else Scope.channel(ctx.channel)
+        )
         try:
             mem, created = self._memory.add(ctx.persona, scope, text, category, source_message_id=ctx.message_id)
         except InvalidInput as exc:
@@ -88,14 +94,14 @@ class RecallSkill:
             ["query"],
         )
 
-    def run(self, arguments: dict[str, Any], ctx: SkillContext) -> dict[str, Any]:
+    def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
         """Embed the query, search this conversation's reach, return results best first."""
         query = arguments.get("query")
         if not isinstance(query, str) or not query.strip():
             raise SkillInvalidInput("query must be a non-empty string")
         if self._memory.embedder is None:
             raise SkillExecutionFailed(
-                "recall needs an embedding model; configure [embedding] provider = \"local\" or \"litellm\""
+                'recall needs an embedding model; configure [embedding] provider = "local" or "litellm"'
             )
         limit = _int_arg(arguments, "limit", self._memory.config.recall_limit, 1, 100)
         try:

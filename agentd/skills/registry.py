@@ -11,7 +11,7 @@ from agentd._exceptions import AgentdError, SkillExecutionFailed, SkillInvalidIn
 
 
 @dataclass(frozen=True)
-class SkillContext:
+class Caller:
     """Who is calling a skill, and from where."""
 
     persona: str
@@ -31,7 +31,7 @@ class Skill(Protocol):
         """The OpenAI ``tools`` entry."""
         ...
 
-    def run(self, arguments: dict[str, Any], ctx: SkillContext) -> dict[str, Any]:
+    def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
         """Do the work; raise :class:`SkillInvalidInput` or :class:`SkillExecutionFailed`."""
         ...
 
@@ -43,7 +43,12 @@ def function_tool(name: str, description: str, properties: dict[str, Any], requi
         "function": {
             "name": name,
             "description": description,
-            "parameters": {"type": "object", "properties": properties, "required": required, "additionalProperties": False},
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": False,
+            },
         },
     }
 
@@ -65,7 +70,7 @@ class SkillRegistry:
         """Every skill's definition, in name order (stable, so prompts are deterministic)."""
         return [self._skills[n].definition() for n in self.names()]
 
-    def execute(self, name: str, arguments: str | dict[str, Any], ctx: SkillContext) -> dict[str, Any]:
+    def execute(self, name: str, arguments: str | dict[str, Any], ctx: Caller) -> dict[str, Any]:
         """Run one tool call; every failure is a :class:`~agentd.SkillError`."""
         skill = self._skills.get(name)
         if skill is None:

@@ -59,7 +59,9 @@ class ContextRepo:
     def for_message(self, conn: sa.Connection, message_id: int) -> ContextRecord | None:
         """The record of a reply, looked up by the reply's id or by the user message it answers."""
         row = conn.execute(
-            sa.select(_T).where(sa.or_(_T.c.reply_id == message_id, _T.c.user_message_id == message_id)).order_by(_T.c.id)
+            sa.select(_T)
+            .where(sa.or_(_T.c.reply_id == message_id, _T.c.user_message_id == message_id))
+            .order_by(_T.c.id)
         ).first()
         if row is None:
             return None

@@ -85,9 +85,7 @@ def _memory(row: sa.Row[Any]) -> Memory:
 class MemoryRepo:
     """SQL for memories: rows in ``memories``, vectors in sqlite-vec, words in FTS5."""
 
-    def add(
-        self, conn: sa.Connection, items: Sequence[NewMemory], vecs: np.ndarray | None
-    ) -> list[tuple[int, bool]]:
+    def add(self, conn: sa.Connection, items: Sequence[NewMemory], vecs: np.ndarray | None) -> list[tuple[int, bool]]:
         """Insert ``items``; return ``(id, created)`` each (``created`` False for a duplicate)."""
         out: list[tuple[int, bool]] = []
         now = utcnow()
@@ -96,9 +94,7 @@ class MemoryRepo:
             digest = content_hash(item.text)
             scope = str(item.scope)
             existing = conn.execute(
-                sa.select(_T.c.id).where(
-                    _T.c.persona == item.persona, _T.c.scope == scope, _T.c.content_hash == digest
-                )
+                sa.select(_T.c.id).where(_T.c.persona == item.persona, _T.c.scope == scope, _T.c.content_hash == digest)
             ).scalar_one_or_none()
             if existing is not None:
                 out.append((existing, False))

@@ -144,7 +144,9 @@ class MessageRepo:
         """Keep computed token counts so assembling never counts a stored message twice."""
         if counts:
             conn.execute(
-                sa.update(_M).where(_M.c.id == sa.bindparam("mid")).values(token_count=sa.bindparam("n"), token_counter=counter),
+                sa.update(_M)
+                .where(_M.c.id == sa.bindparam("mid"))
+                .values(token_count=sa.bindparam("n"), token_counter=counter),
                 [{"mid": mid, "n": n} for mid, n in counts.items()],
             )
 
@@ -216,11 +218,7 @@ class MessageRepo:
         """The first assistant reply to each of ``message_ids``."""
         if not message_ids:
             return {}
-        query = (
-            sa.select(_M)
-            .where(_M.c.reply_to.in_(list(message_ids)), _M.c.role == "assistant")
-            .order_by(_M.c.id)
-        )
+        query = sa.select(_M).where(_M.c.reply_to.in_(list(message_ids)), _M.c.role == "assistant").order_by(_M.c.id)
         found: dict[int, Message] = {}
         for row in conn.execute(query):
             msg = _message(row)

@@ -185,8 +185,7 @@ def nearest(
     for scope in scopes:
         found.extend(
             conn.exec_driver_sql(
-                f"SELECT rowid, distance FROM {TABLE} "
-                "WHERE embedding MATCH ? AND k = ? AND persona = ? AND scope = ?",
+                f"SELECT rowid, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ? AND persona = ? AND scope = ?",
                 (blob, k, persona, scope),
             ).fetchall()
         )

@@ -11,7 +11,7 @@ Priority, highest first:
    fit; sent in chronological order.
 
 The budget is the model's window minus the output reserve, minus the tool
-definitions. Counts come from the model's tokenizer (:mod:`agentd.context.tokens`)
+definitions. Counts come from the model's tokenizer (:mod:`agentd.prompt.tokens`)
 with message framing included, so the sum is never below what litellm counts
 for the assembled request. The assembler is pure: same inputs, same output.
 """
@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentd._exceptions import ContextOverflow
-from agentd.context.budget import ContextBudget
-from agentd.context.render import MEMORIES_HEADING, PROJECT_HEADING, memory_line, truncation_marker
-from agentd.context.tokens import JOIN, PER_MESSAGE, REPLY_PRIMING, TokenCounter, tools_tokens
-from agentd.context.windows import Window
-from agentd.memory.search import MemoryHit
+from agentd.memory.ranking import MemoryHit
+from agentd.prompt.budget import ContextBudget
+from agentd.prompt.render import MEMORIES_HEADING, PROJECT_HEADING, memory_line, truncation_marker
+from agentd.prompt.tokens import JOIN, PER_MESSAGE, REPLY_PRIMING, TokenCounter, tools_tokens
+from agentd.prompt.windows import Window
 
 #: The user_history message's first line.
 USER_HISTORY_HEADING = "## Earlier exchanges with this user (recalled, oldest context first)"
@@ -62,7 +62,7 @@ class Project:
 
 
 @dataclass(frozen=True)
-class ContextRequest:
+class PromptRequest:
     """Everything one assembly may use; lists are in priority order."""
 
     model: str
@@ -121,7 +121,7 @@ class ContextAssembler:
         """The tokenizer the assembler counts with."""
         return self._counter
 
-    def assemble(self, request: ContextRequest, window: Window) -> AssembledContext:
+    def assemble(self, request: PromptRequest, window: Window) -> AssembledContext:
         """Assemble ``request`` under ``window``; raises :class:`ContextOverflow` if even
         the system prompt and the current message cannot fit."""
         count = self._counter.count

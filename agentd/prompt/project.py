@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from agentd.context.assembler import Project
+from agentd.prompt.assembler import Project
 
 FILENAME = "AGENTS.md"
 

@@ -19,13 +19,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentd.context.render import KNOWN_FACTS_HEADING, known_fact_line
-from agentd.memory.search import MemoryHit
+from agentd.memory.ranking import MemoryHit
 from agentd.memory.service import MemoryService
 from agentd.scopes import Reach
+from agentd.text import one_line
 
+#: The first line of the block (the memory service's /context contract).
+KNOWN_FACTS_HEADING = "## Known Facts (from memory)"
 #: Counts the tokens of a text (a model's tokenizer).
 TokenCount = Callable[[str], int]
+
+
+def known_fact_line(text: str) -> str:
+    """One ``- fact`` line of the block, on one line whatever the text holds (the block has no quotes)."""
+    return f"- {one_line(text)}"
 
 
 def estimate_tokens(text: str) -> int:

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 import structlog
 
 from agentd._exceptions import AgentdError
-from agentd.context.assembler import AssembledContext
-from agentd.context.user_history import HistoryRecall, UserHistory, seeded_query
-from agentd.memory.search import MemoryHit
+from agentd.memory.ranking import MemoryHit
+from agentd.prompt.assembler import AssembledContext
+from agentd.prompt.user_history import HistoryRecall, UserHistory, seeded_query
 from agentd.scopes import Reach, check_identifier
 
 if TYPE_CHECKING:
@@ -44,8 +44,14 @@ def recall_for(app: App, persona: str, channel: str, user: str | None, query: st
 
 
 def preview(
-    app: App, persona: str, channel: str, user: str | None = None, message: str | None = None,
-    *, channel_field: str = "channel", user_field: str = "user",
+    app: App,
+    persona: str,
+    channel: str,
+    user: str | None = None,
+    message: str | None = None,
+    *,
+    channel_field: str = "channel",
+    user_field: str = "user",
 ) -> Preview:
     """Assemble ``persona``'s next prompt in ``channel`` as a turn would.
 

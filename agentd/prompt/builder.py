@@ -12,12 +12,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentd.config import Config
-from agentd.context.assembler import AssembledContext, ContextAssembler, ContextRequest, HistoryItem, Snippet
-from agentd.context.project import ProjectFiles
-from agentd.context.tokens import PER_MESSAGE, TokenCounter
-from agentd.context.windows import Window, WindowMap
-from agentd.memory.search import MemoryHit
+from agentd.memory.ranking import MemoryHit
 from agentd.personas import Persona
+from agentd.prompt.assembler import AssembledContext, ContextAssembler, HistoryItem, PromptRequest, Snippet
+from agentd.prompt.project import ProjectFiles
+from agentd.prompt.tokens import PER_MESSAGE, TokenCounter
+from agentd.prompt.windows import Window, WindowMap
 from agentd.store import Store
 
 PAGE = 200
@@ -77,7 +77,7 @@ class ContextBuilder:
         counter = self.counter(persona)
         history, available = self.history(channel, before_id, counter, window.tokens - persona.max_tokens)
         project_dir = self._config.channel_project_dir(channel) or persona.project_dir
-        request = ContextRequest(
+        request = PromptRequest(
             model=persona.model,
             system_prompt=(system_prompt or persona.system_prompt).strip(),
             current=current,

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import regex
 
 from agentd.config import HistoryConfig
-from agentd.context.assembler import Snippet
-from agentd.context.render import quote
+from agentd.prompt.assembler import Snippet
 from agentd.store import Store
+from agentd.text import quote
 from agentd.words import content_words, dedupe, is_content, words
 
 #: How many seeds are harvested (seed 004: "the first five").

@@ -1,0 +1,27 @@
+"""How recalled memories and project files are written into the prompt.
+
+Every memory becomes exactly one list item of ``## Recalled Memories``, its text
+a one-line JSON string literal (:func:`agentd.text.quote`), so nothing inside a
+memory can open a section, fake a role or close the quote.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agentd.text import quote
+
+MEMORIES_HEADING = "## Recalled Memories"
+PROJECT_HEADING = "## Project context (AGENTS.md)"
+_CATEGORY = re.compile(r"[^A-Za-z0-9 _.-]")
+
+
+def memory_line(text: str, category: str, relevance: float) -> str:
+    """``- "User's favorite color is blue" (preference, relevance: 0.92)``."""
+    safe_category = _CATEGORY.sub("", category) or "fact"
+    return f"- {quote(text)} ({safe_category}, relevance: {relevance:.2f})"
+
+
+def truncation_marker(shown: int, total: int) -> str:
+    """The visible marker at the end of a truncated project file."""
+    return f"[… AGENTS.md truncated to fit the context window: {shown} of {total} tokens shown]"
