@@ -1,33 +1,162 @@
-"""agentd's exceptions.
+"""agentd's errors: one catalogue of error codes, and the exceptions that carry them.
+
+Every error a client can see — the JSON error body of the HTTP API
+(``{"error": {"code", "field", "message"}}``), the ``error`` event of a turn's
+stream, a tool result's ``error`` — carries a code from :class:`ErrorCode`, and
+each code has one HTTP status and one meaning (:data:`CATALOGUE`). The README
+and the OpenAPI schema list them from here.
 
 Every error agentd raises on purpose derives from :class:`AgentdError`; third-party
 errors are mapped once, at the module that owns the library, with
 ``raise ... from exc``::
 
     AgentdError
-    ├── ConfigError              bad agentd.toml / persona file / env override
-    ├── InvalidInput             a caller's value is wrong (field + reason)
-    ├── NotFound                 an unknown persona, memory, message, channel
-    ├── StoreError               the database cannot be opened or written
-    │   └── EmbeddingMismatch    the store's vectors come from another model
-    ├── EmbedderError            the embedding model failed or is missing
-    │   └── EmbedderUnavailable  no embedder is configured
-    ├── ContextOverflow          system prompt + current message exceed the window
-    ├── LLMError                 the chat model failed (code says how)
-    │   ├── LLMAuthError         credentials missing or rejected
-    │   └── LLMTimeout           no answer within the timeout
-    └── SkillError               a tool call failed
-        ├── SkillInvalidInput    the model's arguments are wrong
-        └── SkillExecutionFailed the tool could not do its work
+    ├── ConfigError               bad agentd.toml / persona file / env override
+    ├── InvalidInput              a caller's value is wrong (field + reason)
+    ├── NotFound                  an unknown persona, memory, message, channel
+    ├── Forbidden                 the caller's key may not do this
+    ├── ShuttingDown              the daemon accepts no new work
+    ├── StoreError                the database cannot be opened or written
+    │   └── EmbeddingMismatch     the store's vectors come from another model
+    ├── EmbedderError             the embedding model failed
+    │   ├── EmbedderNotConfigured no embedder is configured
+    │   ├── EmbedderTimeout       no answer within the timeout
+    │   └── EmbedderBadOutput     it answered something that is not a vector of the store
+    ├── ContextOverflow           system prompt + current message exceed the window
+    ├── LLMError                  the chat model failed
+    │   ├── LLMAuthError          credentials missing or rejected
+    │   ├── LLMTimeout            no answer within the timeout
+    │   ├── LLMRateLimited        the provider said slow down (after retries)
+    │   ├── LLMBadRequest         the provider refused the request
+    │   ├── LLMUnreachable        the connection was refused or dropped before an answer
+    │   ├── LLMHttpError          another HTTP error status from the provider
+    │   ├── LLMTruncated          the stream ended before the model finished
+    │   └── LLMMalformed          the answer could not be read
+    └── SkillError                a tool call failed
+        ├── SkillInvalidInput     the model's arguments are wrong
+        └── SkillExecutionFailed  the tool could not do its work
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import ClassVar
+
+
+class ErrorCode(StrEnum):
+    """Every error code a client of agentd can see."""
+
+    # The request
+    INVALID_INPUT = "invalid_input"
+    MALFORMED_JSON = "malformed_json"
+    BAD_REQUEST = "bad_request"
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
+    NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    BODY_TOO_LARGE = "body_too_large"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    HOST_NOT_ALLOWED = "host_not_allowed"
+    # The daemon and its store
+    CONFIG_ERROR = "config_error"
+    SHUTTING_DOWN = "shutting_down"
+    STORE_ERROR = "store_error"
+    EMBEDDING_MISMATCH = "embedding_mismatch"
+    INTERNAL_ERROR = "internal_error"
+    # The embedder
+    EMBEDDER_NOT_CONFIGURED = "embedder_not_configured"
+    EMBEDDER_UNAVAILABLE = "embedder_unavailable"
+    EMBEDDER_TIMEOUT = "embedder_timeout"
+    EMBEDDER_BAD_OUTPUT = "embedder_bad_output"
+    # A turn
+    CONTEXT_OVERFLOW = "context_overflow"
+    INTERRUPTED = "interrupted"
+    PERSONA_UNHEALTHY = "persona_unhealthy"
+    REPLY_TIMEOUT = "reply_timeout"
+    FEED_OVERFLOW = "feed_overflow"
+    # The chat model
+    LLM_ERROR = "llm_error"
+    LLM_AUTH = "llm_auth"
+    LLM_TIMEOUT = "llm_timeout"
+    LLM_RATE_LIMITED = "llm_rate_limited"
+    LLM_BAD_REQUEST = "llm_bad_request"
+    LLM_UNREACHABLE = "llm_unreachable"
+    LLM_HTTP_ERROR = "llm_http_error"
+    LLM_TRUNCATED = "llm_truncated"
+    LLM_MALFORMED = "llm_malformed"
+    # Tool results (the recall/remember skills' own names)
+    SKILL_INVALID_INPUT = "InvalidInput"
+    SKILL_EXECUTION_FAILED = "ExecutionFailed"
+
+
+@dataclass(frozen=True)
+class CodeInfo:
+    """What one code means, and the HTTP status it is answered with."""
+
+    status: int
+    meaning: str
+
+
+#: Every code, its HTTP status and its meaning (the README's and the OpenAPI schema's table).
+CATALOGUE: dict[ErrorCode, CodeInfo] = {
+    ErrorCode.INVALID_INPUT: CodeInfo(
+        422, "a field is missing, unknown, of the wrong type or out of range; `field` names it"
+    ),
+    ErrorCode.MALFORMED_JSON: CodeInfo(400, "the body is not valid JSON"),
+    ErrorCode.BAD_REQUEST: CodeInfo(400, "the request is malformed (a header, the Content-Length)"),
+    ErrorCode.UNAUTHORIZED: CodeInfo(401, "no API key, or a key that is not valid"),
+    ErrorCode.FORBIDDEN: CodeInfo(403, "the key is valid but its role may not do this"),
+    ErrorCode.NOT_FOUND: CodeInfo(404, "an unknown persona, memory, message, channel or path"),
+    ErrorCode.METHOD_NOT_ALLOWED: CodeInfo(405, "the path does not take this method (see the Allow header)"),
+    ErrorCode.BODY_TOO_LARGE: CodeInfo(413, "the body is larger than [daemon] max_body_bytes"),
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: CodeInfo(415, "the body is not application/json"),
+    ErrorCode.HOST_NOT_ALLOWED: CodeInfo(421, "the Host header names a host this daemon does not serve"),
+    ErrorCode.CONFIG_ERROR: CodeInfo(500, "the configuration is invalid (file, key and reason)"),
+    ErrorCode.SHUTTING_DOWN: CodeInfo(503, "the daemon is stopping; accepted messages are answered after restart"),
+    ErrorCode.STORE_ERROR: CodeInfo(503, "the database cannot be opened or written"),
+    ErrorCode.EMBEDDING_MISMATCH: CodeInfo(409, "the store's vectors come from another embedding model"),
+    ErrorCode.INTERNAL_ERROR: CodeInfo(500, "a bug; the daemon's log has the details"),
+    ErrorCode.EMBEDDER_NOT_CONFIGURED: CodeInfo(
+        503, 'no embedding model is configured ([embedding] provider = "none")'
+    ),
+    ErrorCode.EMBEDDER_UNAVAILABLE: CodeInfo(503, "the embedding model failed or could not be reached"),
+    ErrorCode.EMBEDDER_TIMEOUT: CodeInfo(504, "the embedding model did not answer in time"),
+    ErrorCode.EMBEDDER_BAD_OUTPUT: CodeInfo(
+        502, "the embedding model answered with something that is not a usable vector"
+    ),
+    ErrorCode.CONTEXT_OVERFLOW: CodeInfo(
+        422, "the system prompt and the message do not fit the model's context window"
+    ),
+    ErrorCode.INTERRUPTED: CodeInfo(
+        503, "the daemon stopped during the reply; what was streamed is stored as interrupted"
+    ),
+    ErrorCode.PERSONA_UNHEALTHY: CodeInfo(503, "this persona's actor in this channel crashed too often"),
+    ErrorCode.REPLY_TIMEOUT: CodeInfo(504, "no reply arrived within the caller's wait"),
+    ErrorCode.FEED_OVERFLOW: CodeInfo(503, "an event-stream reader fell too far behind; reconnect with Last-Event-ID"),
+    ErrorCode.LLM_ERROR: CodeInfo(502, "the chat model failed"),
+    ErrorCode.LLM_AUTH: CodeInfo(502, "the chat model's credentials are missing or were rejected"),
+    ErrorCode.LLM_TIMEOUT: CodeInfo(504, "the chat model did not answer in time"),
+    ErrorCode.LLM_RATE_LIMITED: CodeInfo(503, "the chat model's provider rate-limited every try"),
+    ErrorCode.LLM_BAD_REQUEST: CodeInfo(502, "the chat model's provider refused the request"),
+    ErrorCode.LLM_UNREACHABLE: CodeInfo(502, "the chat model's server refused or dropped the connection"),
+    ErrorCode.LLM_HTTP_ERROR: CodeInfo(502, "the chat model's server answered with an HTTP error"),
+    ErrorCode.LLM_TRUNCATED: CodeInfo(502, "the chat model's stream ended before the reply was finished"),
+    ErrorCode.LLM_MALFORMED: CodeInfo(502, "the chat model's answer could not be read"),
+    ErrorCode.SKILL_INVALID_INPUT: CodeInfo(422, "a tool was called with invalid arguments (tool results only)"),
+    ErrorCode.SKILL_EXECUTION_FAILED: CodeInfo(500, "a tool could not do its work (tool results only)"),
+}
+
+
+def http_status(code: ErrorCode) -> int:
+    """The HTTP status ``code`` is answered with."""
+    return CATALOGUE[code].status
 
 
 class AgentdError(Exception):
     """Base class of every error agentd raises on purpose."""
 
-    code = "agentd_error"
+    code: ClassVar[ErrorCode] = ErrorCode.INTERNAL_ERROR
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -37,7 +166,7 @@ class AgentdError(Exception):
 class ConfigError(AgentdError):
     """A configuration file or override is invalid: names the file, key and reason."""
 
-    code = "config_error"
+    code = ErrorCode.CONFIG_ERROR
 
     def __init__(self, source: str, key: str, reason: str) -> None:
         self.source = source
@@ -50,7 +179,7 @@ class ConfigError(AgentdError):
 class InvalidInput(AgentdError):
     """A caller-supplied value is invalid; ``field`` names it."""
 
-    code = "invalid_input"
+    code = ErrorCode.INVALID_INPUT
 
     def __init__(self, field: str, reason: str) -> None:
         self.field = field
@@ -61,7 +190,7 @@ class InvalidInput(AgentdError):
 class NotFound(AgentdError):
     """Something named by the caller does not exist."""
 
-    code = "not_found"
+    code = ErrorCode.NOT_FOUND
 
     def __init__(self, kind: str, name: object, hint: str = "") -> None:
         self.kind = kind
@@ -70,16 +199,28 @@ class NotFound(AgentdError):
         super().__init__(f"{msg}; {hint}" if hint else msg)
 
 
+class Forbidden(AgentdError):
+    """The caller is known, but its role may not do this."""
+
+    code = ErrorCode.FORBIDDEN
+
+
+class ShuttingDown(AgentdError):
+    """The daemon no longer accepts new work."""
+
+    code = ErrorCode.SHUTTING_DOWN
+
+
 class StoreError(AgentdError):
     """The database cannot be opened, migrated or written."""
 
-    code = "store_error"
+    code = ErrorCode.STORE_ERROR
 
 
 class EmbeddingMismatch(StoreError):
     """The store holds vectors of one embedding model and another is configured."""
 
-    code = "embedding_mismatch"
+    code = ErrorCode.EMBEDDING_MISMATCH
 
     def __init__(self, stored: str, stored_dim: int, configured: str, configured_dim: int) -> None:
         self.stored = stored
@@ -93,54 +234,106 @@ class EmbeddingMismatch(StoreError):
 
 
 class EmbedderError(AgentdError):
-    """The embedding model failed."""
+    """The embedding model failed or could not be reached."""
 
-    code = "embedder_error"
+    code = ErrorCode.EMBEDDER_UNAVAILABLE
 
 
-class EmbedderUnavailable(EmbedderError):
+class EmbedderNotConfigured(EmbedderError):
     """No embedding model is configured."""
 
-    code = "embedder_unavailable"
+    code = ErrorCode.EMBEDDER_NOT_CONFIGURED
+
+
+class EmbedderTimeout(EmbedderError):
+    """The embedding model did not answer in time."""
+
+    code = ErrorCode.EMBEDDER_TIMEOUT
+
+
+class EmbedderBadOutput(EmbedderError):
+    """The embedding model answered with something that is not a finite unit vector of the right size."""
+
+    code = ErrorCode.EMBEDDER_BAD_OUTPUT
 
 
 class ContextOverflow(AgentdError):
     """The prompt's fixed parts (system prompt + current message) exceed the model's window."""
 
-    code = "context_overflow"
+    code = ErrorCode.CONTEXT_OVERFLOW
 
 
 class LLMError(AgentdError):
-    """The chat model failed; ``code`` classifies it for the ``Error`` event."""
+    """The chat model failed."""
 
-    code = "llm_error"
+    code = ErrorCode.LLM_ERROR
 
 
 class LLMAuthError(LLMError):
     """The model's credentials are missing or were rejected."""
 
-    code = "llm_auth"
+    code = ErrorCode.LLM_AUTH
 
 
 class LLMTimeout(LLMError):
     """The model did not answer in time."""
 
-    code = "llm_timeout"
+    code = ErrorCode.LLM_TIMEOUT
+
+
+class LLMRateLimited(LLMError):
+    """The provider rate-limited the request (on every try)."""
+
+    code = ErrorCode.LLM_RATE_LIMITED
+
+
+class LLMBadRequest(LLMError):
+    """The provider refused the request as invalid."""
+
+    code = ErrorCode.LLM_BAD_REQUEST
+
+
+class LLMUnreachable(LLMError):
+    """The model's server refused or dropped the connection before answering."""
+
+    code = ErrorCode.LLM_UNREACHABLE
+
+
+class LLMHttpError(LLMError):
+    """The model's server answered with an HTTP error status; ``status`` is it."""
+
+    code = ErrorCode.LLM_HTTP_ERROR
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class LLMTruncated(LLMError):
+    """The stream ended (connection closed) before the model said it had finished."""
+
+    code = ErrorCode.LLM_TRUNCATED
+
+
+class LLMMalformed(LLMError):
+    """The model's answer could not be read (not JSON, not the expected shape)."""
+
+    code = ErrorCode.LLM_MALFORMED
 
 
 class SkillError(AgentdError):
     """A skill (tool) call failed."""
 
-    code = "skill_error"
+    code = ErrorCode.SKILL_EXECUTION_FAILED
 
 
 class SkillInvalidInput(SkillError):
-    """The arguments of a tool call are invalid (seed 002's ``InvalidInput``)."""
+    """The arguments of a tool call are invalid (the recall/remember skills' ``InvalidInput``)."""
 
-    code = "InvalidInput"
+    code = ErrorCode.SKILL_INVALID_INPUT
 
 
 class SkillExecutionFailed(SkillError):
-    """A tool could not do its work (seed 002's ``ExecutionFailed``)."""
+    """A tool could not do its work (the recall/remember skills' ``ExecutionFailed``)."""
 
-    code = "ExecutionFailed"
+    code = ErrorCode.SKILL_EXECUTION_FAILED

@@ -2,16 +2,53 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from agentd.config import Config
-from agentd.embedders import Embedder, build_embedder
+from agentd.config import Config, EmbeddingConfig
+from agentd.embedders import Calibration, Embedder
 from agentd.memory import MemoryService
 from agentd.personas import Personas
 from agentd.prompt.builder import ContextBuilder
 from agentd.prompt.windows import WindowMap
+from agentd.skills import SKILLS
 from agentd.store import Store
+
+
+def build_embedder(config: EmbeddingConfig) -> Embedder | None:
+    """The configured embedder, or ``None`` for ``provider = "none"``."""
+    if config.provider == "none":
+        return None
+    if config.provider == "local":
+        from agentd.embedders.local import LocalEmbedder
+
+        embedder: Embedder = LocalEmbedder(config.model, batch_size=config.batch_size)
+    else:
+        from agentd.llm.embedding import LitellmEmbedder
+
+        embedder = LitellmEmbedder(
+            model=config.model,
+            api_base=config.api_base or None,
+            api_key_env=config.api_key_env or None,
+        )
+    if config.calibration is not None:
+        embedder.calibration = Calibration(config.calibration.midpoint, config.calibration.scale)
+    return embedder
+
+
+@dataclass(frozen=True)
+class PersonaInfo:
+    """One persona as ``agentd personas`` and ``GET /v1/personas`` show it."""
+
+    name: str
+    model: str
+    description: str
+    context_window: int
+    window_source: str
+    output_reserve: int
+    channels: list[str]
+    skills: list[str]
 
 
 class App:
@@ -33,7 +70,7 @@ class App:
     @cached_property
     def personas(self) -> Personas:
         """Every persona in ``personas.dir``."""
-        return Personas.load(self.config.personas_dir)
+        return Personas.load(self.config.personas_dir, tuple(SKILLS))
 
     @cached_property
     def embedder(self) -> Embedder | None:
@@ -64,6 +101,25 @@ class App:
         from agentd.llm.tokens import counter_for
 
         return ContextBuilder(self.store, self.config, self.windows, counter_for)
+
+    def describe_personas(self) -> list[PersonaInfo]:
+        """Every persona with its model and the context window it gets."""
+        found = []
+        for p in self.personas.values():
+            window = self.windows.window_for(p.model, p.context_window)
+            found.append(
+                PersonaInfo(
+                    p.name,
+                    p.model,
+                    p.description,
+                    window.tokens,
+                    window.source,
+                    p.max_tokens,
+                    list(p.channels),
+                    list(p.skills),
+                )
+            )
+        return found
 
     def close(self) -> None:
         """Release the database."""

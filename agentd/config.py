@@ -24,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from agentd._exceptions import ConfigError
 
 ENV_PREFIX = "AGENTD_"
+#: ``[embedding] model`` names of the offline models (agentd/embedders/local.py); "" is the default.
+LOCAL_EMBEDDING_MODELS = ("e5-small-v2", "all-MiniLM-L6-v2")
 #: Environment variables with the prefix that are not key overrides.
 _ENV_NOT_OVERRIDES = frozenset({"AGENTD_CONFIG", "AGENTD_HOME"})
 
@@ -81,12 +83,8 @@ class EmbeddingConfig(_Section):
     @field_validator("model")
     @classmethod
     def _known_local_model(cls, model: str, info: ValidationInfo) -> str:
-        if info.data.get("provider", "local") == "local":
-            from agentd.embedders.local import unknown_model
-
-            reason = unknown_model(model)
-            if reason is not None:
-                raise ValueError(reason)
+        if info.data.get("provider", "local") == "local" and model and model not in LOCAL_EMBEDDING_MODELS:
+            raise ValueError(f"unknown local model {model!r}; use one of {', '.join(LOCAL_EMBEDDING_MODELS)}")
         return model
 
 
@@ -273,7 +271,7 @@ def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, st
     return origins
 
 
-def _describe(err: dict[str, Any]) -> str:
+def _describe(err: Mapping[str, Any]) -> str:
     if err["type"] == "extra_forbidden":
         return "unknown key"
     msg = str(err["msg"])

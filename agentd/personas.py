@@ -17,7 +17,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,8 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentd._exceptions import ConfigError, NotFound
 
-#: Skills a persona may enable.
-KNOWN_SKILLS = ("remember", "recall", "delegate")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
@@ -71,7 +69,7 @@ class Persona:
         return any(fnmatch.fnmatchcase(channel, pat) for pat in self.channels)
 
 
-def _persona_from(path: Path, data: dict[str, object]) -> Persona:
+def _persona_from(path: Path, data: dict[str, object], skills: Collection[str]) -> Persona:
     try:
         raw = _PersonaFile.model_validate(data)
     except ValidationError as exc:
@@ -82,8 +80,8 @@ def _persona_from(path: Path, data: dict[str, object]) -> Persona:
     if raw.name != path.stem:
         raise ConfigError(str(path), "name", f"must match the file name {path.stem!r}")
     for skill in raw.skills:
-        if skill not in KNOWN_SKILLS:
-            raise ConfigError(str(path), "skills", f"unknown skill {skill!r}; known: {', '.join(KNOWN_SKILLS)}")
+        if skill not in skills:
+            raise ConfigError(str(path), "skills", f"unknown skill {skill!r}; known: {', '.join(skills)}")
     project = None
     if raw.project_dir:
         project = (path.parent / raw.project_dir).resolve()
@@ -106,15 +104,15 @@ def _persona_from(path: Path, data: dict[str, object]) -> Persona:
     )
 
 
-def load_persona_file(path: Path) -> Persona:
-    """Read and validate one persona file."""
+def load_persona_file(path: Path, skills: Collection[str]) -> Persona:
+    """Read and validate one persona file (``skills``: the skill names agentd has)."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(str(path), "", f"cannot read: {exc.strerror}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), "", f"not valid TOML: {exc}") from exc
-    return _persona_from(path, data)
+    return _persona_from(path, data, skills)
 
 
 class Personas(Mapping[str, Persona]):
@@ -124,11 +122,12 @@ class Personas(Mapping[str, Persona]):
         self._by_name = dict(sorted(personas.items()))
 
     @classmethod
-    def load(cls, directory: Path) -> Personas:
-        """Load every ``*.toml`` in ``directory`` (a missing directory is an error)."""
+    def load(cls, directory: Path, skills: Collection[str]) -> Personas:
+        """Load every ``*.toml`` in ``directory`` (a missing directory is an error); ``skills``
+        are the skill names a persona may enable."""
         if not directory.is_dir():
             raise ConfigError(str(directory), "personas.dir", "not a directory")
-        return cls({p.name: p for p in (load_persona_file(f) for f in sorted(directory.glob("*.toml")))})
+        return cls({p.name: p for p in (load_persona_file(f, skills) for f in sorted(directory.glob("*.toml")))})
 
     def __getitem__(self, name: str) -> Persona:
         try:

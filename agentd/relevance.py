@@ -31,11 +31,6 @@ class Calibration:
             return 0.0
         return 1.0 / (1.0 + math.exp(-z))
 
-    def cosine_for(self, relevance: float) -> float:
-        """The cosine at which ``relevance`` is reached (inverse map)."""
-        relevance = min(max(relevance, 1e-9), 1 - 1e-9)
-        return self.midpoint + self.scale * math.log(relevance / (1 - relevance))
-
 
 #: Identity-like default for models nobody calibrated: relevance 0.5 at cosine 0.5.
 UNCALIBRATED = Calibration(midpoint=0.5, scale=0.1)
@@ -78,4 +73,4 @@ class Recency:
     def factor(self, created_at: datetime, now: datetime) -> float:
         """The multiplier for a memory created at ``created_at``."""
         age_days = max(0.0, (now - created_at).total_seconds() / SECONDS_PER_DAY)
-        return 1.0 - self.weight + self.weight * 0.5 ** (age_days / self.half_life_days)
+        return float(1.0 - self.weight + self.weight * 0.5 ** (age_days / self.half_life_days))

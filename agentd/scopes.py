@@ -64,11 +64,6 @@ class Scope:
         """The scope of one user."""
         return cls("user", user_id)
 
-    @classmethod
-    def global_(cls) -> Scope:
-        """The persona-wide scope."""
-        return cls("global")
-
     def __str__(self) -> str:
         return "global" if self.kind == "global" else f"{self.kind}:{self.id}"
 

@@ -294,10 +294,15 @@ def run(
     finally:
         store.close()
     out = [
-        f"file: {path}; {len(conversations)} conversations, {n_turns} turns, "
-        f"{sum(len(c.questions) for c in conversations)} questions (categories 1-4 with evidence)",
+        (
+            f"file: {path}; {len(conversations)} conversations, {n_turns} turns, "
+            f"{sum(len(c.questions) for c in conversations)} questions (categories 1-4 with evidence)"
+        ),
         f"embedder: {embedder.model_id}",
-        f"ingest: {n_turns / ingest_s:.0f} memories/s end-to-end (MemoryService.add_many: embed + rows + vectors + words)",
+        (
+            f"ingest: {n_turns / ingest_s:.0f} memories/s end-to-end"
+            " (MemoryService.add_many: embed + rows + vectors + words)"
+        ),
     ]
     if dev is not None:
         out.append(

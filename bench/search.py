@@ -219,7 +219,8 @@ def main() -> None:
     print(f"{'':78}| vector stage only: p50, exact p50, recall@10")
     print(
         f"{'memories':>10} {'e2e ins/s':>10} {'bulk ins/s':>11} {'scoped p50':>11} {'scoped p95':>11} "
-        f"{'wide p50':>9} {'wide p95':>9} | {'scoped':>8} {'exact':>8} {'recall':>6} | {'wide':>8} {'exact':>8} {'recall':>6}"
+        f"{'wide p50':>9} {'wide p95':>9} | {'scoped':>8} {'exact':>8} {'recall':>6} "
+        f"| {'wide':>8} {'exact':>8} {'recall':>6}"
     )
     have = service.count(PERSONA)
     if have:

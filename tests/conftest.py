@@ -7,15 +7,19 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
+from agentd.api import DaemonServer
 from agentd.app import App
 from agentd.config import Config, load_config
 from agentd.embedders.local import LocalEmbedder
-from tests.fakeopenai import FakeOpenAI
+from tests.fakeopenai import KEY_ENV, FakeOpenAI, fake_persona
+from tests.support import Running, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -108,3 +112,34 @@ def agentd_cli(
     full_env.update(env or {})
     cmd = [exe, *(["--config", str(config)] if config else []), *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=full_env, input=input, timeout=timeout)
+
+
+@pytest.fixture
+def daemons(
+    tmp_path: Path, fake_openai: FakeOpenAI, embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., Running]]:
+    """Start daemons: ``daemons(config_toml, personas={name: toml})``; all stop at the end."""
+    monkeypatch.setenv(KEY_ENV, "test-key")
+    started: list[Running] = []
+
+    def start(
+        config: str = "", personas: dict[str, str] | None = None, headers: dict[str, str] | None = None
+    ) -> Running:
+        home = write_home(tmp_path / f"home{len(started)}", config, personas or {"fake": fake_persona(fake_openai.url)})
+        cfg = load_config(home, environ={})
+        app = App(cfg, embedder=embedder) if cfg.embedding.provider == "local" else App(cfg)
+        server = DaemonServer(app, "127.0.0.1", 0)
+        thread = threading.Thread(target=server.run, name="agentd-test-server", daemon=True)
+        thread.start()
+        wait_for(lambda: server.started or not thread.is_alive(), 30, "the server to start")
+        assert thread.is_alive(), "the server thread died at start"
+        client = httpx.Client(base_url=server.url, timeout=60, headers=headers or {})
+        running = Running(server, app, client, thread, home)
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.client.close()
+        running.server.request_stop()
+        running.thread.join(30)

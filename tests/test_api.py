@@ -17,12 +17,9 @@ from agentd.config import load_config
 from agentd.scopes import GLOBAL
 from tests.conftest import write_home
 from tests.fakeopenai import Turn, embedding_config
-from tests.test_api_support import (  # noqa: F401 - the fixture is used by name
-    SSE,
-    daemons,
+from tests.support import (
     fake_persona,
     follow,
-    read_sse,
     wait_for,
 )
 
@@ -257,7 +254,7 @@ def test_bad_input_is_a_4xx_naming_the_field_and_nothing_is_stored(daemons, fake
     assert d.chat("still there?")[-1].event == "done"
 
 
-# -- auth ---------------------------------------------------------------------------------------------------------------
+# -- auth ---------------------------------------------------------------------------------------------
 
 
 def test_with_an_api_key_every_endpoint_but_health_needs_it(daemons) -> None:

@@ -8,7 +8,6 @@ import math
 
 from agentd.memory.known_facts import KNOWN_FACTS_HEADING
 from agentd.scopes import Scope
-from tests.test_api_support import daemons  # noqa: F401 - the fixture is used by name
 
 ALICE = [
     "Alice's favourite programming language is Python",

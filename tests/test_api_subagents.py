@@ -9,8 +9,8 @@ import json
 from agentd.app import App
 from agentd.config import load_config
 from agentd.scopes import GLOBAL
-from tests.fakeopenai import FakeOpenAI, Turn
-from tests.test_api_support import daemons, fake_persona, read_sse, wait_for  # noqa: F401 - the fixture is used by name
+from tests.fakeopenai import FakeOpenAI, Turn, fake_persona
+from tests.support import read_sse, wait_for
 
 TASK = "When is the Apollo rocket launch deadline?"
 

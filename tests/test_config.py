@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pydantic
 import pytest
 
 from agentd import ConfigError
 from agentd.config import load_config
 from agentd.personas import Personas
+from agentd.skills import SKILLS
 from tests.conftest import REPO, write_home
 
 
@@ -17,7 +19,7 @@ def test_the_shipped_config_and_personas_load_as_they_are() -> None:
     cfg = load_config(REPO / "agentd.toml", environ={})
     assert cfg.memory.top_k == 3 and cfg.memory.min_score == 0.5 and cfg.memory.auto_retrieve
     assert cfg.daemon.host == "127.0.0.1"
-    personas = Personas.load(cfg.personas_dir)
+    personas = Personas.load(cfg.personas_dir, tuple(SKILLS))
     assert len(personas) >= 2
     assert all(p.model for p in personas.values())
 
@@ -34,7 +36,7 @@ def test_defaults_without_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 def test_values_are_frozen(tmp_path: Path) -> None:
     cfg = load_config(write_home(tmp_path), environ={})
-    with pytest.raises(Exception):
+    with pytest.raises(pydantic.ValidationError, match="frozen"):
         cfg.memory.top_k = 9  # type: ignore[misc]
 
 
@@ -121,7 +123,7 @@ def test_a_bad_persona_file_names_the_file_the_key_and_the_reason(
 ) -> None:
     write_home(tmp_path, personas={"p": persona})
     with pytest.raises(ConfigError) as info:
-        Personas.load(tmp_path / "personas")
+        Personas.load(tmp_path / "personas", tuple(SKILLS))
     assert info.value.source.endswith("p.toml")
     assert info.value.key == key
     assert reason in info.value.reason

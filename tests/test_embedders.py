@@ -7,9 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agentd.app import App
+from agentd.app import App, build_embedder
 from agentd.config import load_config
-from agentd.embedders import build_embedder
 from agentd.embedders.local import DEFAULT_MODEL, MINILM, LocalEmbedder
 from agentd.memory import MemoryService
 from agentd.scopes import GLOBAL, Reach

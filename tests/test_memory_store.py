@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from agentd import EmbedderUnavailable, EmbeddingMismatch, InvalidInput, NotFound, StoreError
+from agentd import EmbedderNotConfigured, EmbeddingMismatch, InvalidInput, NotFound, StoreError
 from agentd.app import App
 from agentd.config import Config
 from agentd.memory import MemoryService
@@ -196,7 +196,7 @@ def test_import_jsonl_reports_bad_lines_and_imports_the_rest(app: App, tmp_path:
     assert "nobody" in reasons[6]
     assert reasons[9].startswith("colour:")
     assert seen[-1] == (4, 4)
-    old = app.memory.list("buddy", Scope.user("al"))
+    old = app.memory.list_memories("buddy", Scope.user("al"))
     assert old[0].created_at == datetime(2020, 1, 1, tzinfo=UTC)
 
 
@@ -246,7 +246,7 @@ def test_no_embedder_stores_memories_but_search_says_why(config: Config) -> None
     try:
         mem, created = app.memory.add("buddy", GLOBAL, "User likes Python")
         assert created and mem.text == "User likes Python"
-        with pytest.raises(EmbedderUnavailable, match="embedding model"):
+        with pytest.raises(EmbedderNotConfigured, match="embedding model"):
             app.memory.search("Python", BUDDY)
     finally:
         app.close()

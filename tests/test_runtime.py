@@ -6,6 +6,7 @@ model actually received: the fake server records every request.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections import defaultdict
@@ -190,7 +191,7 @@ def test_events_have_a_json_form_with_their_type(make_app, runtimes, fake_openai
     done = as_json[-1]
     assert done["type"] == "done" and done["message_id"] > done["user_message_id"]
     assert done["usage"]["total_tokens"] > 0 and done["budget"]["memories_included"] == 1
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         events[0].status = "x"  # type: ignore[misc]
 
 

@@ -21,8 +21,8 @@ import pytest
 from agentd.app import App
 from agentd.config import load_config
 from tests.conftest import REPO, agentd_cli, write_home
-from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn
-from tests.test_api_support import daemons, fake_persona, read_sse, wait_for  # noqa: F401
+from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
+from tests.support import read_sse, wait_for
 
 LONG_REPLY = " ".join(f"word{i}" for i in range(80))
 
@@ -83,7 +83,7 @@ def serve(tmp_path: Path, fake_openai: FakeOpenAI) -> Iterator[Any]:
         s.stop()
 
 
-@pytest.mark.parametrize("grace, outcome", [(0.3, "interrupted"), (20.0, "complete")])
+@pytest.mark.parametrize(("grace", "outcome"), [(0.3, "interrupted"), (20.0, "complete")])
 def test_sigterm_during_a_streamed_reply_stores_the_message_and_the_reply(
     tmp_path, fake_openai, serve, grace, outcome
 ) -> None:

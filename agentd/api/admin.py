@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
 from agentd import __version__
+from agentd.api.responses import COMMON_ERRORS, BudgetResponse, Health, PersonaList, error_responses
 from agentd.api.state import Daemon, daemon
-from agentd.prompt.preview import preview
+from agentd.scopes import check_identifier
 
-router = APIRouter(tags=["admin"])
+router = APIRouter(tags=["admin"], responses=COMMON_ERRORS)
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_model=Health, response_model_exclude_none=True)
 def healthz(d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """Liveness and the actors' state (never needs the API key)."""
     try:
@@ -23,29 +25,14 @@ def healthz(d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     return {"status": "ok" if health.get("healthy", True) else "degraded", "version": __version__, **health}
 
 
-@router.get("/v1/personas")
+@router.get("/v1/personas", response_model=PersonaList)
 def personas(d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """Every persona with its model, context window and channels."""
-    rows = []
-    for p in d.app.personas.values():
-        window = d.app.windows.window_for(p.model, p.context_window)
-        rows.append(
-            {
-                "name": p.name,
-                "model": p.model,
-                "description": p.description,
-                "context_window": window.tokens,
-                "window_source": window.source,
-                "output_reserve": p.max_tokens,
-                "channels": list(p.channels),
-                "skills": list(p.skills),
-            }
-        )
     bindings = {name: list(c.personas) for name, c in d.app.config.channels.items() if c.personas}
-    return {"personas": rows, "channel_bindings": bindings}
+    return {"personas": [asdict(p) for p in d.app.describe_personas()], "channel_bindings": bindings}
 
 
-@router.get("/v1/budget")
+@router.get("/v1/budget", response_model=BudgetResponse, responses=error_responses(404, 422))
 def budget(
     d: Annotated[Daemon, Depends(daemon)],
     persona: Annotated[str, Query()],
@@ -54,7 +41,10 @@ def budget(
     message: Annotated[str | None, Query(description="The next message (default: none).")] = None,
 ) -> dict[str, Any]:
     """Where the tokens of the persona's next prompt in the channel would go (as ``agentd budget``)."""
-    ctx = preview(d.app, persona, channel, user, message).context
+    check_identifier("channel", channel)
+    if user is not None:
+        check_identifier("user", user)
+    ctx = d.runtime.preview(persona, channel, user, message).context
     return {
         "persona": persona,
         "channel": channel,

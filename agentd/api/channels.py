@@ -10,15 +10,21 @@ from starlette.concurrency import run_in_threadpool
 
 from agentd._exceptions import InvalidInput
 from agentd.api.chat import SSE_DOC
+from agentd.api.responses import COMMON_ERRORS, MessagePage, PostAccepted, error_responses
 from agentd.api.schemas import ChannelPost
 from agentd.api.sse import HEADERS, MEDIA_TYPE
 from agentd.api.state import Daemon, daemon
 from agentd.scopes import check_identifier
 
-router = APIRouter(tags=["channels"])
+router = APIRouter(tags=["channels"], responses=COMMON_ERRORS)
 
 
-@router.post("/v1/channels/{channel}/messages", status_code=202)
+@router.post(
+    "/v1/channels/{channel}/messages",
+    status_code=202,
+    response_model=PostAccepted,
+    responses=error_responses(404, 422),
+)
 async def post_message(channel: str, body: ChannelPost, d: Annotated[Daemon, Depends(daemon)]) -> JSONResponse:
     """Store a message for the channel's persona and answer at once with its id (202).
 
@@ -45,7 +51,7 @@ async def post_message(channel: str, body: ChannelPost, d: Annotated[Daemon, Dep
     )
 
 
-@router.get("/v1/channels/{channel}/events", response_class=StreamingResponse, responses=SSE_DOC)  # type: ignore[arg-type]
+@router.get("/v1/channels/{channel}/events", response_class=StreamingResponse, responses=SSE_DOC)
 async def events(
     channel: str,
     d: Annotated[Daemon, Depends(daemon)],
@@ -67,7 +73,7 @@ async def events(
     return StreamingResponse(d.hub.stream(channel, start), media_type=MEDIA_TYPE, headers=HEADERS)
 
 
-@router.get("/v1/channels/{channel}/messages")
+@router.get("/v1/channels/{channel}/messages", response_model=MessagePage, responses=error_responses(422))
 def read_messages(
     channel: str,
     d: Annotated[Daemon, Depends(daemon)],

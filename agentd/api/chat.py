@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from agentd.api.responses import COMMON_ERRORS, error_responses
 from agentd.api.schemas import ChatRequest
 from agentd.api.sse import HEADERS, MEDIA_TYPE, EventBridge
 from agentd.api.state import Daemon, daemon
 
-router = APIRouter(tags=["chat"])
+router = APIRouter(tags=["chat"], responses=COMMON_ERRORS)
 
-SSE_DOC = {200: {"content": {MEDIA_TYPE: {}}, "description": "Server-sent events, one per runtime event."}}
+SSE_DOC: dict[int | str, dict[str, Any]] = {
+    200: {"content": {MEDIA_TYPE: {}}, "description": "Server-sent events, one per runtime event."},
+    **error_responses(404, 422),
+}
 
 
-@router.post("/v1/chat", response_class=StreamingResponse, responses=SSE_DOC)  # type: ignore[arg-type]
+@router.post("/v1/chat", response_class=StreamingResponse, responses=SSE_DOC)
 async def chat(body: ChatRequest, d: Annotated[Daemon, Depends(daemon)]) -> StreamingResponse:
     """Send a message and stream the reply as server-sent events.
 

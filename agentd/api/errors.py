@@ -16,37 +16,25 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentd._exceptions import (
     AgentdError,
-    ConfigError,
-    ContextOverflow,
-    EmbedderUnavailable,
-    EmbeddingMismatch,
+    EmbedderNotConfigured,
+    ErrorCode,
     InvalidInput,
     NotFound,
-    StoreError,
+    ShuttingDown,
+    http_status,
 )
-from agentd.runtime import ShuttingDown
 
 log = structlog.get_logger("agentd.api")
 
-#: agentd's exceptions and their HTTP status, most specific first.
-_STATUS: tuple[tuple[type[AgentdError], int], ...] = (
-    (ShuttingDown, 503),
-    (InvalidInput, 422),
-    (NotFound, 404),
-    (ContextOverflow, 422),
-    (EmbedderUnavailable, 503),
-    (EmbeddingMismatch, 409),
-    (StoreError, 503),
-    (ConfigError, 500),
-    (AgentdError, 500),
-)
+#: Starlette's own HTTP errors (routing, methods) and the code each is answered with.
 _HTTP_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    404: "not_found",
-    405: "method_not_allowed",
-    413: "body_too_large",
-    415: "unsupported_media_type",
+    400: ErrorCode.BAD_REQUEST,
+    401: ErrorCode.UNAUTHORIZED,
+    403: ErrorCode.FORBIDDEN,
+    404: ErrorCode.NOT_FOUND,
+    405: ErrorCode.METHOD_NOT_ALLOWED,
+    413: ErrorCode.BODY_TOO_LARGE,
+    415: ErrorCode.UNSUPPORTED_MEDIA_TYPE,
 }
 
 
@@ -63,8 +51,8 @@ def error_response(
 
 
 def status_of(exc: AgentdError) -> int:
-    """The HTTP status for one of agentd's exceptions."""
-    return next(status for kind, status in _STATUS if isinstance(exc, kind))
+    """The HTTP status for one of agentd's exceptions (from the catalogue)."""
+    return http_status(exc.code)
 
 
 def field_of(exc: AgentdError) -> str | None:
@@ -102,32 +90,36 @@ def install(api: FastAPI) -> None:
     @api.exception_handler(AgentdError)
     async def _agentd(_request: Request, exc: AgentdError) -> JSONResponse:
         status = status_of(exc)
-        if status >= 500 and not isinstance(exc, ShuttingDown | EmbedderUnavailable):
+        if status >= 500 and not isinstance(exc, ShuttingDown | EmbedderNotConfigured):
             log.error("request_failed", code=exc.code, error=exc.message)
         return error_response(status, exc.code, exc.message, field_of(exc))
 
     @api.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = list(exc.errors())
-        first = errors[0] if errors else {"loc": ("body",), "msg": "is invalid", "type": ""}
+        first: dict[str, Any] = dict(errors[0]) if errors else {"loc": ("body",), "msg": "is invalid", "type": ""}
         if first.get("type") == "json_invalid":
-            ctx = first.get("ctx") or {}
+            ctx: dict[str, Any] = first.get("ctx") or {}
             return error_response(
-                400, "malformed_json", f"the body is not valid JSON: {ctx.get('error', 'parse error')}", "body"
+                400, ErrorCode.MALFORMED_JSON, f"the body is not valid JSON: {ctx.get('error', 'parse error')}", "body"
             )
         loc = tuple(first.get("loc", ("body",)))
         if loc == ("body",) and first.get("type") == "missing":
-            return error_response(422, "invalid_input", "a JSON object is required", "body")
+            return error_response(422, ErrorCode.INVALID_INPUT, "a JSON object is required", "body")
         field = _validation_field(loc)
-        return error_response(422, "invalid_input", f"{field}: {_validation_message(first)}", field)
+        return error_response(422, ErrorCode.INVALID_INPUT, f"{field}: {_validation_message(first)}", field)
 
     @api.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        code = _HTTP_CODES.get(
+            exc.status_code, ErrorCode.BAD_REQUEST if exc.status_code < 500 else ErrorCode.INTERNAL_ERROR
+        )
         field = getattr(exc, "field", None)
         return error_response(exc.status_code, code, str(exc.detail), field, headers=getattr(exc, "headers", None))
 
     @api.exception_handler(Exception)
     async def _bug(_request: Request, exc: Exception) -> JSONResponse:
         log.exception("request_bug", error=repr(exc))
-        return error_response(500, "internal_error", "agentd failed to handle this request; see the daemon's log")
+        return error_response(
+            500, ErrorCode.INTERNAL_ERROR, "agentd failed to handle this request; see the daemon's log"
+        )

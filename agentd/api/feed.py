@@ -26,6 +26,7 @@ from typing import Any
 import structlog
 from anyio import to_thread
 
+from agentd._exceptions import ErrorCode
 from agentd.api.sse import KEEPALIVE, frame
 from agentd.runtime import Done, Error, Event, MemoryContext
 from agentd.runtime.messages import Turn
@@ -127,7 +128,9 @@ class ChannelHub:
     async def stream(self, channel: str, after: int | None, keepalive: float = 15.0) -> AsyncIterator[bytes]:
         """SSE frames for ``channel``: stored messages after ``after`` (default: from now), then live."""
         if self._closed:
-            yield frame("error", {"code": "shutting_down", "message": "agentd is shutting down; reconnect later"})
+            yield frame(
+                "error", {"code": ErrorCode.SHUTTING_DOWN, "message": "agentd is shutting down; reconnect later"}
+            )
             return
         queue: asyncio.Queue[object] = asyncio.Queue()
         self._subscribers.setdefault(channel, set()).add(queue)  # subscribe first: nothing falls in a gap
@@ -152,7 +155,7 @@ class ChannelHub:
                         yield frame(
                             "error",
                             {
-                                "code": "overflow",
+                                "code": ErrorCode.FEED_OVERFLOW,
                                 "message": "this reader fell too far behind; reconnect with Last-Event-ID",
                             },
                         )

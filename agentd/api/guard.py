@@ -17,7 +17,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agentd._exceptions import ConfigError
+from agentd._exceptions import ConfigError, ErrorCode
 from agentd.api.errors import error_body
 
 #: Paths that never need the key (liveness probes).
@@ -62,7 +62,7 @@ async def _send_json(
 def _header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope.get("headers", ()):
         if key == name:
-            return value.decode("latin-1")
+            return bytes(value).decode("latin-1")
     return None
 
 
@@ -89,7 +89,9 @@ class ApiKeyGuard:
             send,
             401,
             error_body(
-                "unauthorized", f"{reason}: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'", "Authorization"
+                ErrorCode.UNAUTHORIZED,
+                f"{reason}: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'",
+                "Authorization",
             ),
             [(b"www-authenticate", b'Bearer realm="agentd"')],
         )
@@ -120,7 +122,7 @@ class BodyLimit:
                 size = int(declared)
             except ValueError:
                 await _send_json(
-                    send, 400, error_body("bad_request", "Content-Length is not a number", "Content-Length")
+                    send, 400, error_body(ErrorCode.BAD_REQUEST, "Content-Length is not a number", "Content-Length")
                 )
                 return
             if size > self._limit:
@@ -128,7 +130,7 @@ class BodyLimit:
                     send,
                     413,
                     error_body(
-                        "body_too_large",
+                        ErrorCode.BODY_TOO_LARGE,
                         f"the request body is {size} bytes; the limit is {self._limit} bytes (daemon.max_body_bytes)",
                         "body",
                     ),

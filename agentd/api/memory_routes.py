@@ -15,6 +15,16 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 
 from agentd._exceptions import InvalidInput, NotFound
+from agentd.api.responses import (
+    COMMON_ERRORS,
+    Forgotten,
+    ImportResponse,
+    KnownFactsResponse,
+    MemoryAdded,
+    MemoryList,
+    SearchResponse,
+    error_responses,
+)
 from agentd.api.schemas import AddMemory, ImportRequest, KnownFactsRequest, SearchRequest
 from agentd.api.state import Daemon, daemon
 from agentd.memory import known_facts
@@ -22,7 +32,7 @@ from agentd.memory.importer import parse_line, parse_timestamp
 from agentd.scopes import GLOBAL, Scope, check_identifier
 from agentd.store.memories import NewMemory
 
-router = APIRouter(tags=["memory"])
+router = APIRouter(tags=["memory"], responses=COMMON_ERRORS)
 
 
 def _personas(d: Daemon, persona: str | None) -> list[str]:
@@ -42,10 +52,10 @@ def _count(d: Daemon, personas: list[str]) -> Any:
     return lambda text: max((c.count(text) for c in counters.values()), default=0)
 
 
-@router.post("/v1/memory/search")
+@router.post("/v1/memory/search", response_model=SearchResponse, responses=error_responses(404, 422))
 def search(body: SearchRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """Memories ranked by relevance with time decay, best first (``score`` ranks, ``relevance`` filters)."""
-    _check_optional("userId", body.userId)
+    _check_optional("userId", body.user_id)
     _check_optional("channel", body.channel)
     personas = _personas(d, body.persona)
     limit = body.limit or d.app.config.memory.limit
@@ -53,15 +63,15 @@ def search(body: SearchRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[s
         d.app.memory,
         body.query,
         personas,
-        user=body.userId,
+        user=body.user_id,
         channel=body.channel,
         limit=limit,
-        min_relevance=body.minScore,
+        min_relevance=body.min_score,
     )
     return {"results": [{**h.as_result(), "persona": h.memory.persona} for h in hits], "total_found": len(hits)}
 
 
-@router.post("/v1/memory/context")
+@router.post("/v1/memory/context", response_model=KnownFactsResponse, responses=error_responses(404, 422))
 def context(body: KnownFactsRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """Seed 003: the ``## Known Facts (from memory)`` block for a query, within a token budget.
 
@@ -69,35 +79,40 @@ def context(body: KnownFactsRequest, d: Annotated[Daemon, Depends(daemon)]) -> d
     first until the next one would not fit. Answers ``{context, memoriesUsed,
     tokensUsed, tokenBudget}``; nothing relevant is ``""`` and 0.
     """
-    check_identifier("userId", body.userId)
+    check_identifier("userId", body.user_id)
     _check_optional("channel", body.channel)
     cfg = d.app.config.memory
     personas = _personas(d, body.persona)
-    budget = body.tokenBudget or cfg.token_budget
+    budget = body.token_budget or cfg.token_budget
     hits = known_facts.search(
         d.app.memory,
         body.query,
         personas,
-        user=body.userId,
+        user=body.user_id,
         channel=body.channel,
         limit=body.limit or cfg.limit,
-        min_relevance=body.minScore,
+        min_relevance=body.min_score,
     )
     return known_facts.known_facts(hits, budget, _count(d, personas)).as_json()
 
 
 def _scope(body: AddMemory) -> Scope:
-    given = [x for x in (body.scope, body.userId, body.channel) if x is not None]
+    given = [x for x in (body.scope, body.user_id, body.channel) if x is not None]
     if len(given) > 1:
-        raise InvalidInput("scope", "give only one of scope, userId, channel")
-    if body.userId is not None:
-        return Scope.user(body.userId)
+        raise InvalidInput("scope", "give only one of scope, user_id, channel")
+    if body.user_id is not None:
+        return Scope.user(body.user_id)
     if body.channel is not None:
         return Scope.channel(body.channel)
     return Scope.parse(body.scope) if body.scope is not None else GLOBAL
 
 
-@router.post("/v1/memories", status_code=201)
+@router.post(
+    "/v1/memories",
+    status_code=201,
+    response_model=MemoryAdded,
+    responses={200: {"model": MemoryAdded, "description": "Already stored"}, **error_responses(404, 422)},
+)
 def add(body: AddMemory, d: Annotated[Daemon, Depends(daemon)]) -> JSONResponse:
     """Store a memory (201), or find the identical one already stored (200, ``created: false``)."""
     created_at = parse_timestamp(body.created_at) if body.created_at is not None else None
@@ -107,7 +122,7 @@ def add(body: AddMemory, d: Annotated[Daemon, Depends(daemon)]) -> JSONResponse:
     return JSONResponse({"memory": memory.as_json(), "created": created}, status_code=201 if created else 200)
 
 
-@router.post("/v1/memories/import")
+@router.post("/v1/memories/import", response_model=ImportResponse, responses=error_responses(404, 422))
 def import_(body: ImportRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """Store a batch in one transaction. An invalid item refuses the whole batch (422 naming
     ``memories[i].field``) unless ``skip_invalid``, which stores the rest and reports it."""
@@ -133,7 +148,7 @@ def import_(body: ImportRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[
     }
 
 
-@router.get("/v1/memories")
+@router.get("/v1/memories", response_model=MemoryList, responses=error_responses(404, 422))
 def list_memories(
     d: Annotated[Daemon, Depends(daemon)],
     persona: Annotated[str, Query(description="Whose memories.")],
@@ -143,11 +158,11 @@ def list_memories(
 ) -> dict[str, Any]:
     """A persona's memories, newest first."""
     parsed = Scope.parse(scope) if scope is not None else None
-    memories = d.app.memory.list(persona, parsed, limit, offset)
+    memories = d.app.memory.list_memories(persona, parsed, limit, offset)
     return {"memories": [m.as_json() for m in memories], "total": d.app.memory.count(persona)}
 
 
-@router.delete("/v1/memories/{memory_id}")
+@router.delete("/v1/memories/{memory_id}", response_model=Forgotten, responses=error_responses(404, 422))
 def forget(memory_id: int, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """Delete one memory (its row, vector and index entry)."""
     return {"forgotten": d.app.memory.forget(memory_id).as_json()}

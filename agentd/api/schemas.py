@@ -1,7 +1,8 @@
 """Request bodies: strict (no coercion of ``"1"`` to 1), unknown fields refused.
 
-Field names follow their callers: the chat and channel bodies are agentd's own;
-the memory service keeps seed 003's camelCase (``userId``, ``tokenBudget``).
+Field names are snake_case across the API. The memory service's published
+camelCase names (``userId``, ``tokenBudget``, ``minScore``) are accepted as
+aliases on the memory routes, so clients written against that contract work.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ MAX_IMPORT = 10_000
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 
 
 class ChatRequest(_Body):
@@ -41,33 +42,41 @@ class SearchRequest(_Body):
     """``POST /v1/memory/search``: the same search as ``/context``, as a result list."""
 
     query: str
-    userId: str | None = Field(None, description="Include this user's memories (never another user's).")  # noqa: N815
+    user_id: str | None = Field(
+        None, alias="userId", description="Include this user's memories (never another user's). Also `user_id`."
+    )
     persona: str | None = Field(None, description="Search this persona's memories (default: every persona).")
     channel: str | None = Field(None, description="Include this channel's memories.")
     limit: int | None = Field(None, ge=1, le=1000, description="Default: memory.limit (20).")
-    minScore: float | None = Field(None, ge=0.0, le=1.0, description="Default: memory.min_score.")  # noqa: N815
+    min_score: float | None = Field(
+        None, alias="minScore", ge=0.0, le=1.0, description="Default: memory.min_score. Also `min_score`."
+    )
 
 
 class KnownFactsRequest(_Body):
     """``POST /v1/memory/context`` (seed 003)."""
 
-    userId: str = Field(description="Whose memories may be used (plus global and channel ones).")  # noqa: N815
+    user_id: str = Field(
+        alias="userId", description="Whose memories may be used (plus global and channel ones). Also `user_id`."
+    )
     query: str = Field(description="The current message; memories are ranked by relevance to it.")
-    tokenBudget: int | None = Field(None, ge=1, le=1_000_000, description="Default 2000 (memory.token_budget).")  # noqa: N815
+    token_budget: int | None = Field(
+        None, alias="tokenBudget", ge=1, le=1_000_000, description="Default 2000 (memory.token_budget)."
+    )
     limit: int | None = Field(None, ge=1, le=1000, description="Memories considered; default 20 (memory.limit).")
     persona: str | None = Field(None, description="Default: every persona.")
     channel: str | None = None
-    minScore: float | None = Field(None, ge=0.0, le=1.0, description="Default: memory.min_score.")  # noqa: N815
+    min_score: float | None = Field(None, alias="minScore", ge=0.0, le=1.0, description="Default: memory.min_score.")
 
 
 class AddMemory(_Body):
-    """``POST /v1/memories``. Scope: ``scope``, or ``userId`` / ``channel`` as shorthands; default global."""
+    """``POST /v1/memories``. Scope: ``scope``, or ``user_id`` / ``channel`` as shorthands; default global."""
 
     persona: str
     text: str
     category: str = "fact"
     scope: str | None = Field(None, description="global | channel:NAME | user:ID")
-    userId: str | None = None  # noqa: N815
+    user_id: str | None = Field(None, alias="userId", description="Store in this user's scope. Also `user_id`.")
     channel: str | None = None
     metadata: dict[str, Any] | None = None
     created_at: str | None = Field(None, description="ISO-8601; default now.")

@@ -32,7 +32,7 @@ from agentd.runtime import Runtime
 log = structlog.get_logger("agentd.serve")
 
 #: After the runtime has stopped, how long open connections get to finish.
-CONNECTION_GRACE_SECONDS = 3.0
+CONNECTION_GRACE_SECONDS = 3
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import click
 from rich.table import Table
 
@@ -9,7 +11,8 @@ from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
 from agentd.prompt.budget import ContextBudget
-from agentd.prompt.preview import preview
+from agentd.runtime.turn import TurnPreparer
+from agentd.scopes import check_identifier
 
 BAR_WIDTH = 30
 
@@ -63,7 +66,11 @@ def budget(app: App, persona: str, channel: str, user: str | None, message: str 
     history messages fit of those available, which memories would be
     injected with their scores, and whether the context is exhausted.
     """
-    shown = preview(app, persona, channel, user, message, channel_field="--channel", user_field="--user")
+    check_identifier("--channel", channel)
+    if user is not None:
+        check_identifier("--user", user)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentd-retrieval") as pool:
+        shown = TurnPreparer.for_app(app, pool).prepare(app.personas[persona], channel, user, message)
     ctx, recalled = shown.context, shown.recalled
     b = ctx.budget
     if as_json:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import click
 from rich.table import Table
 
-from agentd._exceptions import AgentdError
+from agentd._exceptions import AgentdError, EmbeddingMismatch
 from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
@@ -76,16 +76,31 @@ def checks(app: App) -> list[Check]:
     found.append(_run("embedder", embedder))
 
     def database() -> str:
-        from agentd.store import migrate
+        # Only read: a missing database is not created, an old one is not upgraded, the
+        # embedding model is not bound (`agentd db upgrade`, `agentd memory reembed` do that).
+        from agentd.store import Store, migrate
+        from agentd.store.engine import create_engine, sqlite_path
 
-        store = app.store
-        revision = migrate.current_revision(store.engine)
-        space = store.embedding_space()
+        url = app.config.database_url
+        path = sqlite_path(url)
+        if path is not None and not path.exists():
+            return f"no database yet at {path} (it is created on first use)"
+        engine = create_engine(url, app.config.database.busy_timeout_ms)
+        try:
+            revision, head = migrate.current_revision(engine), migrate.head_revision()
+            if revision != head:
+                return f"{url} at revision {revision or 'none'}; {head} is pending (`agentd db upgrade`)"
+            store = Store(engine, url)
+            space = store.embedding_space()
+            with store.read() as conn:
+                count = store.memories.count(conn)
+        finally:
+            engine.dispose()
         emb = app.embedder
-        if emb is not None:
-            store.bind_embedding(emb.model_id, emb.dimension)
+        if emb is not None and space is not None and (space.model_id, space.dimension) != (emb.model_id, emb.dimension):
+            raise EmbeddingMismatch(space.model_id, space.dimension, emb.model_id, emb.dimension)
         vectors = f"vectors of {space.model_id}" if space else "no vectors yet"
-        return f"{app.config.database_url} at revision {revision}; {app.memory.count()} memories; {vectors}"
+        return f"{url} at revision {revision}; {count} memories; {vectors}"
 
     found.append(_run("database", database))
 

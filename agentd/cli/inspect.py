@@ -9,7 +9,7 @@ from agentd.app import App
 from agentd.cli.budget import budget_table
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
-from agentd.prompt.budget import ContextBudget
+from agentd.runtime.record import ContextRecord
 
 
 @click.command()
@@ -27,7 +27,7 @@ def inspect(app: App, message_id: int, as_json: bool) -> None:
             )
         reply = app.store.messages.get(conn, record.reply_id)
         asked = app.store.messages.get(conn, record.user_message_id) if record.user_message_id else None
-    data = record.data
+    given = ContextRecord.from_json(record.data)
     if as_json:
         print_json(
             {
@@ -39,7 +39,7 @@ def inspect(app: App, message_id: int, as_json: bool) -> None:
                 "created_at": record.created_at.isoformat().replace("+00:00", "Z"),
                 "message": asked.content if asked else None,
                 "reply": reply.content if reply else None,
-                **data,
+                **given.to_json(),
             }
         )
         return
@@ -51,30 +51,26 @@ def inspect(app: App, message_id: int, as_json: bool) -> None:
         out.print(f"[dim]{asked.author}:[/] {asked.content}")
     if reply:
         out.print(f"[dim]{record.persona}:[/] {reply.content}")
-    retrieval = data.get("retrieval", {})
-    out.print(
-        f"\nretrieval: {retrieval.get('status')} in {retrieval.get('ms', 0)} ms; query: {retrieval.get('query', '')!r}"
-    )
-    for m in data.get("memories", []):
-        out.print(
-            f"  {m['score']:.2f} (relevance {m['relevance']:.2f})  {m['text']}  ({m['category']}, {m['scope']}, id {m['id']})"
-        )
-    if not data.get("memories"):
+    retrieval = given.retrieval
+    out.print(f"\nretrieval: {retrieval.status} in {retrieval.ms} ms; query: {retrieval.query!r}")
+    for m in given.memories:
+        out.print(f"  {m.score:.2f} (relevance {m.relevance:.2f})  {m.text}  ({m.category}, {m.scope}, id {m.id})")
+    if not given.memories:
         out.print("  no memories were injected")
-    recalled = data.get("user_history") or {}
-    if recalled.get("message_ids"):
+    recalled = given.user_history
+    if recalled.status != "ok":
+        out.print(f"past exchanges: {recalled.status}")
+    if recalled.message_ids:
         out.print(
-            f"past exchanges: messages {', '.join(map(str, recalled['message_ids']))} "
-            f"(of {recalled.get('inspected', 0)} inspected)"
+            f"past exchanges: messages {', '.join(map(str, recalled.message_ids))} (of {recalled.inspected} inspected)"
         )
-    if recalled.get("seeds"):
-        out.print(f"search seeds: {', '.join(recalled['seeds'])}")
-    for call in data.get("tool_calls", []):
-        out.print(f"tool {call['name']}({call['arguments']}) -> {'ok' if call.get('ok') else call.get('error')}")
-    usage = data.get("usage", {})
+    if recalled.seeds:
+        out.print(f"search seeds: {', '.join(recalled.seeds)}")
+    for call in given.tool_calls:
+        out.print(f"tool {call.name}({call.arguments}) -> {'ok' if call.ok else call.error}")
+    usage = given.usage
     out.print(
         f"usage: {usage.get('prompt_tokens', 0)} prompt + {usage.get('completion_tokens', 0)} completion tokens "
-        f"over {data.get('rounds', 1)} round(s)"
+        f"over {given.rounds} round(s)"
     )
-    if "budget" in data:
-        out.print(budget_table(ContextBudget.from_json(data["budget"])))
+    out.print(budget_table(given.budget))

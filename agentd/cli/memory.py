@@ -151,7 +151,7 @@ def list_(
 ) -> None:
     """List a persona's memories, newest first."""
     scope = _scope(channel, user, global_, required=False)
-    mems = app.memory.list(persona, scope, limit, offset)
+    mems = app.memory.list_memories(persona, scope, limit, offset)
     if as_json:
         print_json([m.as_json() for m in mems])
         return

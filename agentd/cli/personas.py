@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import click
 from rich.table import Table
 
@@ -15,33 +17,19 @@ from agentd.cli.output import out, print_json
 @pass_app
 def personas(app: App, as_json: bool) -> None:
     """List the personas with their model and context window."""
-    rows = []
-    for p in app.personas.values():
-        window = app.windows.window_for(p.model, p.context_window)
-        rows.append(
-            {
-                "name": p.name,
-                "model": p.model,
-                "context_window": window.tokens,
-                "window_source": window.source,
-                "output_reserve": p.max_tokens,
-                "channels": list(p.channels),
-                "skills": list(p.skills),
-                "description": p.description,
-            }
-        )
+    rows = app.describe_personas()
     if as_json:
-        print_json(rows)
+        print_json([asdict(r) for r in rows])
         return
     table = Table("name", "model", "context window", "output reserve", "channels", "skills", "description")
     for r in rows:
         table.add_row(
-            r["name"],
-            r["model"],
-            f"{r['context_window']:,} ({r['window_source']})",
-            f"{r['output_reserve']:,}",
-            ", ".join(r["channels"]) or "-",
-            ", ".join(r["skills"]),
-            r["description"],
+            r.name,
+            r.model,
+            f"{r.context_window:,} ({r.window_source})",
+            f"{r.output_reserve:,}",
+            ", ".join(r.channels) or "-",
+            ", ".join(r.skills),
+            r.description,
         )
     out.print(table)

@@ -11,6 +11,7 @@ from typing import Any
 import click
 import httpx
 
+from agentd._exceptions import ErrorCode
 from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import err, print_json
@@ -18,7 +19,7 @@ from agentd.cli.output import err, print_json
 
 def sse_events(lines: Iterator[str]) -> Iterator[tuple[str, str, str | None]]:
     """``(event, data, id)`` for each server-sent event in ``lines``."""
-    event, data, event_id = "message", [], None
+    event, data, event_id = "message", list[str](), None
     for line in lines:
         if not line:
             if data:
@@ -129,7 +130,9 @@ def _await_reply(client: httpx.Client, channel: str, message_id: int, as_json: b
                 if payload.get("status") == "interrupted":
                     _fail("the reply was interrupted (the daemon stopped)")
                 return payload
-            elif name == "error" and (mine or payload.get("code") in ("shutting_down", "overflow")):
+            elif name == "error" and (
+                mine or payload.get("code") in (ErrorCode.SHUTTING_DOWN, ErrorCode.FEED_OVERFLOW)
+            ):
                 if streaming:
                     sys.stdout.write("\n")
                 _fail(f"{payload.get('message', 'error')} ({payload.get('code')})")

@@ -15,8 +15,6 @@ from agentd.relevance import DEFAULT_WORDS, UNCALIBRATED, Calibration, WordWeigh
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from agentd.config import EmbeddingConfig
-
 
 @runtime_checkable
 class Embedder(Protocol):
@@ -24,7 +22,12 @@ class Embedder(Protocol):
 
     #: Identifies the model; stored with the vectors so two models never mix.
     model_id: str
-    dimension: int
+
+    @property
+    def dimension(self) -> int:
+        """The size of every vector this model returns."""
+        ...
+
     calibration: Calibration
     #: Hybrid search's word and date weights in this model's cosine units.
     words: WordWeights
@@ -44,25 +47,4 @@ def normalize(vectors: np.ndarray) -> np.ndarray:
     return (vectors / np.where(norms == 0, 1, norms)).astype(np.float32)
 
 
-def build_embedder(config: EmbeddingConfig) -> Embedder | None:
-    """The configured embedder, or ``None`` for ``provider = "none"``."""
-    if config.provider == "none":
-        return None
-    if config.provider == "local":
-        from agentd.embedders.local import LocalEmbedder
-
-        embedder: Embedder = LocalEmbedder(config.model, batch_size=config.batch_size)
-    else:
-        from agentd.llm.embedding import LitellmEmbedder
-
-        embedder = LitellmEmbedder(
-            model=config.model,
-            api_base=config.api_base or None,
-            api_key_env=config.api_key_env or None,
-        )
-    if config.calibration is not None:
-        embedder.calibration = Calibration(config.calibration.midpoint, config.calibration.scale)
-    return embedder
-
-
-__all__ = ["DEFAULT_WORDS", "UNCALIBRATED", "Calibration", "Embedder", "WordWeights", "build_embedder", "normalize"]
+__all__ = ["DEFAULT_WORDS", "UNCALIBRATED", "Calibration", "Embedder", "WordWeights", "normalize"]

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from agentd._exceptions import EmbedderError
+from agentd.config import LOCAL_EMBEDDING_MODELS
 from agentd.embedders import normalize
 from agentd.relevance import DEFAULT_WORDS, Calibration, WordWeights
 
@@ -114,6 +115,8 @@ MINILM = LocalModel(
 #: ``[embedding] model`` for ``provider = "local"`` -> the model ("" is the default).
 MODELS: dict[str, LocalModel] = {m.name: m for m in (E5_SMALL, MINILM)}
 DEFAULT_MODEL = E5_SMALL.name
+# The config validates model names against its own list: the two must name the same models.
+assert tuple(MODELS) == LOCAL_EMBEDDING_MODELS, "agentd.config.LOCAL_EMBEDDING_MODELS is out of date"
 
 
 def _sha256(path: Path) -> str:
@@ -133,18 +136,10 @@ def _verified(path: Path, expected: str, what: str) -> Path:
     return path
 
 
-def unknown_model(name: str) -> str | None:
-    """Why ``name`` is not a local model (``None`` when it is one, or empty: the default)."""
-    if not name or name in MODELS:
-        return None
-    return f"unknown local model {name!r}; use one of {', '.join(MODELS)}"
-
-
 def local_model(name: str = "") -> LocalModel:
     """The offline model called ``name`` ("" for the default)."""
-    reason = unknown_model(name)
-    if reason is not None:
-        raise EmbedderError(f"embedding.model: {reason}")
+    if name and name not in MODELS:
+        raise EmbedderError(f"embedding.model: unknown local model {name!r}; use one of {', '.join(MODELS)}")
     return MODELS[name or DEFAULT_MODEL]
 
 

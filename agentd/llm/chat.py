@@ -11,7 +11,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentd._exceptions import LLMAuthError, LLMError, LLMTimeout
+from agentd._exceptions import (
+    LLMAuthError,
+    LLMBadRequest,
+    LLMError,
+    LLMHttpError,
+    LLMRateLimited,
+    LLMTimeout,
+    LLMUnreachable,
+)
 from agentd.llm import litellm_module
 from agentd.llm.models import missing_credentials
 from agentd.llm.offline import ensure_registered, litellm_name
@@ -96,17 +104,16 @@ def _map_error(exc: Exception, model: str) -> LLMError:
         return LLMAuthError(text)
     if isinstance(exc, litellm.Timeout):
         return LLMTimeout(text)
-    err = LLMError(text)
-    status = getattr(exc, "status_code", None)
     if isinstance(exc, litellm.RateLimitError):
-        err.code = "llm_rate_limited"
-    elif isinstance(exc, litellm.BadRequestError):
-        err.code = "llm_bad_request"
-    elif isinstance(exc, litellm.APIConnectionError):
-        err.code = "llm_unreachable"
-    elif status:
-        err.code = f"llm_http_{status}"
-    return err
+        return LLMRateLimited(text)
+    if isinstance(exc, litellm.BadRequestError):
+        return LLMBadRequest(text)
+    if isinstance(exc, litellm.APIConnectionError):
+        return LLMUnreachable(text)
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        return LLMHttpError(text, status)
+    return LLMError(text)
 
 
 class LitellmChat:

@@ -94,9 +94,9 @@ def _after_tools(messages: list[dict[str, Any]]) -> str:
         except json.JSONDecodeError:
             result = {"error": _content(message)}
         if "error" in result:
-            parts.append(
-                f"The {name or 'tool'} call failed: {result['error'].get('message') if isinstance(result['error'], dict) else result['error']}"
-            )
+            error = result["error"]
+            reason = error.get("message") if isinstance(error, dict) else error
+            parts.append(f"The {name or 'tool'} call failed: {reason}")
         elif name == "remember" or "stored" in result:
             verb = "I will remember" if result.get("stored") else "I already knew"
             parts.append(f'Noted. {verb}: "{result.get("text")}".')
@@ -183,18 +183,20 @@ def _usage(messages: list[dict[str, Any]], text: str, calls: list[tuple[str, dic
 
 
 def _handler_class() -> type:
-    from litellm import CustomLLM
+    from litellm.llms.custom_llm import CustomLLM
     from litellm.types.utils import ModelResponse
 
-    class OfflineModel(CustomLLM):  # type: ignore[misc]
+    class OfflineModel(CustomLLM):
         """litellm custom handler for ``offline/*``."""
 
-        def streaming(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        def streaming(  # type: ignore[override]  # litellm passes everything by keyword
+            self, model: str, messages: list[Any], *args: Any, **kwargs: Any
+        ) -> Iterator[dict[str, Any]]:
             tools = (kwargs.get("optional_params") or {}).get("tools")
             text, calls = plan(messages, tools)
             yield from _chunks(text, calls, _usage(messages, text, calls))
 
-        def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> ModelResponse:
+        def completion(self, model: str, messages: list[Any], *args: Any, **kwargs: Any) -> ModelResponse:
             tools = (kwargs.get("optional_params") or {}).get("tools")
             text, calls = plan(messages, tools)
             message: dict[str, Any] = {"role": "assistant", "content": text or None}
@@ -222,10 +224,10 @@ def ensure_registered() -> None:
         if _registered.is_set():
             return
         litellm = litellm_module()
-        litellm.custom_provider_map = [
-            *[p for p in litellm.custom_provider_map if p.get("provider") != PROVIDER],
-            {"provider": PROVIDER, "custom_handler": _handler_class()()},
-        ]
+        providers = [p for p in getattr(litellm, "custom_provider_map", []) if p.get("provider") != PROVIDER]
+        setattr(  # noqa: B010  (litellm_module() is typed as a plain module)
+            litellm, "custom_provider_map", [*providers, {"provider": PROVIDER, "custom_handler": _handler_class()()}]
+        )
         litellm.register_model(
             {
                 MODEL: {

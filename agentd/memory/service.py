@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from agentd._exceptions import EmbedderUnavailable, InvalidInput, NotFound
+from agentd._exceptions import EmbedderNotConfigured, InvalidInput, NotFound
 from agentd.config import MemoryConfig
 from agentd.embedders import Embedder
 from agentd.memory.dates import query_dates
@@ -239,11 +239,13 @@ class MemoryService:
             raise NotFound("memory", memory_id)
         return memory
 
-    def list(self, persona: str, scope: Scope | None = None, limit: int = 100, offset: int = 0) -> list[Memory]:
+    def list_memories(
+        self, persona: str, scope: Scope | None = None, limit: int = 100, offset: int = 0
+    ) -> list[Memory]:
         """A persona's memories, newest first."""
         self.check_persona(persona)
         with self._store.read() as conn:
-            return self._store.memories.list(conn, persona, scope, limit, offset)
+            return self._store.memories.page(conn, persona, scope, limit, offset)
 
     def count(self, persona: str | None = None) -> int:
         """How many memories are stored."""
@@ -251,8 +253,9 @@ class MemoryService:
             return self._store.memories.count(conn, persona)
 
     def embed_query(self, text: str) -> np.ndarray:
-        """Embed one query (raises :class:`EmbedderUnavailable` without an embedder)."""
-        return self._require_embedder().embed_queries([text])[0]
+        """Embed one query (raises :class:`EmbedderNotConfigured` without an embedder)."""
+        vector: np.ndarray = self._require_embedder().embed_queries([text])[0]
+        return vector
 
     def search(
         self,
@@ -316,7 +319,7 @@ class MemoryService:
 
     def _require_embedder(self) -> Embedder:
         if self._embedder is None:
-            raise EmbedderUnavailable(
+            raise EmbedderNotConfigured(
                 'no embedding model is configured ([embedding] provider = "none"); '
                 'semantic memory search needs one: set provider = "local" or "litellm"'
             )

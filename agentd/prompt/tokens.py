@@ -36,8 +36,3 @@ class TokenCounter(Protocol):
 def tools_tokens(counter: TokenCounter, tools: Sequence[dict[str, Any]]) -> int:
     """Tokens the tool definitions cost: their JSON, an upper bound of how providers render them."""
     return counter.count(json.dumps(list(tools), separators=(",", ":"))) if tools else 0
-
-
-def message_tokens(counter: TokenCounter, content: str) -> int:
-    """Tokens one chat message costs, framing included."""
-    return counter.count(content) + PER_MESSAGE

@@ -1,5 +1,6 @@
 """The actor runtime: a supervisor, one actor per (persona, channel), and respond()."""
 
+from agentd._exceptions import ShuttingDown
 from agentd.runtime.events import (
     Done,
     Error,
@@ -11,7 +12,7 @@ from agentd.runtime.events import (
     ToolCall,
     ToolResult,
 )
-from agentd.runtime.runtime import Accepted, Runtime, ShuttingDown
+from agentd.runtime.runtime import Accepted, Runtime
 
 __all__ = [
     "Accepted",

@@ -36,10 +36,8 @@ class PersonaActor(pykka.ThreadingActor):
         if not isinstance(message, Turn):
             return
         self._current = message.request_id
-        # Cancelled before it started (shutdown's grace ran out while it was queued): the
-        # runtime already kept the message pending and told the sink, so there is nothing to do.
-        if not message.draft.cancel.is_set():
-            self._responder.respond(message)
+        # A turn cancelled while queued (shutdown) does not start: respond() returns at once.
+        self._responder.respond(message)
         self._current = None
         self._supervisor.tell(TurnFinished(self._key, message.request_id))
 

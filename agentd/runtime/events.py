@@ -9,7 +9,22 @@ Events are frozen dataclasses; ``as_json()`` carries the event's ``type``
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar
+
+from agentd._exceptions import ErrorCode
+
+
+class RecallStatus(StrEnum):
+    """Why a recall step found what it found (``MemoryContext`` and ``HistoryContext`` carry one)."""
+
+    OK = "ok"
+    #: Turned off for this request (``disable_memory``) or by config.
+    DISABLED = "disabled"
+    #: No embedding model is configured.
+    UNAVAILABLE = "unavailable"
+    TIMEOUT = "timeout"
+    ERROR = "error"
 
 
 @dataclass(frozen=True)
@@ -39,13 +54,12 @@ class Event:
 class MemoryContext(Event):
     """The memories recalled for this reply; always the first event of a turn.
 
-    ``status`` says why the list may be empty: ``ok``, ``disabled`` (per request
-    or by config), ``unavailable`` (no embedder), ``timeout`` or ``error``.
+    ``status`` says why the list may be empty (:class:`RecallStatus`).
     """
 
     type: ClassVar[str] = "memory_context"
     memories: tuple[MemorySnippet, ...] = ()
-    status: str = "ok"
+    status: RecallStatus = RecallStatus.OK
     user_message_id: int | None = None
 
 
@@ -65,6 +79,8 @@ class HistoryContext(Event):
     type: ClassVar[str] = "history_context"
     snippets: tuple[HistorySnippet, ...] = ()
     seeds: tuple[str, ...] = ()
+    #: ``disabled`` when memory is off for this request or earlier exchanges are off by config.
+    status: RecallStatus = RecallStatus.OK
 
 
 @dataclass(frozen=True)
@@ -113,7 +129,7 @@ class Error(Event):
     """The turn ended without a complete reply; the user message stays stored."""
 
     type: ClassVar[str] = "error"
-    code: str = "error"
+    code: ErrorCode = ErrorCode.INTERNAL_ERROR
     message: str = ""
     user_message_id: int | None = None
     #: The partial reply stored as ``interrupted``, if any.

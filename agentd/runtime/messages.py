@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from agentd.runtime.events import Event
 
@@ -14,19 +15,56 @@ Sink = Callable[[Event], None]
 ActorKey = tuple[str, str]
 
 
-class Draft:
-    """The reply of one turn as it streams, so it can be stored if the turn is cut short.
+class TurnState(StrEnum):
+    """Where a turn is in its life: accepted → started → answered | failed | interrupted.
 
-    Exactly one party finishes a draft: the responder when the turn ends, or the
-    runtime when shutdown's grace period runs out (:meth:`claim` decides).
+    The stored user message's status follows it (``pending`` until the turn ends).
+    A turn still ``accepted`` when the daemon stops stays pending and is answered
+    after the next start.
+    """
+
+    ACCEPTED = "accepted"
+    STARTED = "started"
+    ANSWERED = "answered"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+class Draft:
+    """One turn's lifecycle and its reply as it streams, so it can be stored if the turn is cut short.
+
+    Exactly one party ends a turn: the responder when it finishes, or the runtime
+    when shutdown's grace period runs out (:meth:`finish` decides: the first call wins).
     """
 
     def __init__(self) -> None:
         self._parts: list[str] = []
         self._lock = threading.Lock()
-        self._claimed = False
-        #: Set by the runtime to ask the responder to stop streaming.
+        self._state = TurnState.ACCEPTED
+        #: Set by the runtime to ask the responder to stop (or never start).
         self.cancel = threading.Event()
+
+    @property
+    def state(self) -> TurnState:
+        """The turn's state now."""
+        with self._lock:
+            return self._state
+
+    def start(self) -> bool:
+        """accepted → started; False when the turn was cancelled or ended before it could start."""
+        with self._lock:
+            if self._state is not TurnState.ACCEPTED or self.cancel.is_set():
+                return False
+            self._state = TurnState.STARTED
+            return True
+
+    def finish(self, state: TurnState) -> bool:
+        """End the turn in ``state``; True for the first caller only (that caller stores the outcome)."""
+        with self._lock:
+            if self._state not in (TurnState.ACCEPTED, TurnState.STARTED):
+                return False
+            self._state = state
+            return True
 
     def append(self, text: str) -> None:
         """Add streamed text."""
@@ -37,14 +75,6 @@ class Draft:
         """The text so far."""
         with self._lock:
             return "".join(self._parts)
-
-    def claim(self) -> bool:
-        """True for the first caller only: that caller stores the reply."""
-        with self._lock:
-            if self._claimed:
-                return False
-            self._claimed = True
-            return True
 
 
 @dataclass(frozen=True)
@@ -107,8 +137,3 @@ class IdleCheck:
 @dataclass(frozen=True)
 class Health:
     """Edge → supervisor (ask): the state of every actor."""
-
-
-@dataclass(frozen=True)
-class Inflight:
-    """Edge → supervisor (ask): the turns accepted and not yet finished."""

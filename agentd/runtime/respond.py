@@ -1,13 +1,12 @@
 """respond(): answer one stored user message, end to end.
 
 1. the user message is already stored (the runtime persists before dispatch);
-2. the retrieval query is the recent trigger messages (the user's burst since the
-   last reply);
-3. embed once and search persona ∩ (channel ∪ global ∪ user); keep the top N
-   above the threshold — best effort, within the timeout;
-4. assemble the prompt under the window;
-5. stream the model with tools, running tool calls for a bounded number of rounds;
-6. store the reply and a context record (memories with scores, budget, usage).
+2. the turn is prepared (:mod:`agentd.runtime.turn`): query, earlier exchanges,
+   automatic retrieval within its timeout, tools, the prompt under the window;
+3. ``memory_context`` then ``history_context`` go out: what the prompt carries;
+4. the model streams, with tools, for a bounded number of rounds;
+5. the reply and its context record are stored (:mod:`agentd.runtime.record`),
+   then ``done`` goes out.
 
 Expected failures (LLM errors, an overflowing prompt, a store error) end the
 turn with an ``Error`` event; anything else is a bug and escapes to the actor.
@@ -23,13 +22,11 @@ from typing import Any
 
 import structlog
 
-from agentd._exceptions import AgentdError, SkillError
+from agentd._exceptions import AgentdError, ErrorCode, SkillError
 from agentd.config import Config
 from agentd.llm.chat import ChatModel, ModelSettings, ToolCallRequest, Usage
-from agentd.memory import MemoryService
-from agentd.personas import Persona, Personas
-from agentd.prompt.builder import ContextBuilder
-from agentd.prompt.user_history import HistoryRecall, UserHistory, normalise, seeded_query
+from agentd.personas import Persona
+from agentd.prompt.user_history import HistoryRecall
 from agentd.runtime.events import (
     Done,
     Error,
@@ -37,19 +34,25 @@ from agentd.runtime.events import (
     HistorySnippet,
     MemoryContext,
     MemorySnippet,
+    RecallStatus,
     TokenDelta,
     ToolCall,
     ToolResult,
 )
-from agentd.runtime.messages import Turn
-from agentd.runtime.retrieval import Retrieval, Retriever
-from agentd.scopes import Reach
-from agentd.skills import Caller, build_registry
-from agentd.skills.delegate import DelegateRunner
-from agentd.store import Store
+from agentd.runtime.messages import Turn, TurnState
+from agentd.runtime.record import (
+    ContextRecord,
+    HistoryInfo,
+    Reply,
+    RetrievalInfo,
+    ToolUse,
+    TurnWriter,
+    quoted_message_ids,
+    recalled_memories,
+)
+from agentd.runtime.turn import PreparedTurn, TurnPreparer
+from agentd.skills import Caller, SkillRegistry
 
-#: How many of the user's messages since the last reply make up the retrieval query.
-TRIGGER_MESSAGES = 3
 #: A tool result longer than this (characters) is cut before it goes back to the model.
 MAX_TOOL_RESULT_CHARS = 16_000
 
@@ -61,6 +64,8 @@ class Outcome:
     reply_id: int | None
     text: str
     ok: bool
+    #: What the prompt carried (``None`` when the turn ended before it was assembled).
+    prepared: PreparedTurn | None = None
 
 
 class Responder:
@@ -72,26 +77,16 @@ class Responder:
         channel: str,
         *,
         config: Config,
-        store: Store,
-        memory: MemoryService | None,
-        retriever: Retriever,
-        history: UserHistory,
-        builder: ContextBuilder,
+        preparer: TurnPreparer,
+        writer: TurnWriter,
         llm: ChatModel,
-        personas: Personas,
-        delegate: DelegateRunner | None = None,
     ) -> None:
         self._persona = persona
         self._channel = channel
         self._config = config
-        self._store = store
-        self._memory = memory
-        self._retriever = retriever
-        self._history = history
-        self._builder = builder
+        self._preparer = preparer
+        self._writer = writer
         self._llm = llm
-        self._personas = personas
-        self._delegate = delegate
 
     def respond(
         self,
@@ -106,39 +101,33 @@ class Responder:
             persona=self._persona.name, channel=self._channel, request_id=turn.request_id, message_id=turn.message_id
         )
         started = time.perf_counter()
+        if not turn.draft.start():
+            # Cancelled before it started (shutdown): the runtime keeps the message pending.
+            return Outcome(None, "", False)
         cfg = self._config
+        prepared: PreparedTurn | None = None
         try:
-            query = self._query(turn)
-            recalled = self._history.recall(self._channel, turn.user, query, turn.message_id)
-            query = seeded_query(query, recalled, cfg.history.seed_sparse_below)
-            retrieval = self._retriever.recall(
-                query,
-                Reach(self._persona.name, self._channel, turn.user),
-                memory_limit or cfg.memory.top_k,
-                enabled=cfg.memory.auto_retrieve and not turn.disable_memory,
-            )
-            if retrieval.status not in ("ok", "disabled"):
-                log.info("retrieval_skipped", status=retrieval.status, reason=retrieval.reason)
-            registry = build_registry(self._persona, self._memory, self._personas, self._delegate)
-            tools = registry.tool_definitions()
             try:
-                ctx = self._builder.build(
+                prepared = self._preparer.prepare(
                     self._persona,
                     self._channel,
+                    turn.user,
                     turn.text,
-                    before_id=turn.message_id,
-                    memories=retrieval.hits,
-                    user_history=recalled.snippets(),
-                    tools=tools,
+                    message_id=turn.message_id,
+                    disable_memory=turn.disable_memory,
+                    memory_limit=memory_limit,
                     memory_budget=memory_budget,
                 )
             except AgentdError:
-                turn.sink(MemoryContext((), retrieval.status, turn.message_id))
+                # memory_context is always a turn's first event, whatever happens after.
+                turn.sink(MemoryContext((), RecallStatus.OK, turn.message_id))
                 raise
+            retrieval, ctx = prepared.retrieval, prepared.context
+            if retrieval.status not in (RecallStatus.OK, RecallStatus.DISABLED):
+                log.info("retrieval_skipped", status=retrieval.status, reason=retrieval.reason)
             # What the user sees is what the prompt carries (the assembler may drop some).
             turn.sink(MemoryContext(tuple(_snippet(h) for h in ctx.memories), retrieval.status, turn.message_id))
-            if self._config.history.enabled:
-                turn.sink(_history_event(recalled, ctx.user_history))
+            turn.sink(_history_event(prepared.recalled, ctx.user_history, prepared.history_status))
             messages: list[dict[str, Any]] = list(ctx.for_llm())
             settings = ModelSettings(
                 model=self._persona.model,
@@ -149,14 +138,15 @@ class Responder:
                 timeout=cfg.models.llm_timeout_seconds,
             )
             usage = Usage()
-            tool_log: list[dict[str, Any]] = []
+            tool_log: list[ToolUse] = []
             rounds = 0
+            tools = prepared.registry.tool_definitions()
 
             def on_text(text: str) -> None:
                 turn.draft.append(text)
                 turn.sink(TokenDelta(text=text))
 
-            skill_ctx = Caller(
+            caller = Caller(
                 self._persona.name, self._channel, turn.user, turn.message_id, chain or (self._persona.name,)
             )
             while True:
@@ -165,16 +155,40 @@ class Responder:
                 usage += result.usage
                 rounds += 1
                 if result.interrupted:
-                    return self._fail(turn, "interrupted", "the daemon stopped before the reply was complete", log)
+                    return self._end(
+                        turn, ErrorCode.INTERRUPTED, "the daemon stopped before the reply was complete", log, prepared
+                    )
                 if not result.tool_calls or not offer:
                     break
                 messages.append(_assistant_with_calls(result.text, result.tool_calls))
                 for call in result.tool_calls:
-                    messages.append(self._run_tool(call, registry, skill_ctx, turn, tool_log))
-            reply_id = self._store_reply(turn, ctx, retrieval, recalled, usage, tool_log, rounds)
+                    messages.append(self._run_tool(call, prepared.registry, caller, turn, tool_log))
+            record = ContextRecord(
+                request_id=turn.request_id,
+                retrieval=RetrievalInfo(
+                    retrieval.status, round(retrieval.elapsed_ms, 2), retrieval.query, retrieval.reason
+                ),
+                memories=recalled_memories(ctx),
+                budget=ctx.budget,
+                history_ids=ctx.history_ids,
+                user_history=HistoryInfo(
+                    prepared.recalled.inspected,
+                    prepared.recalled.seeds,
+                    quoted_message_ids(ctx),
+                    prepared.history_status,
+                ),
+                usage=usage.as_json(),
+                tool_calls=tuple(tool_log),
+                rounds=rounds,
+            )
+            if not turn.draft.finish(TurnState.ANSWERED):
+                return Outcome(None, turn.draft.text(), False, prepared)  # shutdown stored it as interrupted
             text = turn.draft.text()
-            if reply_id is not None:
-                turn.sink(Done(reply_id, turn.message_id, usage.as_json(), ctx.budget.as_json(), text))
+            summary = next((m.content for m in ctx.messages if m.source == "user_history"), None)
+            reply_id = self._writer.answered(
+                self._persona, self._channel, turn.message_id, Reply(text, record, summary)
+            )
+            turn.sink(Done(reply_id, turn.message_id, usage.as_json(), ctx.budget.as_json(), text))
             log.info(
                 "turn",
                 outcome="answered",
@@ -185,33 +199,20 @@ class Responder:
                 prompt_tokens=ctx.budget.total_tokens,
                 history_messages=ctx.budget.history_messages,
                 rounds=rounds,
-                tools=[t["name"] for t in tool_log],
+                tools=[t.name for t in tool_log],
                 ms=round((time.perf_counter() - started) * 1000, 1),
             )
-            return Outcome(reply_id, text, True)
+            return Outcome(reply_id, text, True, prepared)
         except AgentdError as exc:
-            return self._fail(turn, exc.code, exc.message, log)
-
-    # -- steps -----------------------------------------------------------------------
-
-    def _query(self, turn: Turn) -> str:
-        """The user's burst since the last reply, oldest first, ending with this message."""
-        with self._store.read() as conn:
-            earlier = self._store.messages.recent(conn, self._channel, TRIGGER_MESSAGES - 1, before_id=turn.message_id)
-        burst: list[str] = []
-        for msg in earlier:
-            if msg.role != "user" or msg.author != turn.user:
-                break
-            burst.append(msg.content)
-        return normalise(" ".join([*reversed(burst), turn.text]))
+            return self._end(turn, exc.code, exc.message, log, prepared)
 
     def _run_tool(
         self,
         call: ToolCallRequest,
-        registry: Any,
-        ctx: Caller,
+        registry: SkillRegistry,
+        caller: Caller,
         turn: Turn,
-        tool_log: list[dict[str, Any]],
+        tool_log: list[ToolUse],
     ) -> dict[str, Any]:
         try:
             shown = json.loads(call.arguments or "{}")
@@ -221,131 +222,32 @@ class Responder:
             shown = {"_raw": call.arguments}
         turn.sink(ToolCall(call.id, call.name, shown))
         try:
-            result = registry.execute(call.name, call.arguments, ctx)
+            result = registry.execute(call.name, call.arguments, caller)
             turn.sink(ToolResult(call.id, call.name, result=result))
             payload: dict[str, Any] = result
-            tool_log.append({"name": call.name, "arguments": shown, "ok": True})
+            tool_log.append(ToolUse(call.name, shown, True))
         except SkillError as exc:
-            error = {"code": exc.code, "message": exc.message}
+            error = {"code": str(exc.code), "message": exc.message}
             turn.sink(ToolResult(call.id, call.name, error=error))
             payload = {"error": error}
-            tool_log.append({"name": call.name, "arguments": shown, "ok": False, "error": error})
+            tool_log.append(ToolUse(call.name, shown, False, error))
         content = json.dumps(payload, ensure_ascii=False)
         if len(content) > MAX_TOOL_RESULT_CHARS:
             content = content[:MAX_TOOL_RESULT_CHARS] + " …[tool result truncated]"
         return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
 
-    def _store_reply(
-        self,
-        turn: Turn,
-        ctx: Any,
-        retrieval: Retrieval,
-        recalled: HistoryRecall,
-        usage: Usage,
-        tool_log: Sequence[dict[str, Any]],
-        rounds: int,
-    ) -> int | None:
-        """Store the reply, its context record and the user message's new status (one transaction)."""
-        if not turn.draft.claim():
-            return None  # shutdown already stored this reply as interrupted
-        text = turn.draft.text()
-        tokens, counter = self._builder.count_message(self._persona, text)
-        with self._store.write() as conn:
-            reply = self._store.messages.add(
-                conn,
-                channel=self._channel,
-                role="assistant",
-                author=self._persona.name,
-                persona=self._persona.name,
-                content=text,
-                status="complete",
-                source="reply",
-                reply_to=turn.message_id,
-                request_id=turn.request_id,
-                token_count=tokens,
-                token_counter=counter,
-            )
-            self._store.contexts.add(
-                conn,
-                reply_id=reply.id,
-                user_message_id=turn.message_id,
-                persona=self._persona.name,
-                channel=self._channel,
-                model=self._persona.model,
-                data={
-                    "request_id": turn.request_id,
-                    "retrieval": {
-                        "status": retrieval.status,
-                        "ms": round(retrieval.elapsed_ms, 2),
-                        "query": retrieval.query,
-                        "reason": retrieval.reason,
-                    },
-                    "memories": [
-                        {
-                            "id": h.memory.id,
-                            "text": h.memory.text,
-                            "category": h.memory.category,
-                            "scope": str(h.memory.scope),
-                            "score": round(h.score, 4),
-                            "relevance": round(h.relevance, 4),
-                        }
-                        for h in ctx.memories
-                    ],
-                    "budget": ctx.budget.as_json(),
-                    "history_ids": list(ctx.history_ids),
-                    "user_history": {
-                        "inspected": recalled.inspected,
-                        "seeds": list(recalled.seeds),
-                        "message_ids": [i for s in ctx.user_history for i in s.message_ids],
-                    },
-                    "usage": usage.as_json(),
-                    "tool_calls": list(tool_log),
-                    "rounds": rounds,
-                },
-            )
-            summary = next((m for m in ctx.messages if m.source == "user_history"), None)
-            if summary is not None:
-                # Stored with its tag so renderers can show what was recalled (never sent as history).
-                self._store.messages.add(
-                    conn,
-                    channel=self._channel,
-                    role="system",
-                    author=self._persona.name,
-                    persona=self._persona.name,
-                    content=summary.content,
-                    status="complete",
-                    source="user_history",
-                    reply_to=turn.message_id,
-                    request_id=turn.request_id,
-                )
-            self._store.messages.set_status(conn, turn.message_id, "answered")
-        return reply.id
-
-    def _fail(self, turn: Turn, code: str, message: str, log: Any) -> Outcome:
+    def _end(self, turn: Turn, code: ErrorCode, message: str, log: Any, prepared: PreparedTurn | None) -> Outcome:
         """End the turn with an Error event; keep any partial reply as ``interrupted``."""
-        partial_id = None
-        if turn.draft.claim():
-            partial = turn.draft.text()
-            with self._store.write() as conn:
-                if partial:
-                    partial_id = self._store.messages.add(
-                        conn,
-                        channel=self._channel,
-                        role="assistant",
-                        author=self._persona.name,
-                        persona=self._persona.name,
-                        content=partial,
-                        status="interrupted",
-                        source="reply",
-                        reply_to=turn.message_id,
-                        request_id=turn.request_id,
-                    ).id
-                self._store.messages.set_status(
-                    conn, turn.message_id, "failed" if code != "interrupted" else "interrupted"
-                )
+        state = TurnState.INTERRUPTED if code is ErrorCode.INTERRUPTED else TurnState.FAILED
+        if not turn.draft.finish(state):
+            # Shutdown ended the turn first: it stored the outcome and told the sink.
+            return Outcome(None, turn.draft.text(), False, prepared)
+        partial_id = self._writer.ended(
+            self._persona.name, self._channel, turn.message_id, turn.request_id, state, turn.draft.text()
+        )
         turn.sink(Error(code, message, turn.message_id, partial_id))
         log.info("turn", outcome="error", code=code, error=message)
-        return Outcome(partial_id, turn.draft.text(), False)
+        return Outcome(partial_id, turn.draft.text(), False, prepared)
 
 
 def _snippet(hit: Any) -> MemorySnippet:
@@ -353,7 +255,7 @@ def _snippet(hit: Any) -> MemorySnippet:
     return MemorySnippet(m.text, m.category, round(hit.score, 4), round(hit.relevance, 4), m.id, str(m.scope))
 
 
-def _history_event(recalled: HistoryRecall, kept: Sequence[Any]) -> HistoryContext:
+def _history_event(recalled: HistoryRecall, kept: Sequence[Any], status: RecallStatus) -> HistoryContext:
     """The exchanges that made it into the prompt, and the seeds."""
     in_prompt = {s.message_ids[0] for s in kept}
     return HistoryContext(
@@ -363,6 +265,7 @@ def _history_event(recalled: HistoryRecall, kept: Sequence[Any]) -> HistoryConte
             if e.message_id in in_prompt
         ),
         recalled.seeds,
+        status,
     )
 
 

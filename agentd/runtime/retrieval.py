@@ -11,6 +11,7 @@ import structlog
 
 from agentd._exceptions import AgentdError
 from agentd.memory import MemoryHit, MemoryService
+from agentd.runtime.events import RecallStatus
 from agentd.scopes import Reach
 
 log = structlog.get_logger("agentd.retrieval")
@@ -21,7 +22,7 @@ class Retrieval:
     """What retrieval found, or why it found nothing (``status``)."""
 
     hits: tuple[MemoryHit, ...]
-    status: str
+    status: RecallStatus
     elapsed_ms: float
     query: str
     reason: str = ""
@@ -42,23 +43,27 @@ class Retriever:
     def recall(self, query: str, reach: Reach, limit: int, *, enabled: bool) -> Retrieval:
         """The best ``limit`` memories above the threshold, or an empty result with a status."""
         if not enabled:
-            return Retrieval((), "disabled", 0.0, query)
+            return Retrieval((), RecallStatus.DISABLED, 0.0, query)
         if self._memory is None or self._memory.embedder is None:
-            return Retrieval((), "unavailable", 0.0, query, "no embedding model is configured")
+            return Retrieval((), RecallStatus.UNAVAILABLE, 0.0, query, "no embedding model is configured")
         if not query.strip():
-            return Retrieval((), "ok", 0.0, query)
+            return Retrieval((), RecallStatus.OK, 0.0, query)
         memory = self._memory
         start = time.perf_counter()
-        future = self._pool.submit(memory.search, query, reach, limit)
         try:
+            future = self._pool.submit(memory.search, query, reach, limit)
             hits = future.result(timeout=self._timeout)
         except FutureTimeout:
             future.cancel()
             elapsed = (time.perf_counter() - start) * 1000
             log.warning("retrieval_skipped", reason="timeout", timeout_s=self._timeout, persona=reach.persona)
-            return Retrieval((), "timeout", elapsed, query, f"no answer within {self._timeout:g} s")
-        except (AgentdError, OSError, RuntimeError, ValueError) as exc:
+            return Retrieval((), RecallStatus.TIMEOUT, elapsed, query, f"no answer within {self._timeout:g} s")
+        except AgentdError as exc:
             elapsed = (time.perf_counter() - start) * 1000
-            log.warning("retrieval_skipped", reason="error", error=str(exc), persona=reach.persona)
-            return Retrieval((), "error", elapsed, query, str(exc))
-        return Retrieval(tuple(hits), "ok", (time.perf_counter() - start) * 1000, query)
+            log.warning("retrieval_skipped", reason="error", code=exc.code, error=exc.message, persona=reach.persona)
+            return Retrieval((), RecallStatus.ERROR, elapsed, query, exc.message)
+        except Exception as exc:  # retrieval is best effort: no failure in the search path ends a turn
+            elapsed = (time.perf_counter() - start) * 1000
+            log.exception("retrieval_failed", error=repr(exc), persona=reach.persona)
+            return Retrieval((), RecallStatus.ERROR, elapsed, query, f"{type(exc).__name__}: {exc}")
+        return Retrieval(tuple(hits), RecallStatus.OK, (time.perf_counter() - start) * 1000, query)

@@ -6,6 +6,10 @@ happens), and tells the supervisor; the reply arrives as events on the sink.
 losing anything accepted: replies in flight may finish within a grace period,
 then are cut and stored as ``interrupted``; messages not yet started stay
 ``pending`` and are answered by ``resume_pending`` after the next start.
+
+A turn's lifecycle (accepted → started → answered | failed | interrupted) lives
+in its :class:`~agentd.runtime.messages.Draft`: the responder starts and ends it,
+shutdown may end it first, and whoever ends it first stores the outcome.
 """
 
 from __future__ import annotations
@@ -21,17 +25,17 @@ from typing import Any
 import pykka
 import structlog
 
-from agentd._exceptions import AgentdError, InvalidInput, SkillExecutionFailed
+from agentd._exceptions import ErrorCode, InvalidInput, ShuttingDown, SkillExecutionFailed
 from agentd.app import App
 from agentd.llm.chat import ChatModel
 from agentd.personas import Persona
-from agentd.prompt.user_history import UserHistory
 from agentd.runtime.actor import PersonaActor
 from agentd.runtime.events import Done, Error, Event, MemoryContext
-from agentd.runtime.messages import ActorKey, Dispatch, Draft, Health, Sink, Turn
+from agentd.runtime.messages import ActorKey, Dispatch, Draft, Health, Sink, Turn, TurnState
+from agentd.runtime.record import TurnWriter
 from agentd.runtime.respond import Responder
-from agentd.runtime.retrieval import Retriever
 from agentd.runtime.supervisor import Supervisor
+from agentd.runtime.turn import PreparedTurn, TurnPreparer
 from agentd.scopes import check_identifier
 from agentd.skills import Caller
 
@@ -41,12 +45,6 @@ log = structlog.get_logger("agentd.runtime")
 MAX_MESSAGE_CHARS = 32_000
 #: Listeners see every turn's events (the daemon's channel feeds).
 Listener = Callable[[Turn, Event], None]
-
-
-class ShuttingDown(AgentdError):
-    """The runtime no longer accepts messages."""
-
-    code = "shutting_down"
 
 
 @dataclass(frozen=True)
@@ -71,15 +69,11 @@ class Runtime:
         self._config = app.config
         self._llm = llm
         self._listeners = list(listeners)
-        self._memory = app.memory
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentd-retrieval")
-        self._retriever = Retriever(
-            self._memory if app.embedder is not None else None, app.config.memory.retrieval_timeout_seconds, self._pool
-        )
-        self._history = UserHistory(app.store, app.config.history)
+        self._preparer = TurnPreparer.for_app(app, self._pool, delegate=self)
+        self._writer = TurnWriter(app.store, app.builder)
         self._accepting = True
         self._inflight: dict[str, Turn] = {}
-        self._started: set[str] = set()
         self._changed = threading.Condition()
         self._submit_lock = threading.Lock()
         self._subagents: dict[int, Turn] = {}
@@ -112,30 +106,23 @@ class Runtime:
             raise InvalidInput("message", "must not be empty or whitespace")
         if len(text) > MAX_MESSAGE_CHARS:
             raise InvalidInput("message", f"is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}")
-        tokens, counter = self._app.builder.count_message(p, text)
         # Store and dispatch under one lock: concurrent submits reach the actors in id order,
         # so a channel's messages are answered in the order they were stored.
         with self._submit_lock:
-            with self._app.store.write() as conn:
-                stored = self._app.store.messages.add(
-                    conn,
-                    channel=channel,
-                    role="user",
-                    author=user,
-                    persona=persona,
-                    content=text,
-                    status="pending",
-                    source=source,
-                    request_id=uuid.uuid4().hex,
-                    token_count=tokens,
-                    token_counter=counter,
-                    options={"disable_memory": True} if disable_memory else None,
-                )
+            stored = self._writer.accept(
+                p,
+                channel,
+                user,
+                text,
+                request_id=uuid.uuid4().hex,
+                source=source,
+                options={"disable_memory": True} if disable_memory else None,
+            )
             assert stored.request_id is not None
             self._dispatch(
-                Turn(stored.request_id, persona, channel, user, stored.id, text, sink or _discard, disable_memory)
+                Turn(stored.request_id, p.name, channel, user, stored.id, text, sink or _discard, disable_memory)
             )
-        return Accepted(stored.id, stored.request_id, persona, channel)
+        return Accepted(stored.id, stored.request_id, p.name, channel)
 
     def chat(
         self, persona: str, channel: str, user: str, text: str, *, disable_memory: bool = False, timeout: float = 300.0
@@ -147,11 +134,15 @@ class Runtime:
             try:
                 event = events.get(timeout=timeout)
             except queue.Empty:
-                yield Error("timeout", f"no reply within {timeout:g} s")
+                yield Error(ErrorCode.REPLY_TIMEOUT, f"no reply within {timeout:g} s")
                 return
             yield event
             if isinstance(event, Done | Error):
                 return
+
+    def preview(self, persona: str, channel: str, user: str | None, message: str | None) -> PreparedTurn:
+        """What ``persona``'s next turn in ``channel`` would be given (the same preparation as a turn)."""
+        return self._preparer.prepare(self._app.personas[persona], channel, user, message)
 
     def resume_pending(self, sink: Sink | None = None) -> int:
         """Answer user messages that were accepted but never answered (e.g. before a crash)."""
@@ -159,7 +150,7 @@ class Runtime:
             pending = self._app.store.messages.with_status(conn, "pending")
         resumed = 0
         for msg in pending:
-            if msg.persona not in self._app.personas:
+            if msg.persona is None or msg.persona not in self._app.personas:
                 continue
             request_id = msg.request_id or uuid.uuid4().hex
             self._dispatch(
@@ -181,7 +172,9 @@ class Runtime:
 
     def health(self, timeout: float = 5.0) -> dict[str, Any]:
         """Every actor's state (asked of the supervisor, with a timeout)."""
-        return self._supervisor.ask(Health(), timeout=timeout)  # type: ignore[no-any-return]
+        answer = self._supervisor.ask(Health(), timeout=timeout)
+        assert isinstance(answer, dict)
+        return answer
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no turn is in flight; False if ``timeout`` passed first."""
@@ -195,15 +188,13 @@ class Runtime:
         self._accepting = False
         if not self.wait_idle(grace):
             with self._changed:
-                waiting = [t for t in self._inflight.values() if t.request_id not in self._started]
-                running = [t for t in self._inflight.values() if t.request_id in self._started]
-            # Grace is over: turns still queued must not start now (they stay pending for the
-            # next start); their drafts are claimed and cancelled before their actor reaches them.
-            for turn in waiting:
+                turns = list(self._inflight.values())
+            # Grace is over. Turns not started must not start now (they stay pending for the
+            # next start); running ones are asked to stop and get a moment to store their part.
+            for turn in turns:
                 turn.draft.cancel.set()
-                self._interrupt(turn)
-            for turn in running:
-                turn.draft.cancel.set()
+                if turn.draft.state is TurnState.ACCEPTED:
+                    self._interrupt(turn)
             self.wait_idle(min(2.0, max(grace, 0.5)))
             with self._changed:
                 left = list(self._inflight.values())
@@ -217,41 +208,27 @@ class Runtime:
 
     # -- delegation (the DelegateRunner the delegate skill calls) ---------------------------
 
-    def run_subagent(self, persona: str, task: str, ctx: Caller) -> dict[str, Any]:
+    def run_subagent(self, persona: str, task: str, caller: Caller) -> dict[str, Any]:
         """Run ``persona`` on ``task`` in a child channel, inline, with the subagent memory budget."""
         limit = self._config.runtime.delegate_max_depth
-        chain = ctx.chain or (ctx.persona,)
+        chain = caller.chain or (caller.persona,)
         if len(chain) > limit:
             raise SkillExecutionFailed(f"delegation depth limit ({limit}) reached: {' -> '.join(chain)}")
         target = self._app.personas[persona]
-        child = f"{ctx.channel}~{persona}"
-        tokens, counter = self._app.builder.count_message(target, task)
-        with self._app.store.write() as conn:
-            stored = self._app.store.messages.add(
-                conn,
-                channel=child,
-                role="user",
-                author=ctx.persona,
-                persona=persona,
-                content=task,
-                status="pending",
-                source="delegate",
-                request_id=uuid.uuid4().hex,
-                reply_to=ctx.message_id,
-                token_count=tokens,
-                token_counter=counter,
-            )
-        events: list[Event] = []
-        turn = Turn(
-            stored.request_id or uuid.uuid4().hex,
-            persona,
+        child = f"{caller.channel}~{persona}"
+        stored = self._writer.accept(
+            target,
             child,
-            ctx.user or ctx.persona,
-            stored.id,
+            caller.persona,
             task,
-            events.append,
+            request_id=uuid.uuid4().hex,
+            source="delegate",
+            reply_to=caller.message_id,
         )
-        parent_cancel = self._cancel_of(ctx.message_id)
+        events: list[Event] = []
+        assert stored.request_id is not None
+        turn = Turn(stored.request_id, persona, child, caller.user or caller.persona, stored.id, task, events.append)
+        parent_cancel = self._cancel_of(caller.message_id)
         if parent_cancel is not None:
             turn.draft.cancel = parent_cancel  # shutdown cuts the subagent when it cuts its caller
         with self._changed:
@@ -292,17 +269,7 @@ class Runtime:
 
     def _responder(self, persona: Persona, channel: str) -> Responder:
         return Responder(
-            persona,
-            channel,
-            config=self._config,
-            store=self._app.store,
-            memory=self._memory,
-            retriever=self._retriever,
-            history=self._history,
-            builder=self._app.builder,
-            llm=self._llm,
-            personas=self._app.personas,
-            delegate=self,
+            persona, channel, config=self._config, preparer=self._preparer, writer=self._writer, llm=self._llm
         )
 
     def _spawn(self, key: ActorKey, supervisor: pykka.ActorRef[Any], generation: int) -> pykka.ActorRef[Any]:
@@ -328,9 +295,6 @@ class Runtime:
 
     def _fanout(self, turn: Turn) -> Sink:
         def emit(event: Event) -> None:
-            if isinstance(event, MemoryContext):
-                with self._changed:
-                    self._started.add(turn.request_id)
             for target in (turn.sink, *[lambda e, lst=lst: lst(turn, e) for lst in self._listeners]):
                 try:
                     target(event)
@@ -339,46 +303,29 @@ class Runtime:
             if isinstance(event, Done | Error):
                 with self._changed:
                     self._inflight.pop(turn.request_id, None)
-                    self._started.discard(turn.request_id)
                     self._changed.notify_all()
 
         return emit
 
-    def _unanswerable(self, turn: Turn, code: str, message: str) -> None:
+    def _unanswerable(self, turn: Turn, code: ErrorCode, message: str) -> None:
         """A turn no actor will answer: mark it failed and tell its sink."""
-        if turn.draft.claim():
-            with self._app.store.write() as conn:
-                self._app.store.messages.set_status(conn, turn.message_id, "failed")
+        if turn.draft.finish(TurnState.FAILED):
+            self._writer.ended(turn.persona, turn.channel, turn.message_id, turn.request_id, TurnState.FAILED, "")
         turn.sink(Error(code, message, turn.message_id))
 
     def _interrupt(self, turn: Turn) -> None:
-        """Shutdown: store what a turn has so far; unstarted turns stay pending for the next start."""
-        started = turn.request_id in self._started
-        if not turn.draft.claim():
+        """Shutdown: store what a started turn has so far; turns not started stay pending for the next start."""
+        started = turn.draft.state is TurnState.STARTED
+        if not turn.draft.finish(TurnState.INTERRUPTED):
             return
         reply_id = None
-        with self._app.store.write() as conn:
-            if started:
-                partial = turn.draft.text()
-                if partial:
-                    reply_id = self._app.store.messages.add(
-                        conn,
-                        channel=turn.channel,
-                        role="assistant",
-                        author=turn.persona,
-                        persona=turn.persona,
-                        content=partial,
-                        status="interrupted",
-                        source="reply",
-                        reply_to=turn.message_id,
-                        request_id=turn.request_id,
-                    ).id
-                self._app.store.messages.set_status(conn, turn.message_id, "interrupted")
-        code, why = (
-            ("interrupted", "agentd stopped before the reply was complete")
-            if started
-            else ("shutting_down", "agentd stopped first; the message is kept and answered after restart")
-        )
+        if started:
+            reply_id = self._writer.ended(
+                turn.persona, turn.channel, turn.message_id, turn.request_id, TurnState.INTERRUPTED, turn.draft.text()
+            )
+            code, why = ErrorCode.INTERRUPTED, "agentd stopped before the reply was complete"
+        else:
+            code, why = ErrorCode.SHUTTING_DOWN, "agentd stopped first; the message is kept and answered after restart"
         turn.sink(Error(code, why, turn.message_id, reply_id))
 
 
@@ -386,4 +333,4 @@ def _discard(_event: Event) -> None:
     pass
 
 
-__all__ = ["Accepted", "Draft", "Runtime", "ShuttingDown"]
+__all__ = ["Accepted", "Draft", "Runtime"]

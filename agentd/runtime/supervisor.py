@@ -22,6 +22,7 @@ from typing import Any
 import pykka
 import structlog
 
+from agentd._exceptions import ErrorCode
 from agentd.config import RuntimeConfig
 from agentd.runtime.messages import (
     ActorCrashed,
@@ -29,7 +30,6 @@ from agentd.runtime.messages import (
     Dispatch,
     Health,
     IdleCheck,
-    Inflight,
     Respawn,
     Turn,
     TurnFinished,
@@ -40,7 +40,7 @@ log = structlog.get_logger("agentd.supervisor")
 #: spawn(key, supervisor, generation) -> the new actor's ref.
 Spawn = Callable[[ActorKey, pykka.ActorRef[Any], int], pykka.ActorRef[Any]]
 #: Ends a turn that no actor will answer: (turn, error code, message).
-Unanswerable = Callable[[Turn, str, str], None]
+Unanswerable = Callable[[Turn, ErrorCode, str], None]
 
 
 class Supervisor(pykka.ThreadingActor):
@@ -98,8 +98,6 @@ class Supervisor(pykka.ThreadingActor):
             self._stop_idle()
         elif isinstance(message, Health):
             return self._health()
-        elif isinstance(message, Inflight):
-            return [t for queue in self._inflight.values() for t in queue]
         return None
 
     # -- handlers -----------------------------------------------------------------------
@@ -107,7 +105,7 @@ class Supervisor(pykka.ThreadingActor):
     def _dispatch(self, turn: Turn) -> None:
         key = turn.key
         if key in self._unhealthy:
-            self._unanswerable(turn, "persona_unhealthy", self._unhealthy[key])
+            self._unanswerable(turn, ErrorCode.PERSONA_UNHEALTHY, self._unhealthy[key])
             return
         self._inflight.setdefault(key, deque()).append(turn)
         self._last_active[key] = time.monotonic()
@@ -144,7 +142,9 @@ class Supervisor(pykka.ThreadingActor):
         failed = next((t for t in queue if t.request_id == crash.request_id), None)
         if failed is not None:
             queue.remove(failed)
-            self._unanswerable(failed, "internal_error", f"persona {key[0]} failed while answering: {crash.error}")
+            self._unanswerable(
+                failed, ErrorCode.INTERNAL_ERROR, f"persona {key[0]} failed while answering: {crash.error}"
+            )
         now = time.monotonic()
         crashes = self._crashes.setdefault(key, deque())
         crashes.append(now)
@@ -159,7 +159,7 @@ class Supervisor(pykka.ThreadingActor):
             self._unhealthy[key] = reason
             log.error("actor_unhealthy", persona=key[0], channel=key[1], reason=reason)
             while queue:
-                self._unanswerable(queue.popleft(), "persona_unhealthy", reason)
+                self._unanswerable(queue.popleft(), ErrorCode.PERSONA_UNHEALTHY, reason)
             return
         delay = self._config.restart_backoff_seconds * 2 ** (len(crashes) - 1)
         self._respawning.add(key)

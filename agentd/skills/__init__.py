@@ -1,43 +1,45 @@
-"""The skills a persona may call: ``remember``, ``recall`` and ``delegate``."""
+"""The skills a persona may call, one module each, listed once in :data:`SKILLS`.
+
+Adding a skill is one module (its :class:`~agentd.skills.registry.Skill` and a
+factory that says whether it can work here) and one entry in :data:`SKILLS`;
+persona files are checked against the table's names.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from agentd.memory import MemoryService
+from agentd.personas import Persona, Personas
+from agentd.skills import delegate, memory
 from agentd.skills.memory import RecallSkill, RememberSkill
-from agentd.skills.registry import Caller, Skill, SkillRegistry
+from agentd.skills.registry import Caller, DelegateRunner, Skill, SkillDeps, SkillFactory, SkillRegistry
 
-if TYPE_CHECKING:
-    from agentd.memory import MemoryService
-    from agentd.personas import Persona, Personas
-    from agentd.skills.delegate import DelegateRunner
+#: Every skill a persona may enable, by the name persona files use.
+SKILLS: dict[str, SkillFactory] = {
+    "remember": memory.remember_skill,
+    "recall": memory.recall_skill,
+    "delegate": delegate.delegate_skill,
+}
 
 
 def build_registry(
     persona: Persona,
-    memory: MemoryService | None,
+    memory_service: MemoryService | None,
     personas: Personas,
-    delegate: DelegateRunner | None = None,
+    runner: DelegateRunner | None = None,
 ) -> SkillRegistry:
-    """The skills ``persona`` enables that can work here.
-
-    ``remember`` and ``recall`` need a memory service with an embedder;
-    ``delegate`` needs another persona to delegate to.
-    """
-    skills: list[Skill] = []
-    has_memory = memory is not None and memory.embedder is not None
-    if "remember" in persona.skills and has_memory:
-        assert memory is not None
-        skills.append(RememberSkill(memory))
-    if "recall" in persona.skills and has_memory:
-        assert memory is not None
-        skills.append(RecallSkill(memory))
-    others = [name for name in personas if name != persona.name]
-    if "delegate" in persona.skills and others:
-        from agentd.skills.delegate import DelegateSkill
-
-        skills.append(DelegateSkill(others, delegate))
-    return SkillRegistry(skills)
+    """The skills ``persona`` enables that can work here (a factory answers ``None`` when its skill cannot)."""
+    deps = SkillDeps(persona, memory_service, personas, runner)
+    found = (SKILLS[name](deps) for name in persona.skills if name in SKILLS)
+    return SkillRegistry(skill for skill in found if skill is not None)
 
 
-__all__ = ["RecallSkill", "RememberSkill", "Skill", "Caller", "SkillRegistry", "build_registry"]
+__all__ = [
+    "SKILLS",
+    "Caller",
+    "DelegateRunner",
+    "RecallSkill",
+    "RememberSkill",
+    "Skill",
+    "SkillRegistry",
+    "build_registry",
+]

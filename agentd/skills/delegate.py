@@ -3,18 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from agentd._exceptions import SkillExecutionFailed, SkillInvalidInput
-from agentd.skills.registry import Caller, function_tool
-
-
-class DelegateRunner(Protocol):
-    """Runs a persona on a task in a child channel and returns its answer."""
-
-    def run_subagent(self, persona: str, task: str, ctx: Caller) -> dict[str, Any]:
-        """The subagent's answer (``{"persona", "channel", "answer", ...}``)."""
-        ...
+from agentd.skills.registry import Caller, DelegateRunner, SkillDeps, function_tool
 
 
 class DelegateSkill:
@@ -53,3 +45,9 @@ class DelegateSkill:
         if self._runner is None:
             raise SkillExecutionFailed("delegation is not available outside the runtime")
         return self._runner.run_subagent(persona, task.strip(), ctx)
+
+
+def delegate_skill(deps: SkillDeps) -> DelegateSkill | None:
+    """``delegate``, when there is another persona to delegate to."""
+    others = [name for name in deps.personas if name != deps.persona.name]
+    return DelegateSkill(others, deps.delegate) if others else None

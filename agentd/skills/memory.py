@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentd._exceptions import EmbedderUnavailable, InvalidInput, NotFound, SkillExecutionFailed, SkillInvalidInput
+from agentd._exceptions import EmbedderNotConfigured, InvalidInput, NotFound, SkillExecutionFailed, SkillInvalidInput
 from agentd.memory import MemoryService
 from agentd.scopes import GLOBAL, Reach, Scope
-from agentd.skills.registry import Caller, function_tool
+from agentd.skills.registry import Caller, SkillDeps, function_tool
 
 #: Where ``remember`` may store, relative to the conversation.
 REMEMBER_SCOPES = ("user", "channel", "global")
@@ -106,7 +106,7 @@ class RecallSkill:
         limit = _int_arg(arguments, "limit", self._memory.config.recall_limit, 1, 100)
         try:
             hits = self._memory.search(query, Reach(ctx.persona, ctx.channel, ctx.user), limit=limit)
-        except EmbedderUnavailable as exc:
+        except EmbedderNotConfigured as exc:
             raise SkillExecutionFailed(str(exc)) from exc
         except (InvalidInput, NotFound) as exc:
             raise SkillInvalidInput(str(exc)) from exc
@@ -120,3 +120,15 @@ class RecallSkill:
         if not hits and self._memory.count(ctx.persona) == 0:
             result["message"] = "no memories are stored yet"
         return result
+
+
+def remember_skill(deps: SkillDeps) -> RememberSkill | None:
+    """``remember``, when memories can be stored (a memory service with an embedder)."""
+    memory = deps.searchable_memory()
+    return RememberSkill(memory) if memory is not None else None
+
+
+def recall_skill(deps: SkillDeps) -> RecallSkill | None:
+    """``recall``, when memories can be searched (a memory service with an embedder)."""
+    memory = deps.searchable_memory()
+    return RecallSkill(memory) if memory is not None else None

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd._exceptions import AgentdError, SkillExecutionFailed, SkillInvalidInput
+
+if TYPE_CHECKING:
+    from agentd.memory import MemoryService
+    from agentd.personas import Persona, Personas
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,28 @@ class Caller:
     chain: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class SkillDeps:
+    """What a skill may need to work: the persona, the memory service, the personas, a delegate runner."""
+
+    persona: Persona
+    memory: MemoryService | None
+    personas: Personas
+    delegate: DelegateRunner | None = None
+
+    def searchable_memory(self) -> MemoryService | None:
+        """The memory service when memories can be stored and searched (it has an embedder)."""
+        return self.memory if self.memory is not None and self.memory.embedder is not None else None
+
+
+class DelegateRunner(Protocol):
+    """Runs a persona on a task in a child channel and returns its answer."""
+
+    def run_subagent(self, persona: str, task: str, caller: Caller) -> dict[str, Any]:
+        """The subagent's answer (``{"persona", "channel", "answer", ...}``)."""
+        ...
+
+
 class Skill(Protocol):
     """One tool."""
 
@@ -34,6 +60,10 @@ class Skill(Protocol):
     def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
         """Do the work; raise :class:`SkillInvalidInput` or :class:`SkillExecutionFailed`."""
         ...
+
+
+#: Builds one skill for a persona, or ``None`` when it cannot work here.
+SkillFactory = Callable[[SkillDeps], "Skill | None"]
 
 
 def function_tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:

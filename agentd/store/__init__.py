@@ -20,9 +20,9 @@ from agentd._exceptions import EmbeddingMismatch, StoreError
 from agentd.store import migrate, vectors
 from agentd.store.engine import WRITE, create_engine, sqlite_path
 from agentd.store.memories import Memory, MemoryRepo, NewMemory, content_hash
-from agentd.store.schema import EmbeddingSpaceRow, utcnow
+from agentd.store.schema import EmbeddingSpaceRow, table, utcnow
 
-_SPACE = EmbeddingSpaceRow.__table__
+_SPACE = table(EmbeddingSpaceRow)
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from agentd.store.schema import ContextRecordRow, utcnow
+from agentd.store.schema import ContextRecordRow, inserted_id, table, utcnow
 
-_T = ContextRecordRow.__table__
+_T = table(ContextRecordRow)
 
 
 @dataclass(frozen=True)
-class ContextRecord:
+class StoredRecord:
     """The memories, history, budget, model and usage behind one reply."""
 
     id: int
@@ -42,7 +42,7 @@ class ContextRepo:
         data: dict[str, Any],
     ) -> int:
         """Record what reply ``reply_id`` was given."""
-        return int(
+        return inserted_id(
             conn.execute(
                 sa.insert(_T).values(
                     reply_id=reply_id,
@@ -53,10 +53,10 @@ class ContextRepo:
                     data=data,
                     created_at=utcnow(),
                 )
-            ).inserted_primary_key[0]
+            )
         )
 
-    def for_message(self, conn: sa.Connection, message_id: int) -> ContextRecord | None:
+    def for_message(self, conn: sa.Connection, message_id: int) -> StoredRecord | None:
         """The record of a reply, looked up by the reply's id or by the user message it answers."""
         row = conn.execute(
             sa.select(_T)
@@ -66,7 +66,7 @@ class ContextRepo:
         if row is None:
             return None
         m = row._mapping
-        return ContextRecord(
+        return StoredRecord(
             id=m["id"],
             reply_id=m["reply_id"],
             user_message_id=m["user_message_id"],

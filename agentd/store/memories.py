@@ -15,9 +15,9 @@ import sqlalchemy as sa
 
 from agentd.scopes import Scope
 from agentd.store import lexical, vectors
-from agentd.store.schema import MemoryRow, utcnow
+from agentd.store.schema import MemoryRow, inserted_id, table, utcnow
 
-_T = MemoryRow.__table__
+_T = table(MemoryRow)
 _WS = re.compile(r"\s+")
 
 
@@ -99,18 +99,20 @@ class MemoryRepo:
             if existing is not None:
                 out.append((existing, False))
                 continue
-            mid = conn.execute(
-                sa.insert(_T).values(
-                    persona=item.persona,
-                    scope=scope,
-                    category=item.category,
-                    text=item.text,
-                    content_hash=digest,
-                    metadata=item.metadata or None,
-                    created_at=item.created_at or now,
-                    source_message_id=item.source_message_id,
+            mid = inserted_id(
+                conn.execute(
+                    sa.insert(_T).values(
+                        persona=item.persona,
+                        scope=scope,
+                        category=item.category,
+                        text=item.text,
+                        content_hash=digest,
+                        metadata=item.metadata or None,
+                        created_at=item.created_at or now,
+                        source_message_id=item.source_message_id,
+                    )
                 )
-            ).inserted_primary_key[0]
+            )
             out.append((mid, True))
             fts_rows.append((mid, item.persona, scope, item.text, lexical.context_of(item.metadata)))
             if vecs is not None:
@@ -149,7 +151,7 @@ class MemoryRepo:
             found.update((mid, datetime.fromisoformat(when).replace(tzinfo=UTC)) for mid, when in rows)
         return found
 
-    def list(
+    def page(
         self,
         conn: sa.Connection,
         persona: str,

@@ -10,10 +10,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from agentd.store.schema import ChannelRow, MessageRow, utcnow
+from agentd.store.schema import ChannelRow, MessageRow, inserted_id, table, utcnow
 
-_M = MessageRow.__table__
-_C = ChannelRow.__table__
+_M = table(MessageRow)
+_C = table(ChannelRow)
 #: Roles that make up a channel's conversation (what history is built from).
 CONVERSATION_ROLES = ("user", "assistant")
 
@@ -80,10 +80,6 @@ class MessageRepo:
         """Create the channel row if it does not exist yet."""
         conn.execute(sqlite_insert(_C).values(name=name, created_at=utcnow()).on_conflict_do_nothing())
 
-    def channel_exists(self, conn: sa.Connection, name: str) -> bool:
-        """True when the channel has a row."""
-        return conn.execute(sa.select(_C.c.name).where(_C.c.name == name)).first() is not None
-
     def add(
         self,
         conn: sa.Connection,
@@ -103,22 +99,22 @@ class MessageRepo:
     ) -> Message:
         """Insert one message (and its channel if new)."""
         self.ensure_channel(conn, channel)
-        values = dict(
-            channel=channel,
-            persona=persona,
-            role=role,
-            author=author,
-            content=content,
-            source=source,
-            status=status,
-            reply_to=reply_to,
-            request_id=request_id,
-            token_count=token_count,
-            token_counter=token_counter,
-            options=dict(options) if options else None,
-            created_at=utcnow(),
-        )
-        mid = conn.execute(sa.insert(_M).values(**values)).inserted_primary_key[0]
+        values = {
+            "channel": channel,
+            "persona": persona,
+            "role": role,
+            "author": author,
+            "content": content,
+            "source": source,
+            "status": status,
+            "reply_to": reply_to,
+            "request_id": request_id,
+            "token_count": token_count,
+            "token_counter": token_counter,
+            "options": dict(options) if options else None,
+            "created_at": utcnow(),
+        }
+        mid = inserted_id(conn.execute(sa.insert(_M).values(**values)))
         if role in CONVERSATION_ROLES:
             conn.execute(sa.update(_C).where(_C.c.name == channel).values(message_count=_C.c.message_count + 1))
         return Message(id=mid, **{**values, "options": dict(options or {})})  # type: ignore[arg-type]
@@ -131,14 +127,6 @@ class MessageRepo:
     def set_status(self, conn: sa.Connection, message_id: int, status: str) -> None:
         """Change a message's status."""
         conn.execute(sa.update(_M).where(_M.c.id == message_id).values(status=status))
-
-    def update_content(self, conn: sa.Connection, message_id: int, content: str, status: str) -> None:
-        """Replace a reply's text and status (a streamed reply is written as it completes)."""
-        conn.execute(
-            sa.update(_M)
-            .where(_M.c.id == message_id)
-            .values(content=content, status=status, token_count=None, token_counter=None)
-        )
 
     def set_token_counts(self, conn: sa.Connection, counts: Mapping[int, int], counter: str) -> None:
         """Keep computed token counts so assembling never counts a stored message twice."""
@@ -190,7 +178,7 @@ class MessageRepo:
             "WHERE channel = ? AND role IN ('user', 'assistant') AND id < ? ORDER BY id DESC LIMIT ?",
             (channel, before_id if before_id is not None else 2**62, limit),
         ).fetchall()
-        return [tuple(r) for r in rows]  # type: ignore[misc]
+        return [(int(r[0]), str(r[1]), str(r[2]), r[3], r[4]) for r in rows]
 
     def after(self, conn: sa.Connection, channel: str, after_id: int, limit: int = 100) -> list[Message]:
         """Messages of ``channel`` with id > ``after_id``, oldest first."""

@@ -32,6 +32,13 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
         return None if value is None else value.replace(tzinfo=UTC)
 
 
+def inserted_id(result: sa.CursorResult[Any]) -> int:
+    """The primary key an INSERT of one row assigned."""
+    key = result.inserted_primary_key
+    assert key is not None
+    return int(key[0])
+
+
 def utcnow() -> datetime:
     """The current time, UTC-aware."""
     return datetime.now(UTC)
@@ -39,6 +46,13 @@ def utcnow() -> datetime:
 
 class Base(DeclarativeBase):
     """Declarative base of agentd's tables."""
+
+
+def table(row: type[Base]) -> sa.Table:
+    """The :class:`sqlalchemy.Table` behind a declared row class (typed for the repositories)."""
+    found = row.__table__
+    assert isinstance(found, sa.Table)
+    return found
 
 
 class ChannelRow(Base):

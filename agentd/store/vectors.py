@@ -219,7 +219,7 @@ def coarse_candidates(
     query = np.frombuffer(conn.exec_driver_sql("SELECT vec_quantize_binary(?)", (blob,)).scalar_one(), np.uint8)
     word = np.uint64 if query.size % 8 == 0 else np.uint8
     query = query.view(word)
-    found = dict(
+    found: dict[int, bytes] = dict(
         conn.exec_driver_sql(
             f"SELECT rowid, vectors FROM {COARSE}_vector_chunks00 WHERE rowid IN (SELECT value FROM json_each(?))",
             (json.dumps([c[0] for c in chunks]),),
@@ -263,11 +263,12 @@ def _smallest(dist: np.ndarray, valid: np.ndarray, n: int) -> np.ndarray:
 def _rescore(conn: sa.Connection, blob: bytes, ids: list[int]) -> list[tuple[int, float]]:
     # CROSS JOIN keeps the candidate list outermost, so vec0 answers one rowid
     # point lookup per candidate (``rowid IN (…)`` makes it scan every vector).
-    return conn.exec_driver_sql(
+    rows = conn.exec_driver_sql(
         f"SELECT c.value, vec_distance_cosine(v.embedding, ?) FROM json_each(?) AS c "
         f"CROSS JOIN {TABLE} AS v ON v.rowid = c.value",
         (blob, json.dumps(ids)),
     ).fetchall()
+    return [(int(mid), float(dist)) for mid, dist in rows]
 
 
 def _best(rows: Iterable[Sequence[float]], k: int) -> list[tuple[int, float]]:

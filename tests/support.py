@@ -1,6 +1,6 @@
-"""Shared parts of the API tests: the daemon on a free loopback port (uvicorn in a
-thread, the real runtime, a real SQLite file, the shared local embedder), an
-HTTP client, and a small independent SSE reader."""
+"""Helpers of the API tests: a daemon running in a thread (its ``daemons`` fixture is in
+conftest.py), waiting with a deadline, and a small SSE reader written independently of
+agentd's own client."""
 
 from __future__ import annotations
 
@@ -13,14 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from agentd.api import DaemonServer
 from agentd.app import App
-from agentd.config import load_config
-from agentd.embedders.local import LocalEmbedder
-from tests.conftest import write_home
-from tests.fakeopenai import KEY_ENV, FakeOpenAI, embedding_config, fake_persona  # noqa: F401 - re-exported
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
@@ -133,34 +128,3 @@ def follow(
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return follower, thread
-
-
-@pytest.fixture
-def daemons(
-    tmp_path: Path, fake_openai: FakeOpenAI, embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Callable[..., Running]]:
-    """Start daemons: ``daemons(config_toml, personas={name: toml})``; all stop at the end."""
-    monkeypatch.setenv(KEY_ENV, "test-key")
-    started: list[Running] = []
-
-    def start(
-        config: str = "", personas: dict[str, str] | None = None, headers: dict[str, str] | None = None
-    ) -> Running:
-        home = write_home(tmp_path / f"home{len(started)}", config, personas or {"fake": fake_persona(fake_openai.url)})
-        cfg = load_config(home, environ={})
-        app = App(cfg, embedder=embedder) if cfg.embedding.provider == "local" else App(cfg)
-        server = DaemonServer(app, "127.0.0.1", 0)
-        thread = threading.Thread(target=server.run, name="agentd-test-server", daemon=True)
-        thread.start()
-        wait_for(lambda: server.started or not thread.is_alive(), 30, "the server to start")
-        assert thread.is_alive(), "the server thread died at start"
-        client = httpx.Client(base_url=server.url, timeout=60, headers=headers or {})
-        running = Running(server, app, client, thread, home)
-        started.append(running)
-        return running
-
-    yield start
-    for running in started:
-        running.client.close()
-        running.server.request_stop()
-        running.thread.join(30)

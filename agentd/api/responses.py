@@ -1,0 +1,198 @@
+"""What the API answers: one typed model per response, so ``/docs`` shows what comes back.
+
+Field names are snake_case across the API. The one exception is the memory
+service's ``/v1/memory/context`` answer, whose fields (``memoriesUsed``,
+``tokensUsed``, ``tokenBudget``) are a published contract kept as they are.
+Errors have one shape, :class:`ErrorResponse`, with a code from the catalogue
+(:class:`agentd.ErrorCode`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentd._exceptions import CATALOGUE, ErrorCode
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class ErrorDetail(_Out):
+    """What went wrong."""
+
+    code: ErrorCode = Field(description="From the catalogue (see the README's error table).")
+    field: str | None = Field(description="The request field (or header) the error is about, if one.")
+    message: str = Field(description="One line for a person: what is wrong and what to do.")
+
+
+class ErrorResponse(_Out):
+    """Every error answer: ``{"error": {"code", "field", "message"}}``."""
+
+    error: ErrorDetail
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries for the error statuses a route may answer with."""
+    found: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        codes = sorted(str(c) for c, info in CATALOGUE.items() if info.status == status)
+        found[status] = {"model": ErrorResponse, "description": "Error; code: " + ", ".join(codes)}
+    return found
+
+
+#: Errors any route may answer with (the key check, the body limit, a stopping daemon, a bug).
+COMMON_ERRORS = error_responses(400, 401, 413, 500, 503)
+
+
+class MemoryOut(_Out):
+    """One stored memory."""
+
+    id: int
+    persona: str
+    scope: str = Field(description="global | channel:NAME | user:ID")
+    category: str
+    text: str
+    metadata: dict[str, Any]
+    created_at: str = Field(description="ISO-8601, UTC.")
+
+
+class MemoryHitOut(_Out):
+    """One search result: a memory and how well it matches."""
+
+    id: int
+    text: str
+    category: str
+    score: float = Field(description="relevance × recency: what ranks.")
+    relevance: float = Field(description="Calibrated match quality in [0, 1]: what thresholds apply to.")
+    created_at: str
+    scope: str
+    metadata: dict[str, Any]
+    persona: str
+
+
+class SearchResponse(_Out):
+    """``POST /v1/memory/search``."""
+
+    results: list[MemoryHitOut]
+    total_found: int
+
+
+class KnownFactsResponse(_Out):
+    """``POST /v1/memory/context``: the published field names, kept exactly."""
+
+    context: str
+    memoriesUsed: int  # noqa: N815 - the memory service's published contract
+    tokensUsed: int  # noqa: N815
+    tokenBudget: int  # noqa: N815
+
+
+class MemoryAdded(_Out):
+    """``POST /v1/memories``."""
+
+    memory: MemoryOut
+    created: bool = Field(description="False: an identical memory was already stored (answered 200).")
+
+
+class SkippedItem(_Out):
+    """An import item that was not stored, and why."""
+
+    index: int
+    reason: str
+
+
+class ImportResponse(_Out):
+    """``POST /v1/memories/import``."""
+
+    added: int
+    duplicates: int
+    skipped: list[SkippedItem]
+    ids: list[int]
+
+
+class MemoryList(_Out):
+    """``GET /v1/memories``."""
+
+    memories: list[MemoryOut]
+    total: int
+
+
+class Forgotten(_Out):
+    """``DELETE /v1/memories/{id}``."""
+
+    forgotten: MemoryOut
+
+
+class MessageOut(_Out):
+    """One stored message of a channel."""
+
+    id: int
+    channel: str
+    persona: str | None
+    role: str
+    author: str
+    content: str
+    source: str
+    status: str
+    reply_to: int | None
+    created_at: str
+
+
+class MessagePage(_Out):
+    """``GET /v1/channels/{channel}/messages``."""
+
+    channel: str
+    messages: list[MessageOut]
+    last_id: int
+
+
+class PostAccepted(_Out):
+    """``POST /v1/channels/{channel}/messages``: stored, and on its way to the persona."""
+
+    id: int
+    channel: str
+    persona: str
+    request_id: str
+    status: str
+
+
+class PersonaOut(_Out):
+    """One persona."""
+
+    name: str
+    model: str
+    description: str
+    context_window: int
+    window_source: str
+    output_reserve: int
+    channels: list[str]
+    skills: list[str]
+
+
+class PersonaList(_Out):
+    """``GET /v1/personas``."""
+
+    personas: list[PersonaOut]
+    channel_bindings: dict[str, list[str]]
+
+
+class BudgetResponse(_Out):
+    """``GET /v1/budget``: where the tokens of the next prompt would go."""
+
+    persona: str
+    channel: str
+    budget: dict[str, Any] = Field(description="The ContextBudget: tokens per section of the prompt.")
+    memories: list[MemoryHitOut]
+    user_history: list[str]
+
+
+class Health(_Out):
+    """``GET /healthz``."""
+
+    status: str = Field(description="ok | degraded | stopping")
+    version: str
+    healthy: bool | None = None
+    reason: str | None = None
+    actors: list[dict[str, Any]] | None = None

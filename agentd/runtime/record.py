@@ -1,0 +1,248 @@
+"""What a turn writes to the store, and the context record that says what a reply was given.
+
+Every write of a turn goes through :class:`TurnWriter`: a user message accepted
+(with its token count), a reply stored with its context record, a turn ended
+early (its partial reply kept as ``interrupted``). The context record is a typed,
+versioned :class:`ContextRecord`: written here and read back here (by
+``agentd inspect`` and the API), never assembled by hand elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from agentd.personas import Persona
+from agentd.prompt.assembler import AssembledContext
+from agentd.prompt.budget import ContextBudget
+from agentd.prompt.builder import ContextBuilder
+from agentd.runtime.messages import TurnState
+from agentd.store import Store
+from agentd.store.messages import Message
+
+#: The version :class:`ContextRecord` writes; records without one were written as version 1.
+RECORD_VERSION = 2
+
+
+@dataclass(frozen=True)
+class RecalledMemory:
+    """One memory a reply was given, with its scores."""
+
+    id: int
+    text: str
+    category: str
+    scope: str
+    score: float
+    relevance: float
+
+
+@dataclass(frozen=True)
+class RetrievalInfo:
+    """How automatic retrieval went for the reply."""
+
+    status: str
+    ms: float
+    query: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class HistoryInfo:
+    """The user's earlier exchanges recalled for the reply (the messages they quote) and the seeds."""
+
+    inspected: int = 0
+    seeds: tuple[str, ...] = ()
+    message_ids: tuple[int, ...] = ()
+    status: str = "ok"
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """One tool call of the turn and how it went."""
+
+    name: str
+    arguments: dict[str, Any]
+    ok: bool
+    error: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class ContextRecord:
+    """What one reply was given: recalled memories and exchanges, the budget, tools and usage."""
+
+    request_id: str
+    retrieval: RetrievalInfo
+    memories: tuple[RecalledMemory, ...]
+    budget: ContextBudget
+    history_ids: tuple[int, ...]
+    user_history: HistoryInfo
+    usage: dict[str, int]
+    tool_calls: tuple[ToolUse, ...] = ()
+    rounds: int = 1
+    version: int = RECORD_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form."""
+        data = asdict(self)
+        data["budget"] = self.budget.as_json()
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ContextRecord:
+        """Read a stored record (any version so far)."""
+        history = data.get("user_history") or {}
+        return cls(
+            request_id=str(data.get("request_id", "")),
+            retrieval=RetrievalInfo(**{"status": "ok", "ms": 0.0, "query": "", **(data.get("retrieval") or {})}),
+            memories=tuple(RecalledMemory(**m) for m in data.get("memories", ())),
+            budget=ContextBudget.from_json(data["budget"]),
+            history_ids=tuple(data.get("history_ids", ())),
+            user_history=HistoryInfo(
+                inspected=int(history.get("inspected", 0)),
+                seeds=tuple(history.get("seeds", ())),
+                message_ids=tuple(history.get("message_ids", ())),
+                status=str(history.get("status", "ok")),
+            ),
+            usage=dict(data.get("usage") or {}),
+            tool_calls=tuple(ToolUse(**t) for t in data.get("tool_calls", ())),
+            rounds=int(data.get("rounds", 1)),
+            version=int(data.get("version", 1)),
+        )
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A finished reply to store."""
+
+    text: str
+    record: ContextRecord
+    #: The recalled-exchanges system message, stored tagged ``user_history`` for renderers.
+    user_history_summary: str | None = None
+
+
+class TurnWriter:
+    """The one place a turn's messages and outcome are written."""
+
+    def __init__(self, store: Store, builder: ContextBuilder) -> None:
+        self._store = store
+        self._builder = builder
+
+    def accept(
+        self,
+        persona: Persona,
+        channel: str,
+        author: str,
+        text: str,
+        *,
+        request_id: str,
+        source: str,
+        reply_to: int | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> Message:
+        """Store a user message (``pending``) with its token count; durable when this returns."""
+        tokens, counter = self._builder.count_message(persona, text)
+        with self._store.write() as conn:
+            return self._store.messages.add(
+                conn,
+                channel=channel,
+                role="user",
+                author=author,
+                persona=persona.name,
+                content=text,
+                status="pending",
+                source=source,
+                request_id=request_id,
+                reply_to=reply_to,
+                token_count=tokens,
+                token_counter=counter,
+                options=options,
+            )
+
+    def answered(self, persona: Persona, channel: str, user_message_id: int, reply: Reply) -> int:
+        """Store the reply, its context record and the user message's new status, in one transaction."""
+        tokens, counter = self._builder.count_message(persona, reply.text)
+        request_id = reply.record.request_id
+        with self._store.write() as conn:
+            stored = self._store.messages.add(
+                conn,
+                channel=channel,
+                role="assistant",
+                author=persona.name,
+                persona=persona.name,
+                content=reply.text,
+                status="complete",
+                source="reply",
+                reply_to=user_message_id,
+                request_id=request_id,
+                token_count=tokens,
+                token_counter=counter,
+            )
+            self._store.contexts.add(
+                conn,
+                reply_id=stored.id,
+                user_message_id=user_message_id,
+                persona=persona.name,
+                channel=channel,
+                model=persona.model,
+                data=reply.record.to_json(),
+            )
+            if reply.user_history_summary is not None:
+                # Stored with its tag so renderers can show what was recalled (never sent as history).
+                self._store.messages.add(
+                    conn,
+                    channel=channel,
+                    role="system",
+                    author=persona.name,
+                    persona=persona.name,
+                    content=reply.user_history_summary,
+                    status="complete",
+                    source="user_history",
+                    reply_to=user_message_id,
+                    request_id=request_id,
+                )
+            self._store.messages.set_status(conn, user_message_id, "answered")
+        return stored.id
+
+    def ended(
+        self, persona: str, channel: str, user_message_id: int, request_id: str, state: TurnState, partial: str
+    ) -> int | None:
+        """A turn ended without a complete reply: keep what was streamed as ``interrupted``, set the
+        user message's status (``failed`` or ``interrupted``); return the partial reply's id."""
+        partial_id = None
+        with self._store.write() as conn:
+            if partial:
+                partial_id = self._store.messages.add(
+                    conn,
+                    channel=channel,
+                    role="assistant",
+                    author=persona,
+                    persona=persona,
+                    content=partial,
+                    status="interrupted",
+                    source="reply",
+                    reply_to=user_message_id,
+                    request_id=request_id,
+                ).id
+            self._store.messages.set_status(conn, user_message_id, state.value)
+        return partial_id
+
+
+def recalled_memories(context: AssembledContext) -> tuple[RecalledMemory, ...]:
+    """The memories an assembled prompt carries, as the record keeps them."""
+    return tuple(
+        RecalledMemory(
+            h.memory.id,
+            h.memory.text,
+            h.memory.category,
+            str(h.memory.scope),
+            round(h.score, 4),
+            round(h.relevance, 4),
+        )
+        for h in context.memories
+    )
+
+
+def quoted_message_ids(context: AssembledContext) -> tuple[int, ...]:
+    """The ids of the earlier messages the prompt's recalled exchanges quote."""
+    return tuple(i for s in context.user_history for i in s.message_ids)

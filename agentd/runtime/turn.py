@@ -1,0 +1,162 @@
+"""Preparing a turn: everything before the model is called, in one function.
+
+:meth:`TurnPreparer.prepare` is what a real reply runs (``Responder.respond``) and
+what the previews show (``agentd budget``, ``GET /v1/budget``), so what a preview
+says a turn would use is what the turn uses:
+
+1. the query: the user's burst of messages since the last reply (at most
+   :data:`TRIGGER_MESSAGES`), ending with the current message;
+2. the user's earlier exchanges in this channel (:mod:`agentd.prompt.user_history`)
+   and the search seeds they give, which join a sparse query;
+3. automatic retrieval, bounded in time (:mod:`agentd.runtime.retrieval`);
+4. the tools the persona may call here;
+5. the prompt, assembled by priority under the model's window.
+
+Opting out opts out: with ``disable_memory`` on the request or ``[memory]
+auto_retrieve = false`` nothing is recalled — no memories and no earlier
+exchanges; ``[history] enabled = false`` turns off earlier exchanges alone.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from agentd.app import App
+from agentd.config import Config
+from agentd.memory import MemoryService
+from agentd.personas import Persona, Personas
+from agentd.prompt.assembler import AssembledContext
+from agentd.prompt.builder import ContextBuilder
+from agentd.prompt.user_history import HistoryRecall, UserHistory, normalise, seeded_query
+from agentd.runtime.events import RecallStatus
+from agentd.runtime.retrieval import Retrieval, Retriever
+from agentd.scopes import Reach
+from agentd.skills import DelegateRunner, SkillRegistry, build_registry
+from agentd.store import Store
+
+#: How many of the user's messages since the last reply make up the retrieval query.
+TRIGGER_MESSAGES = 3
+#: How far back a preview without a message looks for the user's last message.
+PREVIEW_LOOKBACK = 50
+
+
+@dataclass(frozen=True)
+class PreparedTurn:
+    """A turn ready for the model: its query, what was recalled, its tools, and the prompt."""
+
+    query: str
+    recalled: HistoryRecall
+    history_status: RecallStatus
+    retrieval: Retrieval
+    registry: SkillRegistry
+    context: AssembledContext
+
+
+class TurnPreparer:
+    """Prepares the turns of every persona from the store, the memory service and the config."""
+
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        memory: MemoryService | None,
+        builder: ContextBuilder,
+        personas: Personas,
+        retriever: Retriever,
+        delegate: DelegateRunner | None = None,
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._memory = memory
+        self._builder = builder
+        self._personas = personas
+        self._retriever = retriever
+        self._history = UserHistory(store, config.history)
+        self._delegate = delegate
+
+    @classmethod
+    def for_app(cls, app: App, pool: ThreadPoolExecutor, delegate: DelegateRunner | None = None) -> TurnPreparer:
+        """A preparer over an :class:`~agentd.app.App`'s parts (retrieval runs on ``pool``)."""
+        memory = app.memory if app.embedder is not None else None
+        retriever = Retriever(memory, app.config.memory.retrieval_timeout_seconds, pool)
+        return cls(app.config, app.store, memory, app.builder, app.personas, retriever, delegate)
+
+    @property
+    def builder(self) -> ContextBuilder:
+        """The prompt builder (window, tokenizer, history)."""
+        return self._builder
+
+    def prepare(
+        self,
+        persona: Persona,
+        channel: str,
+        user: str | None,
+        text: str | None,
+        *,
+        message_id: int | None = None,
+        disable_memory: bool = False,
+        memory_limit: int | None = None,
+        memory_budget: int | None = None,
+    ) -> PreparedTurn:
+        """Everything the model will be given for ``text`` from ``user`` in ``channel``.
+
+        ``message_id`` is the stored current message (a real turn): history is read
+        before it. A preview passes none: the message (if any) is not stored, and
+        history is the whole channel. Raises :class:`~agentd.ContextOverflow` when
+        even the system prompt and the message do not fit.
+        """
+        cfg = self._config
+        query = self.query(channel, user, text, message_id)
+        recall_on = cfg.memory.auto_retrieve and not disable_memory
+        recalled = HistoryRecall()
+        history_status = RecallStatus.DISABLED
+        if recall_on and cfg.history.enabled and user is not None and query:
+            recalled = self._history.recall(channel, user, query, message_id)
+            history_status = RecallStatus.OK
+            query = seeded_query(query, recalled, cfg.history.seed_sparse_below)
+        retrieval = self._retriever.recall(
+            query,
+            Reach(persona.name, channel, user),
+            memory_limit or cfg.memory.top_k,
+            enabled=recall_on,
+        )
+        registry = build_registry(persona, self._memory, self._personas, self._delegate)
+        context = self._builder.build(
+            persona,
+            channel,
+            text,
+            before_id=message_id,
+            memories=retrieval.hits,
+            user_history=recalled.snippets(),
+            tools=registry.tool_definitions(),
+            memory_budget=memory_budget,
+        )
+        return PreparedTurn(query, recalled, history_status, retrieval, registry, context)
+
+    def query(self, channel: str, user: str | None, text: str | None, before_id: int | None) -> str:
+        """The retrieval query: ``user``'s burst of messages since the last reply, then ``text``.
+
+        Without ``text`` (a preview with no message) the query is the burst that
+        ended with ``user``'s last message (anyone's when ``user`` is None): what the
+        turn answering it used.
+        """
+        lookback = PREVIEW_LOOKBACK if text is None else TRIGGER_MESSAGES - 1
+        with self._store.read() as conn:
+            earlier = self._store.messages.recent(conn, channel, lookback, before_id=before_id)
+        if text is None:
+            # Skip to the newest message of that author; the burst ends there.
+            start = next(
+                (i for i, m in enumerate(earlier) if m.role == "user" and (user is None or m.author == user)), None
+            )
+            if start is None:
+                return ""
+            user = earlier[start].author
+            earlier = earlier[start:]
+        burst: list[str] = []
+        for msg in earlier[: TRIGGER_MESSAGES - (1 if text is not None else 0)]:
+            if msg.role != "user" or msg.author != user:
+                break
+            burst.append(msg.content)
+        parts = [*reversed(burst), *([text] if text is not None else [])]
+        return normalise(" ".join(parts))

@@ -1,0 +1,102 @@
+"""agentd's packages import one way: api/cli → runtime → prompt, memory, skills → store, llm,
+embedders → config, scopes, words, text, relevance, _exceptions; and no two packages import
+each other (directly or around a cycle). Every import counts: module level, inside functions,
+and for type checking only."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PACKAGE = REPO / "agentd"
+
+#: Each package's layer; a package may import its own layer (without cycles) and the ones below.
+LAYERS: dict[str, int] = {
+    **dict.fromkeys(["_exceptions", "config", "scopes", "words", "text", "relevance", "personas", "log"], 0),
+    **dict.fromkeys(["store", "llm", "embedders", "client"], 1),
+    **dict.fromkeys(["prompt", "memory", "skills"], 2),
+    **dict.fromkeys(["app", "runtime"], 3),
+    **dict.fromkeys(["api", "cli", "adapters"], 4),
+    "__main__": 5,
+}
+
+
+def _package_of(path: Path) -> str:
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0].removesuffix(".py") if len(rel.parts) > 1 or rel.name != "__init__.py" else "__init__"
+
+
+def _imported(path: Path) -> set[str]:
+    """The agentd packages ``path`` imports (``agentd.store.vectors`` → ``store``)."""
+    found: set[str] = set()
+    own = _package_of(path)
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+            if node.module == "agentd":
+                names += [f"agentd.{a.name}" for a in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "agentd" and len(parts) > 1 and parts[1] != own:
+                found.add(parts[1])
+    found.discard("__version__")
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Package → the packages it imports, over every module of agentd."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for path in PACKAGE.rglob("*.py"):
+        package = _package_of(path)
+        if package == "__init__":
+            continue
+        graph[package] |= {p for p in _imported(path) if p in LAYERS or (PACKAGE / p).exists()}
+    return graph
+
+
+def test_every_package_has_a_layer() -> None:
+    graph = import_graph()
+    unknown = sorted(p for p in set(graph) | {q for deps in graph.values() for q in deps} if p not in LAYERS)
+    assert not unknown, f"give these packages a layer in tests/test_layers.py: {unknown}"
+
+
+def test_no_package_imports_a_layer_above_its_own() -> None:
+    upward = [
+        f"{package} (layer {LAYERS[package]}) imports {dep} (layer {LAYERS[dep]})"
+        for package, deps in sorted(import_graph().items())
+        for dep in sorted(deps)
+        if LAYERS[dep] > LAYERS[package]
+    ]
+    assert not upward, "imports run up the layers:\n" + "\n".join(upward)
+
+
+def test_no_import_cycles_between_packages() -> None:
+    graph = import_graph()
+    cycles: list[list[str]] = []
+
+    def visit(node: str, path: list[str], on_path: set[str], done: set[str]) -> None:
+        for dep in sorted(graph.get(node, ())):
+            if dep in on_path:
+                cycles.append([*path[path.index(dep) :], dep])
+            elif dep not in done:
+                visit(dep, [*path, dep], on_path | {dep}, done)
+        done.add(node)
+
+    done: set[str] = set()
+    for start in sorted(graph):
+        if start not in done:
+            visit(start, [start], {start}, done)
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize("package", ["config", "scopes", "words", "text", "relevance", "_exceptions"])
+def test_the_bottom_layer_imports_nothing_above_it(package: str) -> None:
+    assert all(LAYERS[dep] == 0 for dep in import_graph().get(package, ())), import_graph()[package]
