@@ -16,12 +16,9 @@ from agentd.app import App
 from agentd.client import AgentdClient, ApiError, AsyncAgentdClient, DaemonUnreachable, StreamEvent
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
-from tests import test_api_support as support
 from tests.conftest import write_home
-from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn
-from tests.test_api_support import fake_persona, wait_for
-
-daemons = support.daemons  # the fixture, used by name
+from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
+from tests.support import wait_for
 
 
 def test_every_call_of_the_blocking_client(daemons, fake_openai) -> None:

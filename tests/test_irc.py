@@ -21,7 +21,7 @@ import pytest
 from agentd.adapters import split_text
 from tests.conftest import REPO, write_home
 from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
-from tests.test_api_support import wait_for
+from tests.support import wait_for
 
 NGIRCD = shutil.which("ngircd") or "/usr/sbin/ngircd"
 pytestmark = pytest.mark.skipif(

@@ -10,12 +10,9 @@ import openai
 import pytest
 
 from agentd.scopes import Scope
-from tests import test_api_support as support
 from tests.conftest import agentd_cli
-from tests.fakeopenai import Turn
-from tests.test_api_support import Running, fake_persona
-
-daemons = support.daemons  # the fixture, used by name
+from tests.fakeopenai import Turn, fake_persona
+from tests.support import Running
 
 
 def sdk(d: Running, key: str = "unused") -> openai.OpenAI:

@@ -13,12 +13,9 @@ from pathlib import Path
 import pytest
 
 from agentd.scopes import Scope
-from tests import test_api_support as support
 from tests.conftest import REPO
 from tests.fakeopenai import Turn
-from tests.test_api_support import wait_for
-
-daemons = support.daemons  # the fixture, used by name
+from tests.support import wait_for
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -116,8 +113,8 @@ def test_chat_streams_shows_recalled_memories_and_forgets(daemons, fake_openai, 
         30,
         "the memory to disappear",
     )
-    assert d.app.memory.list("fake", Scope.user("web")) and all(
-        m.id != blue.id for m in d.app.memory.list("fake", Scope.user("web"))
+    assert d.app.memory.list_memories("fake", Scope.user("web")) and all(
+        m.id != blue.id for m in d.app.memory.list_memories("fake", Scope.user("web"))
     )
     # Add one from the panel, then find it by searching.
     browser.find_element(By.ID, "memory-text").send_keys("The user keeps bees")

@@ -40,7 +40,7 @@ from agentd.adapters.state import AdapterState
 from agentd.client import ApiError, AsyncAgentdClient, AsyncFeed, Backoff, DaemonUnreachable
 
 #: Turn errors after which the message will still be answered (so no notice is sent).
-_TRANSIENT = frozenset({"shutting_down", "interrupted", "overflow"})
+_TRANSIENT = frozenset({"shutting_down", "interrupted", "overflow", "feed_overflow"})
 
 
 @dataclass(frozen=True)
