@@ -180,6 +180,33 @@ class ChannelConfig(_Section):
     project_dir: str | None = None
 
 
+class IrcAdapterConfig(_Section):
+    """``[adapters.irc]``: ``agentd adapter irc`` (its options override these)."""
+
+    #: HOST:PORT of the IRC server (port 6667, or 6697 with tls, when omitted).
+    server: str = ""
+    nick: str = "agentd"
+    #: Rooms to join: "#room", or "#room=channel" to name the agentd channel (default irc-<room>).
+    channels: list[str] = Field(default_factory=list)
+    tls: bool = False
+    tls_verify: bool = True
+    #: "mention": answer in rooms when addressed (NICK: ... or a persona's name); "all": every message.
+    respond: Literal["mention", "all"] = "mention"
+    #: Name of the environment variable holding the server password (PASS), if any.
+    password_env: str = ""
+    realname: str = "agentd"
+    #: Where the adapter keeps its place in each feed and the replies it still owes.
+    state_file: str = "data/irc-adapter.json"
+    #: The daemon's URL (default: from [daemon] host and port).
+    daemon_url: str = ""
+
+
+class AdaptersConfig(_Section):
+    """``[adapters.*]``: channel adapters."""
+
+    irc: IrcAdapterConfig = IrcAdapterConfig()
+
+
 class _Root(_Section):
     daemon: DaemonConfig = DaemonConfig()
     database: DatabaseConfig = DatabaseConfig()
@@ -191,6 +218,7 @@ class _Root(_Section):
     logging: LoggingConfig = LoggingConfig()
     personas: PersonasConfig = PersonasConfig()
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
+    adapters: AdaptersConfig = AdaptersConfig()
 
 
 @dataclass(frozen=True)
@@ -209,6 +237,7 @@ class Config:
     logging: LoggingConfig
     personas_dir: Path
     channels: dict[str, ChannelConfig]
+    adapters: AdaptersConfig = AdaptersConfig()
 
     def channel_project_dir(self, channel: str) -> Path | None:
         """The project directory configured for ``channel``, resolved against the config file."""
@@ -337,4 +366,5 @@ def load_config(
         logging=root.logging,
         personas_dir=(base_dir / root.personas.dir).resolve(),
         channels=dict(root.channels),
+        adapters=root.adapters,
     )

@@ -16,12 +16,8 @@ from agentd.app import App
 from agentd.config import load_config
 from agentd.scopes import GLOBAL
 from tests.conftest import write_home
-from tests.fakeopenai import Turn, embedding_config
-from tests.support import (
-    fake_persona,
-    follow,
-    wait_for,
-)
+from tests.fakeopenai import Turn, embedding_config, fake_persona
+from tests.support import follow, wait_for
 
 # -- chat ------------------------------------------------------------------------------------------------
 

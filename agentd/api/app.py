@@ -11,8 +11,9 @@ from anyio import to_thread
 from fastapi import FastAPI
 
 from agentd import __version__
-from agentd.api import admin, channels, chat, errors, memory_routes
+from agentd.api import admin, channels, chat, errors, memory_routes, openai_compat, web
 from agentd.api.guard import ApiKeyGuard, BodyLimit
+from agentd.api.openai_errors import OpenAIErrorShape
 from agentd.api.state import Daemon
 
 log = structlog.get_logger("agentd.api")
@@ -49,9 +50,10 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None) -> FastAPI:
     api = FastAPI(title="agentd", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     api.state.daemon = d
     errors.install(api)
-    for module in (chat, channels, memory_routes, admin):
+    for module in (chat, channels, memory_routes, admin, openai_compat, web):
         api.include_router(module.router)
     # The last added runs first: the key is checked before any body is read.
     api.add_middleware(BodyLimit, limit=cfg.daemon.max_body_bytes)
     api.add_middleware(ApiKeyGuard, api_key=cfg.daemon.api_key)
+    api.add_middleware(OpenAIErrorShape)  # outermost: OpenAI's error shape on its routes, 401s included
     return api

@@ -30,9 +30,10 @@ async def post_message(channel: str, body: ChannelPost, d: Annotated[Daemon, Dep
 
     The reply arrives on ``GET /v1/channels/{channel}/events`` and can be read
     back with ``GET /v1/channels/{channel}/messages?after=ID``. Without
-    ``persona``, the persona bound to the channel answers.
+    ``persona``, the persona the text addresses (``NAME: ...`` or ``@NAME``)
+    answers, else the channel's default (the first of ``[channels.NAME] personas``).
     """
-    persona = d.persona_for(channel, body.persona)
+    persona = d.persona_for(channel, body.persona, body.text)
     accepted = await run_in_threadpool(
         lambda: d.runtime.submit(
             persona, channel, body.user, body.text, disable_memory=body.disable_memory, source="channel"

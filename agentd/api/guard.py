@@ -19,9 +19,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentd._exceptions import ConfigError, ErrorCode
 from agentd.api.errors import error_body
+from agentd.api.web import PUBLIC_PATHS
 
-#: Paths that never need the key (liveness probes).
-OPEN_PATHS = frozenset({"/healthz"})
+#: Paths that never need the key (liveness probes, the web page that asks for it).
+OPEN_PATHS = frozenset({"/healthz", *PUBLIC_PATHS})
 
 
 def is_loopback(host: str) -> bool:

@@ -41,14 +41,20 @@ class EventBridge:
         except RuntimeError:  # the loop is closed: the daemon is gone, the reply is stored anyway
             pass
 
-    async def frames(self, keepalive: float = 15.0) -> AsyncIterator[bytes]:
-        """Frames until the turn's ``done`` or ``error``."""
+    async def events(self, keepalive: float = 15.0) -> AsyncIterator[Event | None]:
+        """The turn's events until its ``done`` or ``error``; ``None`` after ``keepalive``
+        idle seconds (time to send a keep-alive)."""
         while True:
             try:
                 event = await asyncio.wait_for(self._queue.get(), timeout=keepalive)
             except TimeoutError:
-                yield KEEPALIVE
+                yield None
                 continue
-            yield frame(event.type, event.as_json())
+            yield event
             if isinstance(event, Done | Error):
                 return
+
+    async def frames(self, keepalive: float = 15.0) -> AsyncIterator[bytes]:
+        """Frames until the turn's ``done`` or ``error``."""
+        async for event in self.events(keepalive):
+            yield KEEPALIVE if event is None else frame(event.type, event.as_json())

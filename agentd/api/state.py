@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from agentd._exceptions import InvalidInput
+from agentd.api.addressing import addressed_to
 from agentd.api.feed import ChannelHub
 from agentd.app import App
 from agentd.runtime import Runtime
@@ -21,13 +22,18 @@ class Daemon:
     runtime: Runtime
     hub: ChannelHub
 
-    def persona_for(self, channel: str, named: str | None) -> str:
-        """The persona that answers in ``channel``: ``named`` if given (and allowed), else the bound one.
+    def persona_for(self, channel: str, named: str | None, text: str | None = None) -> str:
+        """The persona that answers in ``channel``.
 
-        A channel bound in config (``[channels.NAME] personas = [...]``) is answered
-        only by those personas, the first by default; otherwise a named persona may
-        answer anywhere, and an unnamed one is the single persona whose ``channels``
-        match.
+        1. ``named`` (the request's ``persona`` field), if given: it must be allowed here.
+        2. The persona the message ``text`` addresses (``NAME: ...``, ``NAME, ...``,
+           ``@NAME``; :mod:`agentd.api.addressing`) among those allowed here.
+        3. The channel's default.
+
+        Allowed here: a channel bound in config (``[channels.NAME] personas = [...]``)
+        is answered only by those personas, and its default is the first; any other
+        channel may be answered by any persona, and its default is the single
+        persona whose ``channels`` globs match it (several matching: name one).
         """
         check_identifier("channel", channel)
         personas = self.app.personas
@@ -40,6 +46,9 @@ class Daemon:
                     "persona", f"{persona!r} is not bound to channel {channel!r} (bound: {', '.join(bound)})"
                 )
             return persona
+        addressed = addressed_to(text, bound or list(personas))
+        if addressed is not None:
+            return addressed
         if bound:
             return bound[0]
         matching = [p.name for p in personas.bound_to(channel)]
@@ -51,7 +60,11 @@ class Daemon:
                 f"channel {channel!r} is bound to no persona: name one, or bind it with "
                 f"[channels.{channel}] personas = [...] in agentd.toml",
             )
-        raise InvalidInput("persona", f"channel {channel!r} matches several personas ({', '.join(matching)}): name one")
+        raise InvalidInput(
+            "persona",
+            f"channel {channel!r} matches several personas ({', '.join(matching)}): name one, "
+            "or address one in the message (NAME: ... or @NAME)",
+        )
 
 
 def daemon(request: Request) -> Daemon:

@@ -76,7 +76,7 @@ def cli(config_path: str | None) -> None:
 
 
 def _register() -> None:
-    from agentd.cli import budget, chat, db, doctor, inspect, memory, personas, post, serve
+    from agentd.cli import adapter, budget, chat, db, doctor, inspect, memory, personas, post, serve
 
     for command in (
         memory.memory,
@@ -88,6 +88,7 @@ def _register() -> None:
         inspect.inspect,
         serve.serve,
         post.post,
+        adapter.adapter,
     ):
         cli.add_command(command)
 

@@ -1,54 +1,24 @@
-"""``agentd post``: post to a running daemon's channel and print the reply."""
+"""``agentd post``: post to a running daemon's channel and print the reply (through :mod:`agentd.client`)."""
 
 from __future__ import annotations
 
 import getpass
-import json
 import sys
-from collections.abc import Iterator
-from typing import Any
+import threading
+from typing import Any, NoReturn
 
 import click
-import httpx
 
 from agentd._exceptions import ErrorCode
 from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import err, print_json
+from agentd.client import AgentdClient, ApiError, DaemonUnreachable
 
 
-def sse_events(lines: Iterator[str]) -> Iterator[tuple[str, str, str | None]]:
-    """``(event, data, id)`` for each server-sent event in ``lines``."""
-    event, data, event_id = "message", list[str](), None
-    for line in lines:
-        if not line:
-            if data:
-                yield event, "\n".join(data), event_id
-            event, data, event_id = "message", [], None
-        elif line.startswith(":"):
-            continue
-        else:
-            name, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if name == "event":
-                event = value
-            elif name == "data":
-                data.append(value)
-            elif name == "id":
-                event_id = value
-
-
-def _fail(message: str, status: int = 1) -> None:
+def _fail(message: str, status: int = 1) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(status)
-
-
-def _error_text(response: httpx.Response) -> str:
-    try:
-        body = response.json()["error"]
-        return f"{body['message']} ({response.status_code} {body['code']})"
-    except (ValueError, KeyError, TypeError):
-        return f"{response.status_code} {response.text[:200]}"
 
 
 def _login() -> str:
@@ -58,10 +28,16 @@ def _login() -> str:
         return "local"
 
 
+def daemon_url(app: App, url: str | None) -> str:
+    """``--url``, else the configured ``[daemon]`` host and port."""
+    cfg = app.config.daemon
+    return (url or f"http://{'localhost' if cfg.host in ('0.0.0.0', '::') else cfg.host}:{cfg.port}").rstrip("/")
+
+
 @click.command()
 @click.argument("channel")
 @click.argument("text")
-@click.option("--persona", "-p", help="Who answers (default: the persona bound to the channel).")
+@click.option("--persona", "-p", help="Who answers (default: the persona the text addresses, else the channel's).")
 @click.option("--user", "-u", help="Who you are (default: your login name).")
 @click.option("--url", envvar="AGENTD_URL", help="The daemon (default: http://[daemon] host:port, or $AGENTD_URL).")
 @click.option(
@@ -85,43 +61,39 @@ def post(
     it is stored, answered by the channel's persona, and the reply is read from
     the channel's event stream (streamed as it is written when possible).
     """
-    cfg = app.config.daemon
-    base = (url or f"http://{'localhost' if cfg.host in ('0.0.0.0', '::') else cfg.host}:{cfg.port}").rstrip("/")
-    headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
-    body: dict[str, Any] = {"user": user or _login(), "text": text}
-    if persona:
-        body["persona"] = persona
+    base = daemon_url(app, url)
     try:
-        with httpx.Client(base_url=base, headers=headers, timeout=httpx.Timeout(30.0, read=timeout)) as client:
-            posted = client.post(f"/v1/channels/{channel}/messages", json=body)
-            if posted.status_code != 202:
-                _fail(_error_text(posted), 2 if 400 <= posted.status_code < 500 else 1)
-            message_id = int(posted.json()["id"])
-            reply = _await_reply(client, channel, message_id, as_json)
-    except httpx.TransportError as exc:
-        _fail(f"cannot reach agentd at {base} ({exc.__class__.__name__}): is `agentd serve` running?")
+        with AgentdClient(base, app.config.daemon.api_key or None) as client:
+            posted = client.post(channel, user or _login(), text, persona=persona)
+            reply = _await_reply(client, channel, posted.id, as_json, timeout)
+    except ApiError as exc:
+        _fail(str(exc), 2 if 400 <= exc.status < 500 else 1)
+    except DaemonUnreachable as exc:
+        _fail(str(exc))
     if reply is None:
         _fail("the stream ended before the reply arrived")
 
 
-def _await_reply(client: httpx.Client, channel: str, message_id: int, as_json: bool) -> dict[str, Any] | None:
+def _await_reply(
+    client: AgentdClient, channel: str, message_id: int, as_json: bool, timeout: float
+) -> dict[str, Any] | None:
     """Follow the channel from our message on; print the reply; return it (or exit on an error event)."""
     streaming = False
-    with client.stream("GET", f"/v1/channels/{channel}/events", headers={"Last-Event-ID": str(message_id)}) as events:
-        if events.status_code != 200:
-            events.read()
-            _fail(_error_text(events))
-        for name, data, _id in sse_events(events.iter_lines()):
-            payload = json.loads(data) if data else {}
+    feed = client.follow(channel, last_event_id=str(message_id), reconnect=False)
+    timer = threading.Timer(timeout, feed.close)
+    timer.start()
+    try:
+        for ev in feed:
+            payload = ev.data
             mine = payload.get("user_message_id") == message_id
-            if name == "memory_context" and mine:
+            if ev.event == "memory_context" and mine:
                 streaming = not as_json
                 if payload.get("memories"):
                     err.print(f"[dim]recalled {len(payload['memories'])} memories[/]")
-            elif name == "token_delta" and mine and streaming:
+            elif ev.event == "token_delta" and mine and streaming:
                 sys.stdout.write(payload.get("text", ""))
                 sys.stdout.flush()
-            elif name == "message" and payload.get("role") == "assistant" and payload.get("reply_to") == message_id:
+            elif ev.event == "message" and payload.get("role") == "assistant" and payload.get("reply_to") == message_id:
                 if as_json:
                     print_json(payload)
                 else:
@@ -130,10 +102,14 @@ def _await_reply(client: httpx.Client, channel: str, message_id: int, as_json: b
                 if payload.get("status") == "interrupted":
                     _fail("the reply was interrupted (the daemon stopped)")
                 return payload
-            elif name == "error" and (
+            elif ev.event == "error" and (
                 mine or payload.get("code") in (ErrorCode.SHUTTING_DOWN, ErrorCode.FEED_OVERFLOW)
             ):
                 if streaming:
                     sys.stdout.write("\n")
                 _fail(f"{payload.get('message', 'error')} ({payload.get('code')})")
+    finally:
+        timer.cancel()
+    if feed.closed:
+        _fail(f"no reply within {timeout:g} s")
     return None

@@ -55,12 +55,16 @@ class MemoryContext(Event):
     """The memories recalled for this reply; always the first event of a turn.
 
     ``status`` says why the list may be empty (:class:`RecallStatus`).
+    ``near_misses`` are the best memories just below the relevance threshold
+    (``memory.min_score``): not in the prompt, shown so people can see what almost
+    counted (added after ``memories``; readers that do not know it ignore it).
     """
 
     type: ClassVar[str] = "memory_context"
     memories: tuple[MemorySnippet, ...] = ()
     status: RecallStatus = RecallStatus.OK
     user_message_id: int | None = None
+    near_misses: tuple[MemorySnippet, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,8 @@ class Turn:
     sink: Sink
     disable_memory: bool = False
     draft: Draft = field(default_factory=Draft, compare=False)
+    #: The persona's tools (skills) are not offered to the model for this turn.
+    disable_tools: bool = False
 
     @property
     def key(self) -> ActorKey:

@@ -126,7 +126,14 @@ class Responder:
             if retrieval.status not in (RecallStatus.OK, RecallStatus.DISABLED):
                 log.info("retrieval_skipped", status=retrieval.status, reason=retrieval.reason)
             # What the user sees is what the prompt carries (the assembler may drop some).
-            turn.sink(MemoryContext(tuple(_snippet(h) for h in ctx.memories), retrieval.status, turn.message_id))
+            turn.sink(
+                MemoryContext(
+                    tuple(_snippet(h) for h in ctx.memories),
+                    retrieval.status,
+                    turn.message_id,
+                    tuple(_snippet(h) for h in retrieval.near_misses),
+                )
+            )
             turn.sink(_history_event(prepared.recalled, ctx.user_history, prepared.history_status))
             messages: list[dict[str, Any]] = list(ctx.for_llm())
             settings = ModelSettings(
@@ -140,7 +147,7 @@ class Responder:
             usage = Usage()
             tool_log: list[ToolUse] = []
             rounds = 0
-            tools = prepared.registry.tool_definitions()
+            tools = [] if turn.disable_tools else prepared.registry.tool_definitions()
 
             def on_text(text: str) -> None:
                 turn.draft.append(text)

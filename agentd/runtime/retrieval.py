@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from typing import cast
 
 import structlog
 
@@ -15,6 +17,11 @@ from agentd.runtime.events import RecallStatus
 from agentd.scopes import Reach
 
 log = structlog.get_logger("agentd.retrieval")
+
+#: Near-misses shown with each reply: the best memories below the threshold...
+NEAR_MISSES = 3
+#: ...and at most this far below it (calibrated relevance).
+NEAR_MISS_MARGIN = 0.4
 
 
 @dataclass(frozen=True)
@@ -26,6 +33,8 @@ class Retrieval:
     elapsed_ms: float
     query: str
     reason: str = ""
+    #: The best memories below the threshold (never injected; shown as near-misses).
+    near_misses: tuple[MemoryHit, ...] = ()
 
 
 class Retriever:
@@ -51,8 +60,8 @@ class Retriever:
         memory = self._memory
         start = time.perf_counter()
         try:
-            future = self._pool.submit(memory.search, query, reach, limit)
-            hits = future.result(timeout=self._timeout)
+            future = self._pool.submit(_search, memory, query, reach, limit)
+            hits, near = future.result(timeout=self._timeout)
         except FutureTimeout:
             future.cancel()
             elapsed = (time.perf_counter() - start) * 1000
@@ -66,4 +75,23 @@ class Retriever:
             elapsed = (time.perf_counter() - start) * 1000
             log.exception("retrieval_failed", error=repr(exc), persona=reach.persona)
             return Retrieval((), RecallStatus.ERROR, elapsed, query, f"{type(exc).__name__}: {exc}")
-        return Retrieval(tuple(hits), RecallStatus.OK, (time.perf_counter() - start) * 1000, query)
+        elapsed = (time.perf_counter() - start) * 1000
+        return Retrieval(tuple(hits), RecallStatus.OK, elapsed, query, near_misses=tuple(near))
+
+
+def _search(memory: MemoryService, query: str, reach: Reach, limit: int) -> tuple[list[MemoryHit], list[MemoryHit]]:
+    """The hits above the threshold, and up to :data:`NEAR_MISSES` just below it.
+
+    The query is embedded once; the second search (same vector, a lower floor) only
+    reads the indexes again, and never changes which memories are hits.
+    """
+    vector = memory.embed_query(query)
+    hits = list(memory.search(query, reach, limit, vector=vector))
+    threshold = memory.config.min_score
+    floor = max(0.0, threshold - NEAR_MISS_MARGIN)
+    if floor >= threshold:
+        return hits, []
+    wider = cast(
+        Sequence[MemoryHit], memory.search(query, reach, limit + NEAR_MISSES, min_relevance=floor, vector=vector)
+    )
+    return hits, [h for h in wider if h.relevance < threshold][:NEAR_MISSES]

@@ -95,8 +95,12 @@ class Runtime:
         disable_memory: bool = False,
         sink: Sink | None = None,
         source: str = "chat",
+        disable_tools: bool = False,
     ) -> Accepted:
-        """Validate and store a user message, then hand it to its actor."""
+        """Validate and store a user message, then hand it to its actor.
+
+        ``disable_tools``: the persona's skills are not offered to the model for this turn.
+        """
         if not self._accepting:
             raise ShuttingDown("agentd is shutting down and accepts no new messages")
         p = self._app.personas[persona]
@@ -116,20 +120,40 @@ class Runtime:
                 text,
                 request_id=uuid.uuid4().hex,
                 source=source,
-                options={"disable_memory": True} if disable_memory else None,
+                options=_options(disable_memory, disable_tools),
             )
             assert stored.request_id is not None
             self._dispatch(
-                Turn(stored.request_id, p.name, channel, user, stored.id, text, sink or _discard, disable_memory)
+                Turn(
+                    stored.request_id,
+                    p.name,
+                    channel,
+                    user,
+                    stored.id,
+                    text,
+                    sink or _discard,
+                    disable_memory,
+                    disable_tools=disable_tools,
+                )
             )
         return Accepted(stored.id, stored.request_id, p.name, channel)
 
     def chat(
-        self, persona: str, channel: str, user: str, text: str, *, disable_memory: bool = False, timeout: float = 300.0
+        self,
+        persona: str,
+        channel: str,
+        user: str,
+        text: str,
+        *,
+        disable_memory: bool = False,
+        timeout: float = 300.0,
+        disable_tools: bool = False,
     ) -> Iterator[Event]:
         """Submit and yield the turn's events until ``Done`` or ``Error``."""
         events: queue.Queue[Event] = queue.Queue()
-        self.submit(persona, channel, user, text, disable_memory=disable_memory, sink=events.put)
+        self.submit(
+            persona, channel, user, text, disable_memory=disable_memory, sink=events.put, disable_tools=disable_tools
+        )
         while True:
             try:
                 event = events.get(timeout=timeout)
@@ -163,6 +187,7 @@ class Runtime:
                     msg.content,
                     sink or _discard,
                     bool(msg.options.get("disable_memory")),
+                    disable_tools=bool(msg.options.get("disable_tools")),
                 )
             )
             resumed += 1
@@ -288,6 +313,7 @@ class Runtime:
             self._fanout(turn),
             turn.disable_memory,
             turn.draft,
+            turn.disable_tools,
         )
         with self._changed:
             self._inflight[turn.request_id] = tracked
@@ -331,6 +357,12 @@ class Runtime:
 
 def _discard(_event: Event) -> None:
     pass
+
+
+def _options(disable_memory: bool, disable_tools: bool) -> dict[str, Any] | None:
+    """The per-message options stored with a user message (so a resumed turn keeps them)."""
+    options = {"disable_memory": disable_memory, "disable_tools": disable_tools}
+    return {k: True for k, v in options.items() if v} or None
 
 
 __all__ = ["Accepted", "Draft", "Runtime"]

@@ -1,0 +1,10 @@
+"""Channel adapters: chat networks bridged to a running agentd through :mod:`agentd.client`.
+
+:class:`Adapter` holds what every network shares (mapping, posting, following,
+splitting, delivering once); :mod:`agentd.adapters.irc` is the first network.
+"""
+
+from agentd.adapters.base import Adapter, Inbound, Reply, run_adapter
+from agentd.adapters.split import split_text
+
+__all__ = ["Adapter", "Inbound", "Reply", "run_adapter", "split_text"]

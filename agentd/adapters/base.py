@@ -1,0 +1,285 @@
+"""The adapter base: a chat network on one side, a running agentd on the other.
+
+A network adapter implements three things (see :class:`Adapter`): ``run_network``
+(connect, call :meth:`Adapter.receive` for each message that should reach agentd,
+reconnect forever, set and clear ``network_ready``), ``send_line`` (write one line
+to a room or a user) and ``line_limit`` (the most bytes one line may carry). The
+base does the rest:
+
+* **Mapping.** A room maps to a channel (``rooms`` given, else
+  ``<network>-<room name>``); a direct message to the private channel
+  ``dm-<network>-<sender>``; a sender to the agentd user ``<network>:<sender>``.
+* **Posting** with :meth:`AsyncAgentdClient.post`, in order, retried with backoff
+  while the daemon is away. A post whose answer was lost (the daemon died after
+  storing it) is found again among the channel's messages rather than posted twice.
+* **Following** every mapped channel's feed, resumed with ``Last-Event-ID`` from the
+  last event id read, across reconnects and daemon restarts.
+* **Delivering** each reply to a message this adapter posted, split to the
+  network's line limit (:mod:`agentd.adapters.split`), in order, once: the reply is
+  recorded in the state file when it arrives and removed when its last line was
+  written, so neither a network reconnect nor a daemon restart drops or repeats it.
+  (If the adapter itself is killed between writing a reply and saving the state,
+  that reply is sent again on start: at least once across adapter crashes.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import httpx
+import structlog
+
+from agentd.adapters.split import split_text
+from agentd.adapters.state import AdapterState
+from agentd.client import ApiError, AsyncAgentdClient, AsyncFeed, Backoff, DaemonUnreachable
+
+#: Turn errors after which the message will still be answered (so no notice is sent).
+_TRANSIENT = frozenset({"shutting_down", "interrupted", "overflow", "feed_overflow"})
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """A message from the network for agentd: who sent it, its text, and the room (``None``: direct)."""
+
+    sender: str
+    text: str
+    room: str | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A persona's reply to deliver: to ``room`` (``None``: privately to ``sender``)."""
+
+    message_id: int
+    reply_to: int
+    channel: str
+    sender: str
+    text: str
+    room: str | None = None
+
+
+class Adapter(ABC):
+    """Bridges one chat network to a running agentd (subclass per network)."""
+
+    #: The network's name: the prefix of user ids and of default channel names.
+    network: ClassVar[str] = "net"
+
+    def __init__(self, client: AsyncAgentdClient, state_path: Path, rooms: Mapping[str, str] | None = None) -> None:
+        self.client = client
+        self.state = AdapterState(state_path)
+        self.rooms = dict(rooms or {})
+        for room in self.rooms:
+            self.state.routes[self.channel_for_room(room)] = {"room": room}
+        self.network_ready = asyncio.Event()
+        self.log = structlog.get_logger(f"agentd.adapters.{self.network}")
+        self._inbox: asyncio.Queue[Inbound] = asyncio.Queue()
+        self._outbox: asyncio.Queue[Reply] = asyncio.Queue()
+        self._feeds: dict[str, AsyncFeed] = {}
+        self._opened: dict[str, asyncio.Event] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._claimed: set[str] = set()  # ids of the messages this process posted
+
+    # -- what a network adapter implements -----------------------------------------------
+
+    @abstractmethod
+    async def run_network(self) -> None:
+        """Connect to the network, :meth:`receive` its messages, reconnect with backoff; never return."""
+
+    @abstractmethod
+    async def send_line(self, reply: Reply, line: str) -> None:
+        """Write one line of ``reply`` (raise ``ConnectionError`` if it cannot be written now)."""
+
+    @abstractmethod
+    def line_limit(self, reply: Reply) -> int:
+        """The most UTF-8 bytes one line of ``reply`` may carry."""
+
+    # -- mapping (override for another rule) ------------------------------------------------
+
+    def channel_for_room(self, room: str) -> str:
+        """The agentd channel of a room: as configured, else ``<network>-<room>``."""
+        return self.rooms.get(room) or f"{self.network}-{room.lstrip('#&+!').lower()}"
+
+    def channel_for_sender(self, sender: str) -> str:
+        """The private channel of one network user."""
+        return f"dm-{self.network}-{sender.lower()}"
+
+    def user_for(self, sender: str) -> str:
+        """The agentd user of one network user (memories and history follow it)."""
+        return f"{self.network}:{sender.lower()}"
+
+    def format_reply(self, reply: Reply) -> str:
+        """The text sent: in a room, addressed to whoever asked."""
+        return f"{reply.sender}: {reply.text}" if reply.room is not None else reply.text
+
+    # -- running ---------------------------------------------------------------------------------
+
+    async def receive(self, inbound: Inbound) -> None:
+        """Hand a network message to agentd (called by :meth:`run_network`; returns at once)."""
+        self._inbox.put_nowait(inbound)
+
+    async def run(self) -> None:
+        """Run until cancelled."""
+        for channel in list(self.state.routes):
+            self._follow(channel)
+        for key, entry in sorted(self.state.pending.items(), key=lambda kv: int(kv[0])):
+            if "reply" in entry:  # arrived before a restart, not yet delivered
+                self._outbox.put_nowait(self._reply(int(key), entry))
+        try:
+            await asyncio.gather(self.run_network(), self._post_loop(), self._deliver_loop())
+        finally:
+            for task in list(self._tasks):
+                task.cancel()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _route_of(self, channel: str) -> dict[str, str]:
+        return self.state.routes.get(channel, {})
+
+    def _reply(self, user_message_id: int, entry: dict[str, Any]) -> Reply:
+        reply = entry["reply"]
+        room = self._route_of(entry["channel"]).get("room")
+        return Reply(int(reply["id"]), user_message_id, entry["channel"], entry["sender"], reply["text"], room)
+
+    # -- the daemon's side --------------------------------------------------------------------
+
+    def _follow(self, channel: str) -> None:
+        if channel in self._feeds:
+            return
+        feed = self.client.follow(channel, last_event_id=self.state.cursors.get(channel))
+        self._feeds[channel] = feed
+        self._opened[channel] = asyncio.Event()
+        self._spawn(self._follow_loop(channel, feed))
+
+    async def _follow_loop(self, channel: str, feed: AsyncFeed) -> None:
+        backoff = Backoff(first=1.0)
+        while True:
+            try:
+                async for event in feed:
+                    if event.event == "open":
+                        self._opened[channel].set()
+                        backoff.reset()
+                    elif event.event == "message":
+                        self._on_message(channel, event.data)
+                    elif event.event == "error":
+                        self._on_error(event.data)
+            except ApiError as exc:  # e.g. a channel name the daemon refuses
+                self.log.warning("feed_refused", channel=channel, error=str(exc))
+            await asyncio.sleep(backoff.next())
+
+    def _on_message(self, channel: str, m: dict[str, Any]) -> None:
+        key = str(m["id"])
+        if m.get("role") == "user" and str(m.get("author", "")).startswith(f"{self.network}:"):
+            self.state.pending.setdefault(key, {"channel": channel, "sender": m["author"].split(":", 1)[1]})
+        elif m.get("role") == "assistant" and str(m.get("reply_to")) in self.state.pending:
+            entry = self.state.pending[str(m["reply_to"])]
+            if "reply" not in entry:
+                text = m["content"] + (" […]" if m.get("status") == "interrupted" else "")
+                entry["reply"] = {"id": m["id"], "text": text}
+                self._outbox.put_nowait(self._reply(int(m["reply_to"]), entry))
+        self.state.cursors[channel] = key
+        self.state.save()
+
+    def _on_error(self, data: dict[str, Any]) -> None:
+        key = str(data.get("user_message_id"))
+        entry = self.state.pending.get(key)
+        if entry is None or "reply" in entry or data.get("code") in _TRANSIENT:
+            return
+        entry["reply"] = {"id": 0, "text": f"(no reply: {data.get('message', 'error')})"}
+        self.state.save()
+        self._outbox.put_nowait(self._reply(int(key), entry))
+
+    async def _post_loop(self) -> None:
+        while True:
+            inbound = await self._inbox.get()
+            if inbound.room is not None:
+                channel = self.channel_for_room(inbound.room)
+                self.state.routes.setdefault(channel, {"room": inbound.room})
+            else:
+                channel = self.channel_for_sender(inbound.sender)
+                self.state.routes.setdefault(channel, {"dm": inbound.sender})
+            self._follow(channel)
+            await self._post(channel, inbound)
+
+    async def _post(self, channel: str, inbound: Inbound) -> None:
+        """Post once: retried while the daemon is away, never stored twice."""
+        user = self.user_for(inbound.sender)
+        backoff = Backoff(first=0.5, cap=10.0)
+        since = int(self.state.cursors.get(channel) or 0)
+        maybe_stored = False
+        while True:
+            await self._opened[channel].wait()
+            try:
+                if maybe_stored:
+                    found = await self._find_stored(channel, user, inbound.text, since)
+                    if found is not None:
+                        self._posted(channel, found, inbound.sender)
+                        return
+                posted = await self.client.post(channel, user, inbound.text)
+                self._posted(channel, posted.id, inbound.sender)
+                return
+            except DaemonUnreachable as exc:
+                # A refused connection never reached the daemon; anything else may have.
+                maybe_stored = maybe_stored or not isinstance(exc.__cause__, httpx.ConnectError)
+                self.log.info("daemon_unreachable", channel=channel, retry_in="backoff")
+            except ApiError as exc:
+                if exc.status < 500:
+                    self.log.warning("post_refused", channel=channel, error=str(exc))
+                    return
+            await asyncio.sleep(backoff.next())
+
+    async def _find_stored(self, channel: str, user: str, text: str, since: int) -> int | None:
+        """The id of our message if the daemon stored it though its answer was lost."""
+        for m in await self.client.messages(channel, after=since, limit=1000):
+            mine = m["role"] == "user" and m["author"] == user and m["content"] == text
+            if mine and str(m["id"]) not in self._claimed:
+                return int(m["id"])
+        return None
+
+    def _posted(self, channel: str, message_id: int, sender: str) -> None:
+        self._claimed.add(str(message_id))
+        self.state.pending.setdefault(str(message_id), {"channel": channel, "sender": sender})
+        self.state.pending[str(message_id)]["sender"] = sender  # the network's spelling
+        feed = self._feeds[channel]
+        if feed.last_event_id is None:  # a new channel: read it from just before our message
+            feed.last_event_id = str(message_id - 1)
+        self.state.save()
+
+    # -- the network's side ------------------------------------------------------------------------
+
+    async def _deliver_loop(self) -> None:
+        while True:
+            reply = await self._outbox.get()
+            if str(reply.reply_to) not in self.state.pending:
+                continue  # already delivered (queued twice across a restart)
+            lines = split_text(self.format_reply(reply), self.line_limit(reply)) or ["…"]
+            sent = 0
+            backoff = Backoff(first=0.2, cap=5.0)
+            while sent < len(lines):
+                await self.network_ready.wait()
+                try:
+                    await self.send_line(reply, lines[sent])
+                    sent += 1
+                except (ConnectionError, OSError, TimeoutError) as exc:
+                    self.log.info("delivery_paused", error=repr(exc), sent=sent, lines=len(lines))
+                    await asyncio.sleep(backoff.next())
+            self.state.pending.pop(str(reply.reply_to), None)
+            self.state.save()
+            self.log.info("delivered", channel=reply.channel, reply=reply.message_id, lines=len(lines))
+
+
+async def run_adapter(adapter: Adapter) -> None:
+    """Run ``adapter`` until cancelled (Ctrl-C), then close its client."""
+    try:
+        await adapter.run()
+    finally:
+        with contextlib.suppress(Exception):
+            await adapter.client.aclose()

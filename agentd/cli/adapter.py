@@ -1,0 +1,102 @@
+"""``agentd adapter``: bridge a chat network to a running daemon."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import click
+
+from agentd.app import App
+from agentd.cli.main import pass_app
+from agentd.cli.post import daemon_url
+
+
+@click.group()
+def adapter() -> None:
+    """Bridge a chat network to a running daemon (`agentd serve`)."""
+
+
+def _server(spec: str, tls: bool) -> tuple[str, int]:
+    host, sep, port = spec.rpartition(":")
+    if not sep or host.endswith(":") or "]" in port:  # no port given (or a bare IPv6 address)
+        return spec.strip("[]"), 6697 if tls else 6667
+    try:
+        return host.strip("[]"), int(port)
+    except ValueError:
+        raise click.BadParameter(f"{spec!r}: expected HOST:PORT", param_hint="--server") from None
+
+
+@adapter.command()
+@click.option("--server", help="HOST:PORT of the IRC server (default: [adapters.irc] server).")
+@click.option("--nick", help="The bot's nick (default: [adapters.irc] nick, 'agentd').")
+@click.option(
+    "--channel",
+    "rooms",
+    multiple=True,
+    help="A room to join, repeatable: '#room', or '#room=CHANNEL' to name the agentd channel (default irc-<room>).",
+)
+@click.option("--tls/--no-tls", default=None, help="Connect with TLS (default: [adapters.irc] tls).")
+@click.option("--all-messages", is_flag=True, default=None, help="Answer every room message, not only when addressed.")
+@click.option("--state", "state_file", type=click.Path(dir_okay=False), help="The adapter's state file.")
+@click.option("--url", envvar="AGENTD_URL", help="The daemon (default: http://[daemon] host:port, or $AGENTD_URL).")
+@pass_app
+def irc(
+    app: App,
+    server: str | None,
+    nick: str | None,
+    rooms: tuple[str, ...],
+    tls: bool | None,
+    all_messages: bool | None,
+    state_file: str | None,
+    url: str | None,
+) -> None:
+    """Bridge IRC rooms and private messages to agentd.
+
+    In a room the persona answers when addressed: "NICK: question", or by a
+    persona's name ("researcher: ...", "@researcher") when several are bound to
+    the room's channel. A private message is answered in private (its own
+    channel, dm-irc-<nick>). Replies are delivered once each, across reconnects
+    of either side and daemon restarts (the state file keeps the place).
+    """
+    from agentd.adapters import run_adapter
+    from agentd.adapters.irc import IrcAdapter, parse_room
+    from agentd.client import AsyncAgentdClient
+
+    cfg = app.config.adapters.irc
+    spec = server or cfg.server
+    if not spec:
+        raise click.UsageError("no IRC server: give --server HOST:PORT or set [adapters.irc] server")
+    use_tls = cfg.tls if tls is None else tls
+    host, port = _server(spec, use_tls)
+    try:
+        mapping = dict(parse_room(r) for r in (rooms or tuple(cfg.channels)))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--channel") from None
+    state = Path(state_file) if state_file else (app.config.base_dir / cfg.state_file)
+    base = url or cfg.daemon_url or daemon_url(app, None)
+    password = os.environ.get(cfg.password_env) if cfg.password_env else None
+
+    async def main() -> None:
+        client = AsyncAgentdClient(base, app.config.daemon.api_key or None)
+        bridge = IrcAdapter(
+            client,
+            state,
+            host=host,
+            port=port,
+            nick=nick or cfg.nick,
+            rooms=mapping,
+            tls=use_tls,
+            tls_verify=cfg.tls_verify,
+            password=password,
+            realname=cfg.realname,
+            respond_all=cfg.respond == "all" if all_messages is None else all_messages,
+        )
+        await run_adapter(bridge)
+
+    click.echo(f"agentd adapter irc: {host}:{port} {' '.join(mapping) or '(private messages only)'} -> {base}")
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,38 @@
+"""A small typed client for a running agentd (httpx + httpx-sse), blocking and asyncio.
+
+::
+
+    from agentd.client import AgentdClient
+
+    with AgentdClient("http://127.0.0.1:8765", api_key=None) as agentd:
+        agentd.add_memory("buddy", "Alice's favorite color is blue", user="alice", category="preference")
+        for event in agentd.chat("buddy", "dm-alice", "alice", "What is my favorite color?"):
+            if event.event == "memory_context":
+                print("recalled:", [m["text"] for m in event.data["memories"]])
+            elif event.event == "token_delta":
+                print(event.data["text"], end="", flush=True)
+
+Channel adapters use :meth:`AgentdClient.post` and :meth:`AgentdClient.follow`
+(which resumes with ``Last-Event-ID`` after a dropped connection or a daemon
+restart). :class:`AsyncAgentdClient` has the same calls for asyncio.
+"""
+
+from agentd.client.aio import AsyncAgentdClient, AsyncFeed
+from agentd.client.backoff import Backoff
+from agentd.client.errors import ApiError, DaemonUnreachable
+from agentd.client.models import Memory, Posted, StreamEvent
+from agentd.client.sync import DEFAULT_URL, AgentdClient, Feed
+
+__all__ = [
+    "DEFAULT_URL",
+    "AgentdClient",
+    "ApiError",
+    "AsyncAgentdClient",
+    "AsyncFeed",
+    "Backoff",
+    "DaemonUnreachable",
+    "Feed",
+    "Memory",
+    "Posted",
+    "StreamEvent",
+]

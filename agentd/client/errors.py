@@ -1,0 +1,42 @@
+"""What :mod:`agentd.client` raises: the daemon's own errors, and not reaching it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from agentd._exceptions import AgentdError
+
+
+class ApiError(AgentdError):
+    """The daemon answered with an error: ``status``, and its ``code``, ``field`` and ``message``."""
+
+    code = "api_error"
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(f"{message} ({status} {code})")
+        self.status = status
+        self.code = code  # the daemon's code for this error (e.g. "not_found", "invalid_input")
+        self.field = field
+        self.reason = message
+
+
+class DaemonUnreachable(AgentdError):
+    """No answer from the daemon (not running, wrong URL, network down, timed out)."""
+
+    code = "daemon_unreachable"
+
+    def __init__(self, url: str, cause: Exception) -> None:
+        super().__init__(f"cannot reach agentd at {url} ({cause.__class__.__name__}): is `agentd serve` running?")
+        self.url = url
+
+
+def error_from(response: httpx.Response, body: bytes) -> ApiError:
+    """The :class:`ApiError` for an error response whose body has been read."""
+    try:
+        error: Any = httpx.Response(200, content=body).json()["error"]
+        return ApiError(response.status_code, str(error["code"]), str(error["message"]), error.get("field"))
+    except (ValueError, KeyError, TypeError):
+        text = body.decode("utf-8", "replace")[:200]
+        return ApiError(response.status_code, "http_error", text or response.reason_phrase)

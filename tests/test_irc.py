@@ -1,0 +1,267 @@
+"""The IRC adapter against a real IRC server (Debian's ngircd on a loopback port) and a
+real daemon (``agentd serve`` in a subprocess), each started and killed by the test:
+rooms, private messages, long replies split to IRC's limit, and every message
+answered exactly once across a daemon kill and an IRC server restart."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentd.adapters import split_text
+from tests.conftest import REPO, write_home
+from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
+from tests.support import wait_for
+
+NGIRCD = shutil.which("ngircd") or "/usr/sbin/ngircd"
+pytestmark = pytest.mark.skipif(
+    not os.access(NGIRCD, os.X_OK), reason="ngircd is not installed (apt-get install ngircd; .ci/run does)"
+)
+AGENTD = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Process:
+    """A subprocess whose output goes to a file (read on failure)."""
+
+    def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+        self.args, self.log, self.env = args, log, env
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    def start(self) -> None:
+        out = self.log.open("ab")
+        self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=REPO)
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def ngircd(tmp_path: Path) -> Iterator[tuple[int, Process]]:
+    port = free_port()
+    conf = tmp_path / "ngircd.conf"
+    conf.write_text(
+        textwrap.dedent(f"""\
+        [Global]
+        Name = irc.agentd.test
+        Info = agentd test server
+        Listen = 127.0.0.1
+        Ports = {port}
+        MotdPhrase = "agentd tests"
+        [Limits]
+        MaxConnectionsIP = 0
+        MaxNickLength = 30
+        PingTimeout = 120
+        PongTimeout = 30
+        [Options]
+        DNS = no
+        Ident = no
+        PAM = no
+        """)
+    )
+    server = Process([NGIRCD, "--nodaemon", "--config", str(conf)], tmp_path / "ngircd.log")
+    wait_for(lambda: listening(port), 20, "ngircd to listen")
+    yield port, server
+    server.stop()
+
+
+class IrcUser:
+    """A plain IRC client (a second connection), written independently of the adapter."""
+
+    def __init__(self, port: int, nick: str) -> None:
+        self.port, self.nick = port, nick
+        self.received: list[tuple[str, str, str]] = []  # (sender, target, text)
+        self.buffer = b""
+        self.connect()
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        self.buffer = b""
+        self.send(f"NICK {self.nick}", f"USER {self.nick} 0 * :{self.nick}")
+        self.wait(lambda line: line.split()[1:2] == ["001"], "registration")
+
+    def send(self, *lines: str) -> None:
+        self.sock.sendall("".join(f"{line}\r\n" for line in lines).encode())
+
+    def join(self, room: str) -> None:
+        self.send(f"JOIN {room}")
+        self.wait(lambda line: " 366 " in line, "the JOIN")
+
+    def say(self, target: str, text: str) -> None:
+        self.send(f"PRIVMSG {target} :{text}")
+
+    def _lines(self, timeout: float) -> list[str]:
+        self.sock.settimeout(timeout)
+        try:
+            data = self.sock.recv(65536)
+        except TimeoutError:
+            return []
+        if not data:
+            raise ConnectionError("closed")
+        self.buffer += data
+        *lines, self.buffer = self.buffer.split(b"\r\n")
+        out = []
+        for raw in lines:
+            line = raw.decode("utf-8")
+            if line.startswith("PING"):
+                self.send("PONG" + line[4:])
+            parts = line.split(" ", 3)
+            if len(parts) == 4 and parts[1] == "PRIVMSG":
+                self.received.append((parts[0][1:].split("!")[0], parts[2], parts[3][1:]))
+            out.append(line)
+        return out
+
+    def wait(self, test, what: str, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(test(line) for line in self._lines(0.2)):
+                return
+        raise AssertionError(f"timed out waiting for {what}")
+
+    def texts(self, timeout: float = 0.2) -> list[str]:
+        self._lines(timeout)
+        return [text for _sender, _target, text in self.received]
+
+    def until(self, predicate, what: str, timeout: float = 90.0) -> list[str]:  # type: ignore[no-untyped-def]
+        return wait_for(lambda: predicate(self.texts()) and self.texts(0.01), timeout, what)
+
+
+@pytest.fixture
+def stack(tmp_path: Path, fake_openai: FakeOpenAI, ngircd):
+    """ngircd, `agentd serve` on a fixed port, and `agentd adapter irc`; returns controls."""
+    irc_port, server = ngircd
+    port = free_port()
+    home = write_home(
+        tmp_path / "home",
+        f'[daemon]\nport = {port}\n[embedding]\nprovider = "none"\n[channels.general]\npersonas = ["fake", "other"]\n',
+        {
+            "fake": fake_persona(fake_openai.url, channels='["dm-*"]'),
+            "other": fake_persona(fake_openai.url, "other"),
+        },
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
+    env[KEY_ENV] = "test-key"
+    url = f"http://127.0.0.1:{port}"
+    daemon = Process([AGENTD, "--config", str(home), "serve"], tmp_path / "daemon.log", env)
+    wait_for(lambda: listening(port), 60, "the daemon")
+    state = tmp_path / "adapter-state.json"
+    adapter_args = [
+        AGENTD, "--config", str(home), "adapter", "irc", "--server", f"127.0.0.1:{irc_port}",
+        "--nick", "agentbot", "--channel", "#a=general", "--url", url, "--state", str(state),
+    ]  # fmt: skip
+    adapter = Process(adapter_args, tmp_path / "adapter.log", env)
+    alice = IrcUser(irc_port, "alice")
+    alice.join("#a")
+    alice.wait(lambda line: "JOIN" in line and line.startswith(":agentbot!"), "the adapter to join", 60)
+
+    class Stack:
+        pass
+
+    s = Stack()
+    s.irc_port, s.server, s.daemon, s.adapter, s.alice, s.url, s.state = (
+        irc_port, server, daemon, adapter, alice, url, state,
+    )  # fmt: skip
+    yield s
+    adapter.stop()
+    daemon.stop()
+    for name in ("adapter.log", "daemon.log"):
+        print(f"--- {name}\n{(tmp_path / name).read_text(errors='replace')[-3000:]}")
+
+
+def test_rooms_private_messages_and_long_replies(stack, fake_openai) -> None:
+    alice = stack.alice
+    alice.say("#a", "just chatting, not to the bot")
+    alice.say("#a", "agentbot: hello there")
+    alice.until(lambda t: "alice: echo: hello there" in t, "the room reply")
+    alice.say("agentbot", "a private question")
+    alice.until(lambda t: "echo: a private question" in t, "the private reply")
+    private = [r for r in alice.received if r[2] == "echo: a private question"]
+    assert private[0][:2] == ("agentbot", "alice")  # sent to alice, not to the room
+    # Addressed to a persona by name: the daemon picks it (here "other", bound to the room's channel).
+    alice.say("#a", "other: who are you?")
+    alice.until(lambda t: "alice: echo: other: who are you?" in t, "other's reply")
+    long = " ".join(["naïve café 😀 déjà-vu"] * 60)
+    fake_openai.queue(Turn(text=long))
+    alice.say("#a", "agentbot: a long answer please")
+    parts = alice.until(lambda t: sum(1 for x in t if "déjà" in x) >= 3 and t[-1].endswith("déjà-vu"), "the long reply")
+    pieces = [p for p in parts if "déjà" in p]
+    # 512 bytes a line, less CR LF, the command and the longest prefix the server may show others.
+    limit = 512 - 2 - len(":agentbot!~agentbot@ PRIVMSG #a :") - 64
+    assert pieces[0].startswith("alice: ") and all(300 < len(p.encode()) <= limit for p in pieces[:-1])
+    assert " ".join(pieces)[len("alice: ") :] == long  # split only at spaces, nothing lost
+    assert "just chatting" not in str(fake_openai.chat_requests())
+    authors = {r[2]: r for r in alice.received}
+    assert authors["alice: echo: hello there"][1] == "#a"
+
+
+def test_every_message_is_answered_once_across_a_daemon_kill_and_an_irc_restart(stack, fake_openai, ngircd) -> None:
+    alice = stack.alice
+    fake_openai.chat_delay_per_token = 0.4
+    for i in (1, 2, 3):
+        alice.say("#a", f"agentbot: q{i} one two three")
+    wait_for(lambda: len(fake_openai.chat_requests()) >= 1 and fake_openai.streaming.is_set(), 60, "a streaming reply")
+    stack.daemon.stop(signal.SIGKILL)  # mid-reply
+    alice.say("#a", "agentbot: q4 one two three")  # while the daemon is down
+    fake_openai.chat_delay_per_token = 0.0
+    stack.daemon.start()
+    expected = [f"alice: echo: q{i} one two three" for i in (1, 2, 3, 4)]
+    alice.until(lambda t: all(e in t for e in expected), "every reply after the daemon restart")
+    # Now the IRC server goes away while a reply is being written, and comes back.
+    fake_openai.chat_delay_per_token = 0.3
+    alice.say("#a", "agentbot: q5 one two three")
+    wait_for(lambda: fake_openai.streaming.is_set(), 60, "q5 streaming")
+    _port, server = ngircd
+    server.stop()
+    server.start()
+    wait_for(lambda: listening(stack.irc_port), 20, "ngircd again")
+    alice.connect()
+    alice.join("#a")
+    fake_openai.chat_delay_per_token = 0.0
+    alice.until(lambda t: "alice: echo: q5 one two three" in t, "q5's reply after the IRC restart")
+    alice.say("#a", "agentbot: sentinel")  # replies arrive in order: any repeat would come before this one
+    texts = alice.until(lambda t: "alice: echo: sentinel" in t, "the sentinel")
+    replies = [t for t in texts if t.startswith("alice: echo: q")]
+    assert sorted(replies) == [*expected, "alice: echo: q5 one two three"], replies
+
+
+def test_split_text_keeps_words_utf8_and_graphemes_whole() -> None:
+    flag, family, accent = "🇫🇷", "👨‍👩‍👧", "e\u0301"
+    text = f"{'word ' * 30}{flag * 10} {family * 6} {accent * 40}\nsecond paragraph"
+    lines = split_text(text, 40)
+    assert all(len(line.encode()) <= 40 for line in lines)
+    assert "\n".join(lines).replace("\n", "").replace(" ", "") == text.replace("\n", "").replace(" ", "")
+    for line in lines:
+        assert not line.startswith((" ", "\u0301", "\u200d")) and not line.endswith("\u200d")
+        assert line.count("🇫") == line.count("🇷")  # no flag cut in half
+    assert lines[-1] == "second paragraph"
+    assert split_text("short", 40) == ["short"]

@@ -1,0 +1,142 @@
+"""The web page at ``/`` in a real browser: Debian's headless Chromium driven by selenium
+through Debian's chromedriver (nothing is downloaded), against a real daemon.
+
+Set ``AGENTD_SCREENSHOTS=docs/screenshots`` to save the screenshots the README shows."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentd.scopes import Scope
+from tests.conftest import REPO
+from tests.fakeopenai import Turn
+from tests.support import wait_for
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+)
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is a test dependency: pip install -e '.[test]'")
+if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
+    pytest.skip(
+        "Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver; "
+        ".ci/run does)",
+        allow_module_level=True,
+    )
+
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[object]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (*FLAGS, f"--user-data-dir={tmp_path / 'chromium'}", "--window-size=1280,900"):
+        options.add_argument(flag)
+    service = webdriver.ChromeService(executable_path=CHROMEDRIVER)  # Debian's: selenium-manager never runs
+    driver = webdriver.Chrome(options=options, service=service)
+    driver.set_page_load_timeout(30)
+    driver.set_script_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def shot(driver: object, name: str, tmp_path: Path) -> Path:
+    where = Path(os.environ.get("AGENTD_SCREENSHOTS") or tmp_path)
+    if not where.is_absolute():
+        where = REPO / where
+    where.mkdir(parents=True, exist_ok=True)
+    path = where / f"{name}.png"
+    assert driver.save_screenshot(str(path))  # type: ignore[attr-defined]
+    return path
+
+
+def texts(driver: object, css: str) -> list[str]:
+    """The text of every element matching ``css``, read in one step (the page may re-render between steps)."""
+    script = "return Array.from(document.querySelectorAll(arguments[0])).map(e => e.textContent)"
+    return list(driver.execute_script(script, css))  # type: ignore[attr-defined]
+
+
+def test_chat_streams_shows_recalled_memories_and_forgets(daemons, fake_openai, browser, tmp_path) -> None:
+    d = daemons("[memory]\ndecay_weight = 0.0\n")
+    blue, _ = d.app.memory.add("fake", Scope.user("web"), "The user's favorite color is blue", "preference")
+    d.app.memory.add("fake", Scope.user("web"), "The user's favorite food is pasta", "preference")
+    reply = "Your favorite color is blue, as you told me before."
+    fake_openai.chat_delay_per_token = 0.12
+    fake_openai.queue(Turn(text=reply))
+    browser.get(d.url + "/")
+    wait_for(lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true", 30, "the page")
+    assert browser.find_element(By.ID, "persona").get_attribute("value") == "fake"
+    assert browser.find_element(By.ID, "channel").get_attribute("value") == "dm-web"
+    assert "The user's favorite color is blue" in texts(browser, "#memory-list .stored .text")
+    shot(browser, "web-empty", tmp_path)
+    # Keyboard only: the message box has the focus; Enter sends.
+    active = browser.switch_to.active_element
+    assert active.get_attribute("id") == "message"
+    active.send_keys("What is my favorite color?", Keys.ENTER)
+    partial = wait_for(
+        lambda: [t for t in texts(browser, ".reply.streaming .text") if t and t != reply], 30, "a streamed part"
+    )
+    assert reply.startswith(partial[0])  # seen mid-stream
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, ".exchange.complete"), 60, "the reply to complete")
+    assert texts(browser, ".reply .text") == [reply]
+    recalled = browser.find_elements(By.CSS_SELECTOR, ".recalled li.memory")
+    assert [r.find_element(By.CSS_SELECTOR, ".text").text for r in recalled][0] == "The user's favorite color is blue"
+    assert float(recalled[0].find_element(By.CSS_SELECTOR, ".score").text) >= 0.5
+    near = texts(browser, ".near li.near-miss .text")
+    assert near == ["The user's favorite food is pasta"]  # below the threshold: shown, not used
+    assert float(texts(browser, ".near li.near-miss .score")[0]) < 0.5
+    assert browser.find_elements(By.CSS_SELECTOR, ".budget .bar span.s-memory")
+    assert "tokens" in texts(browser, ".budget .legend .total")[0]
+    shot(browser, "web-reply", tmp_path)
+    # Forget the memory from the panel, with the keyboard, and see it gone.
+    forget = browser.find_element(By.CSS_SELECTOR, f'#memory-list li[data-id="{blue.id}"] button')
+    forget.send_keys(Keys.ENTER)
+    wait_for(
+        lambda: "The user's favorite color is blue" not in texts(browser, "#memory-list .stored .text"),
+        30,
+        "the memory to disappear",
+    )
+    assert d.app.memory.list_memories("fake", Scope.user("web")) and all(
+        m.id != blue.id for m in d.app.memory.list_memories("fake", Scope.user("web"))
+    )
+    # Add one from the panel, then find it by searching.
+    browser.find_element(By.ID, "memory-text").send_keys("The user keeps bees")
+    browser.find_element(By.CSS_SELECTOR, "#memory-add button").click()
+    wait_for(lambda: "The user keeps bees" in texts(browser, "#memory-list .stored .text"), 30, "the added memory")
+    browser.find_element(By.ID, "memory-query").send_keys("bees", Keys.ENTER)
+    wait_for(lambda: texts(browser, "#memory-list .stored .text")[:1] == ["The user keeps bees"], 30, "the search")
+    # A phone-width screen: nothing wider than the viewport.
+    browser.set_window_size(390, 844)
+    width = browser.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+    assert width[0] <= width[1], width
+    shot(browser, "web-phone", tmp_path)
+
+
+def test_the_page_asks_for_the_api_key(daemons, fake_openai, browser, tmp_path) -> None:
+    d = daemons('[daemon]\napi_key = "s3cret"\n')
+    assert d.client.get("/").status_code == 200  # the page itself needs no key
+    assert d.client.get("/ui/app.js").headers["content-type"].startswith("text/javascript")
+    browser.get(d.url + "/")
+    dialog = wait_for(lambda: browser.find_element(By.ID, "key-dialog").get_attribute("open") is not None, 30, "dialog")
+    assert dialog
+    browser.switch_to.active_element.send_keys("s3cret", Keys.ENTER)
+    wait_for(lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true", 30, "the page")
+    assert browser.find_element(By.ID, "persona").get_attribute("value") == "fake"
+    shot(browser, "web-key", tmp_path)
