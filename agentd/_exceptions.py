@@ -85,6 +85,9 @@ class ErrorCode(StrEnum):
     LLM_HTTP_ERROR = "llm_http_error"
     LLM_TRUNCATED = "llm_truncated"
     LLM_MALFORMED = "llm_malformed"
+    # agentd.client, on the caller's side
+    DAEMON_UNREACHABLE = "daemon_unreachable"
+    DAEMON_ERROR = "daemon_error"
     # Tool results (the recall/remember skills' own names)
     SKILL_INVALID_INPUT = "InvalidInput"
     SKILL_EXECUTION_FAILED = "ExecutionFailed"
@@ -143,6 +146,10 @@ CATALOGUE: dict[ErrorCode, CodeInfo] = {
     ErrorCode.LLM_HTTP_ERROR: CodeInfo(502, "the chat model's server answered with an HTTP error"),
     ErrorCode.LLM_TRUNCATED: CodeInfo(502, "the chat model's stream ended before the reply was finished"),
     ErrorCode.LLM_MALFORMED: CodeInfo(502, "the chat model's answer could not be read"),
+    ErrorCode.DAEMON_UNREACHABLE: CodeInfo(503, "agentd.client could not reach the daemon (raised by the client)"),
+    ErrorCode.DAEMON_ERROR: CodeInfo(
+        502, "agentd.client got an error answer; its remote_code says which (raised by the client)"
+    ),
     ErrorCode.SKILL_INVALID_INPUT: CodeInfo(422, "a tool was called with invalid arguments (tool results only)"),
     ErrorCode.SKILL_EXECUTION_FAILED: CodeInfo(500, "a tool could not do its work (tool results only)"),
 }

@@ -46,6 +46,7 @@ def test_chat_shows_recalled_memories_before_the_reply_and_no_memory_turns_it_of
         "memories": [],
         "status": "disabled",
         "user_message_id": first["user_message_id"],
+        "near_misses": [],
     }
 
 

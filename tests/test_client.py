@@ -45,13 +45,13 @@ def test_every_call_of_the_blocking_client(daemons, fake_openai) -> None:
         assert client.list_memories("fake", scope="user:alice") == []
         with pytest.raises(ApiError) as missing:
             client.forget_memory(memory.id)
-        assert missing.value.status == 404 and missing.value.code == "not_found"
+        assert missing.value.status == 404 and missing.value.remote_code == "not_found"
         with pytest.raises(ApiError) as bad:
             client.post("general", "alice", "   ")
         assert bad.value.status == 422 and bad.value.field == "message"
     with AgentdClient(d.url, "wrong") as client, pytest.raises(ApiError) as refused:
         client.personas()
-    assert refused.value.status == 401 and refused.value.code == "unauthorized"
+    assert refused.value.status == 401 and refused.value.remote_code == "unauthorized"
     with AgentdClient("http://127.0.0.1:9", timeout=5) as client, pytest.raises(DaemonUnreachable):
         client.health()
 

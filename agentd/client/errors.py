@@ -6,18 +6,20 @@ from typing import Any
 
 import httpx
 
-from agentd._exceptions import AgentdError
+from agentd._exceptions import AgentdError, ErrorCode
 
 
 class ApiError(AgentdError):
-    """The daemon answered with an error: ``status``, and its ``code``, ``field`` and ``message``."""
+    """The daemon answered with an error: ``status``, and its ``remote_code``, ``field`` and ``message``."""
 
-    code = "api_error"
+    code = ErrorCode.DAEMON_ERROR
 
     def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
         super().__init__(f"{message} ({status} {code})")
         self.status = status
-        self.code = code  # the daemon's code for this error (e.g. "not_found", "invalid_input")
+        #: The daemon's code for this error, as it sent it (a value of :class:`~agentd.ErrorCode`
+        #: for agentd's own errors, e.g. "not_found", "invalid_input").
+        self.remote_code = code
         self.field = field
         self.reason = message
 
@@ -25,7 +27,7 @@ class ApiError(AgentdError):
 class DaemonUnreachable(AgentdError):
     """No answer from the daemon (not running, wrong URL, network down, timed out)."""
 
-    code = "daemon_unreachable"
+    code = ErrorCode.DAEMON_UNREACHABLE
 
     def __init__(self, url: str, cause: Exception) -> None:
         super().__init__(f"cannot reach agentd at {url} ({cause.__class__.__name__}): is `agentd serve` running?")

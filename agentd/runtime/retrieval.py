@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import cast
 
 import structlog
 
@@ -91,7 +89,5 @@ def _search(memory: MemoryService, query: str, reach: Reach, limit: int) -> tupl
     floor = max(0.0, threshold - NEAR_MISS_MARGIN)
     if floor >= threshold:
         return hits, []
-    wider = cast(
-        Sequence[MemoryHit], memory.search(query, reach, limit + NEAR_MISSES, min_relevance=floor, vector=vector)
-    )
+    wider = memory.search(query, reach, limit + NEAR_MISSES, min_relevance=floor, vector=vector)
     return hits, [h for h in wider if h.relevance < threshold][:NEAR_MISSES]
