@@ -42,6 +42,8 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+import regex
+
 from agentd.words import is_content, words
 
 IntentKind = Literal["topic", "about_user", "none"]
@@ -124,6 +126,7 @@ _ABOUT = lexicon("about on of for to regarding concerning")
 _QUESTION_START = lexicon(
     "who what which where when why how do does did can could would will am is are have has tell remind any"
 )
+_WORD = regex.compile(r"[\p{L}\p{N}]+(?:['’][\p{L}]+)?")
 _CLAUSE = re.compile(r"[^.!?;,\n]+[.!?;,\n]*")
 _NOT = re.compile(r"n['’]t$")
 _NOT_STEMS = {"ca": "can", "wo": "will", "sha": "shall"}
@@ -131,6 +134,8 @@ _NOT_STEMS = {"ca": "can", "wo": "will", "sha": "shall"}
 
 def base_word(token: str) -> str:
     """``token`` without a contraction or possessive ("what's" → what, "don't" → do, "i'm" → im)."""
+    if "'" not in token and "’" not in token:
+        return token
     if _NOT.search(token):
         stem = token[:-3]
         return _NOT_STEMS.get(stem, stem)
@@ -155,8 +160,16 @@ def topic_words(text: str, names: Collection[str] = ()) -> list[str]:
 
 
 def has_content(text: str) -> bool:
-    """True when ``text`` has a content word that is not a greeting or filler ("a", "ok", "?" have none)."""
-    return any(is_content(w) and w not in PHATIC for w in plain_words(text))
+    """True when ``text`` has a content word that is not a greeting or filler ("a", "ok", "?" have none).
+
+    On every search result, so it stops at the first content word (a run of CJK, which
+    :func:`agentd.words.words` would cut into bigrams, is content either way).
+    """
+    for match in _WORD.finditer(text.casefold()):
+        word = base_word(match.group())
+        if is_content(word) and word not in PHATIC:
+            return True
+    return False
 
 
 def states_preference(text: str, category: str) -> bool:
