@@ -23,7 +23,6 @@ from agentd.memory.intent import analyse, has_content
 from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.skills import Caller, RecallSkill
 from tests.conftest import agentd_cli, write_home
-from tests.test_api_support import daemons  # noqa: F401 - the fixture is used by name
 
 ALICE = Reach("buddy", "general", "alice")
 PYTHON_PRACTICE = [f"User practised Python programming exercise number {i}" for i in range(7)]
@@ -92,7 +91,7 @@ def test_automatic_retrieval_keeps_the_seed_000_threshold(app: App) -> None:
     assert texts(app.memory.search("Explain quantum entanglement", ALICE, min_relevance=0.0)) != []
 
 
-def test_search_and_context_have_no_threshold_unless_min_score_is_given(daemons) -> None:  # noqa: F811
+def test_search_and_context_have_no_threshold_unless_min_score_is_given(daemons) -> None:  # type: ignore[no-untyped-def]
     d = daemons()
     for text in PYTHON_PRACTICE:
         d.app.memory.add("fake", Scope.user("erin"), text)
