@@ -93,9 +93,11 @@ class MemoryConfig(_Section):
 
     auto_retrieve: bool = True
     top_k: int = Field(default=3, ge=1, le=100)
-    #: Calibrated relevance below which a memory is never injected or returned.
+    #: Calibrated relevance below which automatic retrieval injects no memory (seed 000).
     min_score: float = Field(default=0.5, ge=0.0, le=1.0)
     recall_limit: int = Field(default=5, ge=1, le=100)
+    #: Threshold of the ``recall`` skill (seed 002: none, the top ``limit`` by score).
+    recall_min_score: float | None = Field(default=None, ge=0.0, le=1.0)
     token_budget: int = Field(default=2000, ge=1)
     limit: int = Field(default=20, ge=1, le=1000)
     #: Recency: score = relevance * (1 - decay_weight + decay_weight * 0.5 ** (age / half_life)).
@@ -114,6 +116,11 @@ class MemoryConfig(_Section):
     date_weight: float | None = Field(default=None, ge=0.0, le=5.0)
     #: Hybrid search: candidates fetched from each side (vectors, words) per search.
     candidate_pool: int = Field(default=50, ge=1, le=1000)
+    #: The user's profile: their memories in ``profile_categories`` always go into the prompt,
+    #: newest first, up to this many tokens (0: off).
+    profile_tokens: int = Field(default=0, ge=0, le=100_000)
+    #: Categories of the user's memories that make up their profile (case-insensitive).
+    profile_categories: list[str] = Field(default_factory=lambda: ["profile", "preference"])
 
 
 class HistoryConfig(_Section):
@@ -124,8 +131,9 @@ class HistoryConfig(_Section):
     snippet_rune_limit: int = Field(default=240, ge=16)
     min_overlap_ratio: float = Field(default=0.3, ge=0.0, le=1.0)
     max_inspected: int = Field(default=200, ge=1)
-    #: Messages this recent are in the prompt's history anyway and are not recalled.
-    recent_window: int = Field(default=20, ge=0)
+    #: Exchanges the prompt's recent history carries are never summarised; this also keeps
+    #: the channel's last N messages out of the summary (0: only what the history carries).
+    recent_window: int = Field(default=0, ge=0)
     #: Seeds join the memory query when the message has fewer content words than this.
     seed_sparse_below: int = Field(default=4, ge=0)
 

@@ -65,7 +65,7 @@ def test_a_slow_embedder_still_gets_a_reply_without_memories(daemons, fake_opena
     d = daemons(embedding_config(fake_openai, "[memory]\nretrieval_timeout_seconds = 0.3\n"))
     d.app.memory.add("fake", GLOBAL, "hello there friend")
     fake_openai.embedding_delay = 1.5
-    events = d.chat("hello there")
+    events = d.chat("tell me about my friend there")
     assert events[0].event == "memory_context"
     assert events[0].data["status"] == "timeout" and events[0].data["memories"] == []
     assert [e.event for e in events if e.event == "error"] == []

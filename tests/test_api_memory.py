@@ -36,9 +36,10 @@ def test_context_has_the_seed_fields_defaults_and_block(daemons) -> None:
     assert result["context"].endswith("\n")
     assert result["memoriesUsed"] == 2
     assert result["tokensUsed"] == sum(math.ceil(len(t) / 4) for t in ALICE)  # English: the seed's estimate rules
-    # Nothing relevant: an empty string and zeros.
-    empty = context(d, userId="alice", query="Explain quantum entanglement")
-    assert empty == {"context": "", "memoriesUsed": 0, "tokensUsed": 0, "tokenBudget": 2000}
+    # Nothing to recall (a greeting), or nothing relevant enough for a threshold: an empty string and zeros.
+    empty = {"context": "", "memoriesUsed": 0, "tokensUsed": 0, "tokenBudget": 2000}
+    assert context(d, userId="alice", query="hello") == empty
+    assert context(d, userId="alice", query="Explain quantum entanglement", minScore=0.5) == empty
 
 
 def test_a_users_memories_never_reach_another_users_context(daemons) -> None:

@@ -111,7 +111,7 @@ def test_disable_memory_per_request_makes_no_embedding_call(make_app, runtimes, 
     app = make_app(embedding_config(fake_openai))
     rt = runtimes(app)
     before = len(fake_openai.embedding_requests())
-    run(rt, "hello there")  # retrieval on: one embedding call
+    run(rt, "tell me about my friend there")  # retrieval on: one embedding call
     assert len(fake_openai.embedding_requests()) == before + 1
     events = run(rt, "hello again", disable_memory=True)
     assert events[0].status == "disabled" and events[0].memories == ()
@@ -151,7 +151,7 @@ def test_a_slow_embedder_past_the_timeout_still_gets_a_reply_without_memories(ma
     app = make_app(embedding_config(fake_openai) + "\n[memory]\nretrieval_timeout_seconds = 0.3\n")
     app.memory.add("fake", GLOBAL, "hello there friend")
     fake_openai.embedding_delay = 1.5
-    events = run(runtimes(app), "hello there")
+    events = run(runtimes(app), "tell me about my friend there")
     assert events[0].status == "timeout" and events[0].memories == ()
     assert not any(isinstance(e, Error) for e in events)
     assert isinstance(events[-1], Done)
@@ -170,7 +170,7 @@ def test_an_embedder_error_is_not_an_error_for_the_user(make_app, runtimes, fake
         rt = runtimes(app)
         app.memory.add("fake", GLOBAL, "hello there friend")
         fake_openai.stop()
-        events = run(rt, "hello there")
+        events = run(rt, "tell me about my friend there")
         assert events[0].status == "error" and events[0].memories == ()
         assert not any(isinstance(e, Error) for e in events)
         assert isinstance(events[-1], Done)

@@ -15,7 +15,7 @@ import pytest
 from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
-from agentd.prompt.user_history import UserHistory, condense
+from agentd.prompt.user_history import UserHistory, condense, seeded_query
 from agentd.runtime import Done, Event, HistoryContext, MemoryContext, Runtime
 from agentd.scopes import Scope
 from tests.conftest import agentd_cli, write_home
@@ -124,9 +124,13 @@ def test_the_recalled_exchange_is_injected_as_one_tagged_system_message_and_stor
     events = say(rt, "why did I say SQLite was my favourite database?")
     record = context_record(rt, events)
     app: App = rt._app  # noqa: SLF001
+    done = events[-1]
+    assert isinstance(done, Done)
     with app.store.read() as conn:
         stored = [
-            m for m in app.store.messages.recent(conn, "general", 50, roles=("system",)) if m.source == "user_history"
+            m
+            for m in app.store.messages.recent(conn, "general", 50, roles=("system",))
+            if m.source == "user_history" and m.reply_to == done.user_message_id
         ]
     assert len(stored) == 1
     assert "My favourite database is SQLite because it is a single file" in stored[0].content
@@ -366,3 +370,60 @@ def test_budget_cli_shows_the_user_history_section(tmp_path) -> None:
     shown = agentd_cli("inspect", str(events[-1]["message_id"]), config=config)
     assert shown.returncode == 0, shown.stderr
     assert "past exchanges: messages 1, 2" in shown.stdout
+
+
+# -- seed 004's rules as agentd applies them (README, "How a reply is made") -------------------------------------
+
+
+def test_an_exact_repeat_matches_although_no_content_word_is_shared(history_app) -> None:
+    app = history_app()
+    post(app, "what about it")
+    post(app, "ok")
+    post(app, "tell me about the Kyoto trip")
+    history = UserHistory(app.store, app.config.history)
+    assert [e.user_text for e in history.recall("c", "alice", "What about it?", None).exchanges] == ["what about it"]
+    # A one-word phrase recurs everywhere: "ok" again is not a match.
+    assert history.recall("c", "alice", "ok", None).exchanges == ()
+
+
+def test_seeds_stand_in_for_a_query_without_content_words(history_app) -> None:
+    app = history_app()
+    post(app, "so what about it, the Kyoto temples in April?")
+    recalled = UserHistory(app.store, app.config.history).recall("c", "alice", "what about it", None)
+    assert list(recalled.seeds) == ["kyoto", "temples", "april"]
+    assert seeded_query("what about it", recalled, 4) == "kyoto temples april"
+    assert seeded_query("and the temples?", recalled, 4) == "and the temples? kyoto temples april"
+    assert seeded_query("what are the best temples in Kyoto in April?", recalled, 4) == (
+        "what are the best temples in Kyoto in April?"
+    )
+
+
+def test_seeds_leave_out_the_words_the_query_already_has(history_app) -> None:
+    """The difference from seed 004 stated in the README: seeds are the first five new words."""
+    app = history_app()
+    post(app, "Kyoto trip planning: quiet temples, moss gardens and tofu restaurants")
+    recalled = UserHistory(app.store, app.config.history).recall("c", "alice", "the Kyoto trip?", None)
+    assert list(recalled.seeds) == ["planning", "quiet", "temples", "moss", "gardens"]
+
+
+def test_with_the_default_window_an_exchange_the_prompt_lost_is_summarised(make_runtime) -> None:
+    """Default [history] settings; the persona's small window loses old turns after a few long ones."""
+    rt = make_runtime("")
+    say(rt, "My favourite database is SQLite because it is a single file")
+    for i in range(5):
+        say(rt, f"Turn {i}: " + FILLER)
+    events = say(rt, "why did I say SQLite was my favourite database?")
+    assert [s.user for s in history_event(events).snippets] == [
+        "My favourite database is SQLite because it is a single file"
+    ]
+    assert context_record(rt, events)["budget"]["user_history_tokens"] > 0
+
+
+def test_an_exchange_the_prompt_still_carries_is_not_summarised_but_gives_seeds(make_runtime) -> None:
+    rt = make_runtime("")
+    rt._app.memory.add("buddy", Scope.user("alice"), KYOTO, "travel")  # noqa: SLF001
+    say(rt, "I am planning my Kyoto trip for next spring, can you suggest one temple?")
+    events = say(rt, "and what about the second one?")
+    assert history_event(events).snippets == ()  # the exchange is in the prompt's history
+    assert list(history_event(events).seeds) == ["planning", "kyoto", "trip", "next", "spring"]
+    assert memories(events) == [KYOTO]

@@ -50,5 +50,6 @@ def budget(
         "channel": channel,
         "budget": ctx.budget.as_json(),
         "memories": [{**h.as_result(), "persona": h.memory.persona} for h in ctx.memories],
+        "profile": [m.as_json() for m in ctx.profile],
         "user_history": [s.text for s in ctx.user_history],
     }

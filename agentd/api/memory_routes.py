@@ -54,7 +54,8 @@ def _count(d: Daemon, personas: list[str]) -> Any:
 
 @router.post("/v1/memory/search", response_model=SearchResponse, responses=error_responses(404, 422))
 def search(body: SearchRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
-    """Memories ranked by relevance with time decay, best first (``score`` ranks, ``relevance`` filters)."""
+    """The top ``limit`` memories by relevance with time decay, best first (``score`` ranks;
+    ``minScore``, default none, filters on ``relevance``)."""
     _check_optional("userId", body.user_id)
     _check_optional("channel", body.channel)
     personas = _personas(d, body.persona)
@@ -66,7 +67,7 @@ def search(body: SearchRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[s
         user=body.user_id,
         channel=body.channel,
         limit=limit,
-        min_relevance=body.min_score,
+        min_relevance=body.min_score or 0.0,
     )
     return {"results": [{**h.as_result(), "persona": h.memory.persona} for h in hits], "total_found": len(hits)}
 
@@ -75,8 +76,9 @@ def search(body: SearchRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[s
 def context(body: KnownFactsRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """Seed 003: the ``## Known Facts (from memory)`` block for a query, within a token budget.
 
-    Defaults: ``tokenBudget`` 2000, ``limit`` 20. Memories are taken best score
-    first until the next one would not fit. Answers ``{context, memoriesUsed,
+    Defaults: ``tokenBudget`` 2000, ``limit`` 20, no threshold (``minScore`` sets
+    one). The top ``limit`` memories by score are taken best first until the next
+    one would not fit. Answers ``{context, memoriesUsed,
     tokensUsed, tokenBudget}``; nothing relevant is ``""`` and 0.
     """
     check_identifier("userId", body.user_id)
@@ -91,7 +93,7 @@ def context(body: KnownFactsRequest, d: Annotated[Daemon, Depends(daemon)]) -> d
         user=body.user_id,
         channel=body.channel,
         limit=body.limit or cfg.limit,
-        min_relevance=body.min_score,
+        min_relevance=body.min_score or 0.0,
     )
     return known_facts.known_facts(hits, budget, _count(d, personas)).as_json()
 

@@ -185,6 +185,9 @@ class BudgetResponse(_Out):
     channel: str
     budget: dict[str, Any] = Field(description="The ContextBudget: tokens per section of the prompt.")
     memories: list[MemoryHitOut]
+    profile: list[MemoryOut] = Field(
+        default_factory=list, description="The user's profile memories given on every turn ([memory] profile_tokens)."
+    )
     user_history: list[str]
 
 

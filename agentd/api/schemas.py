@@ -49,7 +49,11 @@ class SearchRequest(_Body):
     channel: str | None = Field(None, description="Include this channel's memories.")
     limit: int | None = Field(None, ge=1, le=1000, description="Default: memory.limit (20).")
     min_score: float | None = Field(
-        None, alias="minScore", ge=0.0, le=1.0, description="Default: memory.min_score. Also `min_score`."
+        None,
+        alias="minScore",
+        ge=0.0,
+        le=1.0,
+        description="Least relevance of a result; default none (the top `limit` by score). Also `min_score`.",
     )
 
 
@@ -66,7 +70,13 @@ class KnownFactsRequest(_Body):
     limit: int | None = Field(None, ge=1, le=1000, description="Memories considered; default 20 (memory.limit).")
     persona: str | None = Field(None, description="Default: every persona.")
     channel: str | None = None
-    min_score: float | None = Field(None, alias="minScore", ge=0.0, le=1.0, description="Default: memory.min_score.")
+    min_score: float | None = Field(
+        None,
+        alias="minScore",
+        ge=0.0,
+        le=1.0,
+        description="Least relevance of a memory; default none (the top `limit` by score). Also `min_score`.",
+    )
 
 
 class AddMemory(_Body):

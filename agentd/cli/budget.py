@@ -32,6 +32,11 @@ def budget_table(b: ContextBudget, has_message: bool = True) -> Table:
             b.project_tokens,
             "truncated" if b.project_truncated else ("" if b.project_tokens else "none"),
         ),
+        (
+            "profile",
+            b.profile_tokens,
+            f"{b.profile_included} included, {b.profile_dropped} dropped" if b.profile_tokens else "off or empty",
+        ),
         ("memories", b.memory_tokens, f"{b.memories_included} included, {b.memories_dropped} dropped"),
         ("user history", b.user_history_tokens, f"{b.snippets_dropped} snippets dropped" if b.snippets_dropped else ""),
         ("history", b.history_tokens, f"{b.history_messages} of {b.history_available} messages"),
@@ -81,6 +86,10 @@ def budget(app: App, persona: str, channel: str, user: str | None, message: str 
         f"({b.window_source}), tokenizer {b.tokenizer}"
     )
     out.print(budget_table(b, has_message=message is not None))
+    if ctx.profile:
+        out.print("profile:")
+        for memory in ctx.profile:
+            out.print(f"  {memory.text}  ({memory.category}, id {memory.id})")
     if ctx.memories:
         out.print("memories injected:")
         for hit in ctx.memories:

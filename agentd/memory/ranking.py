@@ -16,6 +16,19 @@ from agentd.memory.fusion import Evidence, Fusion, best_bm25
 from agentd.relevance import Calibration, Recency
 from agentd.store.memories import Memory
 
+#: The relevance of a memory recalled because of what the query asks rather than its words:
+#: the user's own memories for "what do you know about me?", their preferences for "what
+#: should I learn?" (agentd/memory/intent.py). All of them answer the question, so they are
+#: given one value, above the default threshold (0.5: as likely relevant as not) and below
+#: what a strong topical match reaches; age orders them (newest first).
+INTENT_RELEVANCE = 0.75
+
+
+def seed_timestamp(moment: datetime) -> str:
+    """Seed 002's ``created_at``: UTC, whole seconds, ``Z`` (``2025-01-15T10:30:00Z``)."""
+    utc = moment.astimezone(UTC) if moment.tzinfo else moment
+    return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+
 
 @dataclass(frozen=True)
 class MemoryHit:
@@ -46,6 +59,15 @@ class MemoryHit:
             "metadata": self.memory.metadata,
         }
 
+    def as_recall_result(self) -> dict[str, Any]:
+        """Exactly seed 002's result item: ``{text, category, score, created_at}``."""
+        return {
+            "text": self.memory.text,
+            "category": self.memory.category,
+            "score": round(self.score, 4),
+            "created_at": seed_timestamp(self.memory.created_at),
+        }
+
 
 @dataclass(frozen=True)
 class Ranked:
@@ -68,12 +90,12 @@ def rank(
     calibration: Calibration,
     recency: Recency,
     now: datetime,
-    limit: int,
+    limit: int | None,
     min_relevance: float,
     fusion: Fusion | None = None,
     days: Collection[date] = (),
 ) -> list[Ranked]:
-    """The best ``limit`` fused candidates at or above ``min_relevance``, best first.
+    """The best ``limit`` (``None``: all) fused candidates at or above ``min_relevance``, best first.
 
     Only ids and creation times are needed (``created``: a candidate missing there
     was deleted and is skipped), so the caller loads whole rows for the winners
@@ -100,7 +122,7 @@ def rank(
         key = (-score, -effective, -when.timestamp(), -mid)
         ranked.append((key, Ranked(mid, relevance, score, similarity, evidence.bm25)))
     ranked.sort(key=lambda pair: pair[0])
-    return [r for _, r in ranked[:limit]]
+    return [r for _, r in (ranked if limit is None else ranked[:limit])]
 
 
 def _utc_day(moment: datetime) -> date:

@@ -22,8 +22,9 @@ from agentd.embedders import Embedder
 from agentd.memory.dates import query_dates
 from agentd.memory.fusion import Fusion
 from agentd.memory.importer import ImportReport, iter_lines, parse_line
+from agentd.memory.intent import Facet, analyse, has_content, states_preference
 from agentd.memory.query import lexical_terms
-from agentd.memory.ranking import MemoryHit, rank
+from agentd.memory.ranking import INTENT_RELEVANCE, MemoryHit, Ranked, rank
 from agentd.relevance import DEFAULT_WORDS, Recency
 from agentd.scopes import Reach, Scope
 from agentd.store import Store
@@ -38,6 +39,8 @@ Progress = Callable[[int, int], None]
 #: How a search finds candidates: both sides fused (the default), vectors only, words only.
 SearchMode = Literal["hybrid", "dense", "lexical"]
 SEARCH_MODES: tuple[str, ...] = ("hybrid", "dense", "lexical")
+#: How many of a user's newest memories the profile is gathered from (bounds the work).
+PROFILE_SCAN = 500
 
 
 def _no_progress(_done: int, _total: int) -> None:
@@ -252,6 +255,19 @@ class MemoryService:
         with self._store.read() as conn:
             return self._store.memories.count(conn, persona)
 
+    def profile(self, persona: str, user: str | None) -> tuple[Memory, ...]:
+        """The user's profile: their own memories (user scope) in ``memory.profile_categories``,
+        newest first, at most :data:`PROFILE_SCAN` of their newest memories looked at; empty when
+        ``memory.profile_tokens`` is 0 or there is no user. Memories without content are left out.
+        The prompt assembler fits as many as ``profile_tokens`` allows."""
+        if not self._config.profile_tokens or user is None:
+            return ()
+        self.check_persona(persona)
+        wanted = {c.casefold() for c in self._config.profile_categories}
+        with self._store.read() as conn:
+            memories = self._store.memories.page(conn, persona, Scope.user(user), PROFILE_SCAN)
+        return tuple(m for m in memories if m.category.casefold() in wanted and has_content(m.text))
+
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query (raises :class:`EmbedderNotConfigured` without an embedder)."""
         vector: np.ndarray = self._require_embedder().embed_queries([text])[0]
@@ -270,11 +286,20 @@ class MemoryService:
         """The best memories for ``query`` within ``reach``, best first.
 
         ``limit`` defaults to ``memory.recall_limit``, ``min_relevance`` to
-        ``memory.min_score``. Pass ``vector`` when the query is already embedded.
-        ``mode`` is for measuring (bench/locomo.py): ``"hybrid"`` fuses the
-        nearest vectors with the best full-text (bm25) matches of the query's
-        content words, plus a boost for memories created on a calendar day the
-        query names (:mod:`agentd.memory.fusion`); ``"dense"`` and
+        ``memory.min_score`` (automatic retrieval's threshold; pass 0 for none).
+        Pass ``vector`` when the query is already embedded.
+
+        What the query asks decides what is searched (agentd/memory/intent.py):
+        a query without a topic ("hello", "ok thanks!") finds nothing; one about
+        the user ("what do you know about me?", "what should I learn?") finds the
+        user's own memories (all of them, or their preferences), newest first, at
+        :data:`~agentd.memory.ranking.INTENT_RELEVANCE`; any other query is a
+        topic search. A memory without a content word ("a") is never a result.
+
+        Topic search: ``mode`` is for measuring (bench/locomo.py): ``"hybrid"``
+        fuses the nearest vectors with the best full-text (bm25) matches of the
+        query's content words, plus a boost for memories created on a calendar day
+        the query names (:mod:`agentd.memory.fusion`); ``"dense"`` and
         ``"lexical"`` use one side only.
         """
         if not isinstance(query, str) or not query.strip():
@@ -287,6 +312,12 @@ class MemoryService:
         self.check_persona(reach.persona)
         embedder = self._require_embedder()
         threshold = self._config.min_score if min_relevance is None else min_relevance
+        now = now or utcnow()
+        intent = analyse(query, names=(reach.persona,))
+        if intent.kind == "none":
+            return []
+        if intent.kind == "about_user":
+            return self._about_user(reach, intent.facet, limit, threshold, now)
         scopes = [str(s) for s in reach.scopes()]
         # Both sides fetch a bounded pool, so one search costs the same at any store size
         # (up to the index lookups themselves).
@@ -306,16 +337,48 @@ class MemoryService:
                 self._store.memories.created_at(conn, list(candidates)),
                 embedder.calibration,
                 self._recency,
-                now or utcnow(),
-                limit,
+                now,
+                None,
                 threshold,
                 self._fusion,
                 query_dates(query) if mode == "hybrid" and self._fusion.date_weight > 0 else (),
             )
-            memories = self._store.memories.fetch(conn, [r.id for r in ranked])
-        return [r.hit(memories[r.id]) for r in ranked if r.id in memories]
+            return self._winners(conn, ranked, limit)
 
     # -- internals -----------------------------------------------------------------
+
+    def _winners(self, conn: Any, ranked: Sequence[Ranked], limit: int) -> list[MemoryHit]:
+        """The first ``limit`` of ``ranked`` that have content, loaded (rows are read ``limit`` at a time)."""
+        hits: list[MemoryHit] = []
+        for start in range(0, len(ranked), limit):
+            chunk = ranked[start : start + limit]
+            rows = self._store.memories.fetch(conn, [r.id for r in chunk])
+            for r in chunk:
+                memory = rows.get(r.id)
+                # A memory without a content word ("a", "ok") is close to everything in
+                # embedding space; it never answers a query.
+                if memory is not None and has_content(memory.text):
+                    hits.append(r.hit(memory))
+                    if len(hits) == limit:
+                        return hits
+        return hits
+
+    def _about_user(self, reach: Reach, facet: Facet, limit: int, threshold: float, now: datetime) -> list[MemoryHit]:
+        """The user's own memories (``facet``: all, or their preferences), newest first."""
+        if reach.user is None or threshold > INTENT_RELEVANCE:
+            return []
+        # The newest memories of the user answer "what do you know about me?"; preferences are
+        # looked for further back, since only some memories are preferences.
+        scan = max(limit, self._config.candidate_pool) * (1 if facet == "all" else 4)
+        with self._store.read() as conn:
+            memories = self._store.memories.page(conn, reach.persona, Scope.user(reach.user), scan)
+        hits = [
+            MemoryHit(m, INTENT_RELEVANCE, INTENT_RELEVANCE * self._recency.factor(m.created_at, now))
+            for m in memories
+            if has_content(m.text) and (facet == "all" or states_preference(m.text, m.category))
+        ]
+        hits.sort(key=lambda h: (-h.score, -h.memory.created_at.timestamp(), -h.memory.id))
+        return hits[:limit]
 
     def _require_embedder(self) -> Embedder:
         if self._embedder is None:

@@ -5,9 +5,12 @@ Priority, highest first:
 1. the system prompt — never dropped;
 2. the current message — always included, or :class:`ContextOverflow`;
 3. project context (``AGENTS.md``) — truncated with a visible marker if it must be;
-4. recalled memories — whole memories, best first, until one does not fit;
-5. recalled user exchanges (seed 004) — whole snippets, newest first;
-6. recent channel history — whole messages, newest first, until one does not
+4. the user's profile (``[memory] profile_tokens``, off by default) — their profile
+   memories, whole, newest first, within that many tokens;
+5. recalled memories — whole memories, best first, until one does not fit (one
+   already in the profile is not repeated);
+6. recalled user exchanges (seed 004) — whole snippets, newest first;
+7. recent channel history — whole messages, newest first, until one does not
    fit; sent in chronological order.
 
 The budget is the model's window minus the output reserve, minus the tool
@@ -25,9 +28,17 @@ from typing import Any
 from agentd._exceptions import ContextOverflow
 from agentd.memory.ranking import MemoryHit
 from agentd.prompt.budget import ContextBudget
-from agentd.prompt.render import MEMORIES_HEADING, PROJECT_HEADING, memory_line, truncation_marker
+from agentd.prompt.render import (
+    MEMORIES_HEADING,
+    PROFILE_HEADING,
+    PROJECT_HEADING,
+    memory_line,
+    profile_line,
+    truncation_marker,
+)
 from agentd.prompt.tokens import JOIN, PER_MESSAGE, REPLY_PRIMING, TokenCounter, tools_tokens
 from agentd.prompt.windows import Window
+from agentd.store.memories import Memory
 
 #: The user_history message's first line.
 USER_HISTORY_HEADING = "## Earlier exchanges with this user (recalled, oldest context first)"
@@ -79,6 +90,10 @@ class PromptRequest:
     tools: Sequence[dict[str, Any]] = ()
     #: Cap on the memories section, in tokens (subagents get a smaller one, seed 003).
     memory_budget: int | None = None
+    #: The user's profile memories, in priority order (newest first).
+    profile: Sequence[Memory] = ()
+    #: Cap on the profile section, in tokens (``[memory] profile_tokens``; 0: no section).
+    profile_budget: int = 0
 
 
 @dataclass(frozen=True)
@@ -104,6 +119,8 @@ class AssembledContext:
     memories: tuple[MemoryHit, ...] = ()
     user_history: tuple[Snippet, ...] = ()
     history_ids: tuple[int, ...] = field(default=())
+    #: The profile memories the prompt carries.
+    profile: tuple[Memory, ...] = ()
 
     def for_llm(self) -> list[dict[str, str]]:
         """The messages in the OpenAI format litellm takes."""
@@ -148,13 +165,34 @@ class ContextAssembler:
                 sections.append(block)
                 left -= project_tokens
 
+        # The user's profile: whole memories, newest first, within its own cap.
+        profile_tokens, kept_profile = 0, []
+        if request.profile and request.profile_budget > 0:
+            cost = JOIN + count(PROFILE_HEADING)
+            room = min(left, request.profile_budget)
+            lines = []
+            for memory in request.profile:
+                line_cost = count(profile_line(memory.text, memory.category)) + JOIN
+                if cost + line_cost > room:
+                    break
+                cost += line_cost
+                lines.append(profile_line(memory.text, memory.category))
+                kept_profile.append(memory)
+            if lines:
+                sections.append("\n".join([PROFILE_HEADING, *lines]))
+                profile_tokens = cost
+                left -= cost
+        profile_dropped = len(request.profile) - len(kept_profile) if request.profile_budget > 0 else 0
+        in_profile = {m.id for m in kept_profile}
+
         # Memories: whole ones, best first, stop at the first that does not fit.
         memory_tokens, kept_memories = 0, []
-        if request.memories:
+        recalled = [hit for hit in request.memories if hit.memory.id not in in_profile]
+        if recalled:
             cost = JOIN + count(MEMORIES_HEADING)
             room = left if request.memory_budget is None else min(left, request.memory_budget)
             lines = []
-            for hit in request.memories:
+            for hit in recalled:
                 line = memory_line(hit.memory.text, hit.memory.category, hit.relevance)
                 line_cost = count(line) + JOIN
                 if cost + line_cost > room:
@@ -166,7 +204,7 @@ class ContextAssembler:
                 sections.append("\n".join([MEMORIES_HEADING, *lines]))
                 memory_tokens = cost
                 left -= cost
-        memories_dropped = len(request.memories) - len(kept_memories)
+        memories_dropped = len(recalled) - len(kept_memories)
 
         # Recalled exchanges with this user (seed 004): one system message of whole snippets.
         snippet_costs: list[int] = []
@@ -246,7 +284,12 @@ class ContextAssembler:
             messages_dropped=messages_dropped,
             snippets_dropped=snippets_dropped,
             project_truncated=project_truncated,
-            exhausted=bool(project_truncated or memories_dropped or snippets_dropped or messages_dropped),
+            exhausted=bool(
+                project_truncated or profile_dropped or memories_dropped or snippets_dropped or messages_dropped
+            ),
+            profile_tokens=profile_tokens,
+            profile_included=len(kept_profile),
+            profile_dropped=profile_dropped,
         )
         return AssembledContext(
             messages=tuple(messages),
@@ -254,6 +297,7 @@ class ContextAssembler:
             memories=tuple(kept_memories),
             user_history=tuple(kept_snippets),
             history_ids=tuple(item.message_id for item in reversed(kept_history)),
+            profile=tuple(kept_profile),
         )
 
     def _project(self, project: Project, left: int) -> tuple[str, int, bool]:

@@ -35,6 +35,10 @@ class ContextBudget:
     snippets_dropped: int
     project_truncated: bool
     exhausted: bool
+    #: The user's profile section (``[memory] profile_tokens``): tokens, memories kept and left out.
+    profile_tokens: int = 0
+    profile_included: int = 0
+    profile_dropped: int = 0
 
     @property
     def budget(self) -> int:
@@ -52,5 +56,6 @@ class ContextBudget:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ContextBudget:
-        """Rebuild from :meth:`as_json` output (derived keys are ignored)."""
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+        """Rebuild from :meth:`as_json` output (derived keys are ignored; keys added later,
+        such as the profile's, take their defaults in records stored before them)."""
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})

@@ -19,6 +19,7 @@ from agentd.prompt.project import ProjectFiles
 from agentd.prompt.tokens import PER_MESSAGE, TokenCounter
 from agentd.prompt.windows import Window, WindowMap
 from agentd.store import Store
+from agentd.store.memories import Memory
 
 PAGE = 200
 #: Never inspect more history than this, whatever the window.
@@ -55,6 +56,24 @@ class ContextBuilder:
         counter = self.counter(persona)
         return counter.count(text), counter.name
 
+    def history_start(self, persona: Persona, channel: str, before_id: int | None = None) -> int | None:
+        """The id of the oldest message the prompt's recent history can carry (``None``: none fits).
+
+        An upper bound: everything older is certainly out of the prompt, so history
+        recall summarises only older exchanges (the assembler may keep fewer, and drops
+        a recalled exchange that its kept history quotes anyway).
+        """
+        window = self.window(persona)
+        room = window.tokens - persona.max_tokens
+        items, _available = self.history(channel, before_id, self.counter(persona), room)
+        spent, oldest = 0, None
+        for item in items:
+            spent += item.tokens + PER_MESSAGE
+            if spent > room:
+                break
+            oldest = item.message_id
+        return oldest
+
     def build(
         self,
         persona: Persona,
@@ -67,11 +86,14 @@ class ContextBuilder:
         tools: Sequence[dict[str, Any]] = (),
         system_prompt: str | None = None,
         memory_budget: int | None = None,
+        profile: Sequence[Memory] = (),
     ) -> AssembledContext:
         """Assemble ``persona``'s prompt in ``channel`` for ``current``.
 
         ``before_id``: history is read from messages older than this id (the
-        current message's own id, so it is not sent twice).
+        current message's own id, so it is not sent twice). ``profile``: the user's
+        profile memories (:meth:`agentd.memory.MemoryService.profile`), given up to
+        ``[memory] profile_tokens``.
         """
         window = self.window(persona)
         counter = self.counter(persona)
@@ -89,6 +111,8 @@ class ContextBuilder:
             history_available=available,
             tools=tuple(tools),
             memory_budget=memory_budget,
+            profile=tuple(profile),
+            profile_budget=self._config.memory.profile_tokens,
         )
         return ContextAssembler(counter).assemble(request, window)
 

@@ -12,6 +12,8 @@ import re
 from agentd.text import quote
 
 MEMORIES_HEADING = "## Recalled Memories"
+#: The heading of the user's profile section (``[memory] profile_tokens``).
+PROFILE_HEADING = "## About this user (from memory)"
 PROJECT_HEADING = "## Project context (AGENTS.md)"
 _CATEGORY = re.compile(r"[^A-Za-z0-9 _.-]")
 
@@ -20,6 +22,12 @@ def memory_line(text: str, category: str, relevance: float) -> str:
     """``- "User's favorite color is blue" (preference, relevance: 0.92)``."""
     safe_category = _CATEGORY.sub("", category) or "fact"
     return f"- {quote(text)} ({safe_category}, relevance: {relevance:.2f})"
+
+
+def profile_line(text: str, category: str) -> str:
+    """``- "Prefers short answers" (preference)``: a profile memory, always given, so no relevance."""
+    safe_category = _CATEGORY.sub("", category) or "profile"
+    return f"- {quote(text)} ({safe_category})"
 
 
 def truncation_marker(shown: int, total: int) -> str:

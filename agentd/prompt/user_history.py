@@ -3,22 +3,31 @@
 Pipeline, per reply:
 
 1. **Candidates**: this user's earlier ``user`` messages in this channel (a user's
-   words in a private channel never surface in a group), older than the recent
-   window (``history.recent_window`` messages, which the prompt carries anyway),
-   at most ``history.max_inspected`` of the newest. Empty messages, other
-   users', system and tool messages are never candidates.
+   words in a private channel never surface in a group), at most
+   ``history.max_inspected`` of the newest. Empty messages, other users', system
+   and tool messages are never candidates.
 2. **Overlap**: words (minimal filtering: lower-case, stop words out) of each
    candidate against the query's. Kept when at least two words overlap, or the
    overlap ratio (shared / query words) reaches ``history.min_overlap_ratio``;
-   a literal substring match either way round is always kept. No recency
-   weight in the overlap itself.
+   a literal substring match either way round is always kept, even with no
+   content word shared ("what about it" said again). One guard: a substring
+   without a content word counts only when it has two words or more and no
+   greeting or thanks in it ("what about it", not "ok" or "thank you so much",
+   which recur in every conversation and would turn thanks into a search).
+   No recency weight in the overlap itself.
 3. **Snippets**: newest first, up to ``history.max_snippets``, each paired with
    the assistant's reply to it, both cut to ``history.snippet_rune_limit``
    characters (grapheme clusters are never split: CJK and emoji stay whole).
-4. **Seeds**: the first five de-duplicated (case-insensitive) words of the
-   accepted candidates, newest first, that the query does not already contain. They join the memory query when the
-   message is sparse, so "what about the second one?" still finds what the
-   earlier exchange was about.
+   Only exchanges the prompt does not carry anyway are summarised: those older
+   than the oldest message its recent history can hold (``history_from``, from
+   :meth:`agentd.prompt.builder.ContextBuilder.history_start`) and than the
+   channel's last ``history.recent_window`` messages (default 0).
+4. **Seeds**: the first five de-duplicated (case-insensitive) words of all the
+   accepted candidates, newest first — including those the prompt carries, since
+   seeds serve the memory search, not the prompt — that the query does not
+   already contain. They join the memory query when the message is sparse, and
+   stand in for it when it has no content word at all, so "what about the second
+   one?" still finds what the earlier exchange was about.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from dataclasses import dataclass
 import regex
 
 from agentd.config import HistoryConfig
+from agentd.memory.intent import PHATIC
 from agentd.prompt.assembler import Snippet
 from agentd.store import Store
 from agentd.text import quote
@@ -97,8 +107,14 @@ def is_sparse(query: str, below: int) -> bool:
 
 
 def seeded_query(query: str, recalled: HistoryRecall, sparse_below: int) -> str:
-    """``query`` with the recalled seeds appended when it is sparse (else unchanged)."""
-    if recalled.seeds and is_sparse(query, sparse_below):
+    """The memory query: ``query`` with the recalled seeds appended when it is sparse, or the
+    seeds alone when it has no content word (seed 004: seeds supply the base query when the
+    goal is empty); ``query`` unchanged otherwise."""
+    if not recalled.seeds:
+        return query
+    if not content_words(query):
+        return " ".join(recalled.seeds)
+    if is_sparse(query, sparse_below):
         return f"{query} {' '.join(recalled.seeds)}"
     return query
 
@@ -110,8 +126,15 @@ class UserHistory:
         self._store = store
         self._config = config
 
-    def recall(self, channel: str, user: str, query: str, before_id: int | None) -> HistoryRecall:
-        """Exchanges of ``user`` in ``channel`` that overlap ``query``, and the seeds they give."""
+    def recall(
+        self, channel: str, user: str, query: str, before_id: int | None, history_from: int | None = None
+    ) -> HistoryRecall:
+        """Exchanges of ``user`` in ``channel`` that overlap ``query``, and the seeds they give.
+
+        ``before_id``: only messages older than this (the current message). ``history_from``:
+        the oldest message the prompt's recent history carries; it and newer messages are not
+        summarised (``None``: the prompt carries no history), but still give seeds.
+        """
         cfg = self._config
         if not cfg.enabled or cfg.max_snippets == 0:
             return HistoryRecall()
@@ -120,23 +143,24 @@ class UserHistory:
         query_words = set(content_words(query))
         if not query_norm.strip():
             return HistoryRecall()
+        newest = before_id if before_id is not None else 2**62
         with self._store.read() as conn:
-            recent = self._store.messages.history_page(conn, channel, before_id, cfg.recent_window)
-            if cfg.recent_window and len(recent) < cfg.recent_window:
-                return HistoryRecall()  # the whole conversation is in the recent window already
-            boundary = recent[-1][0] if recent else before_id
-            candidates = self._store.messages.by_author(
-                conn, channel, user, boundary if boundary is not None else 2**62, cfg.max_inspected
-            )
-            accepted = []
-            for msg_id, content in candidates:
-                if content.strip() and self._matches(query_norm, query_words, content):
-                    accepted.append((msg_id, content))
-                    if len(accepted) == cfg.max_snippets:
-                        break
-            replies = self._store.messages.replies_to(conn, [msg_id for msg_id, _ in accepted])
+            summarise_before = history_from if history_from is not None else newest
+            if cfg.recent_window:
+                recent = self._store.messages.history_page(conn, channel, before_id, cfg.recent_window)
+                if recent:
+                    summarise_before = min(summarise_before, recent[-1][0])
+            candidates = self._store.messages.by_author(conn, channel, user, newest, cfg.max_inspected)
+            accepted = [
+                (msg_id, content)
+                for msg_id, content in candidates
+                if content.strip() and self._matches(query_norm, query_words, content)
+            ]
+            summarised = [(msg_id, content) for msg_id, content in accepted if msg_id < summarise_before]
+            summarised = summarised[: cfg.max_snippets]
+            replies = self._store.messages.replies_to(conn, [msg_id for msg_id, _ in summarised])
         exchanges = []
-        for msg_id, content in accepted:
+        for msg_id, content in summarised:
             reply = replies.get(msg_id)
             exchanges.append(
                 Exchange(
@@ -147,16 +171,26 @@ class UserHistory:
                 )
             )
         # Seeds come from the tokens candidate selection extracted (the user's own words),
-        # minus those the query already has: they would add nothing to it.
+        # minus those the query already has: appended to it, they would add nothing.
         harvested = [w for _, content in accepted for w in content_words(content) if w not in query_words]
         return HistoryRecall(tuple(exchanges), tuple(dedupe(harvested)[:SEED_COUNT]), len(candidates))
 
     def _matches(self, query_norm: str, query_words: set[str], text: str) -> bool:
         tokens = words(text)
+        lowered = f" {' '.join(tokens)} "
+        if _literal(query_norm, lowered) or _literal(lowered, query_norm):
+            return True  # a literal (word-aligned) substring match is always kept
         shared = len(query_words.intersection(w for w in tokens if is_content(w)))
         if not shared:
             return False
-        lowered = f" {' '.join(tokens)} "
-        if query_norm in lowered or lowered in query_norm:
-            return True  # a literal (word-aligned) substring match is always kept
         return shared >= 2 or shared / len(query_words) >= self._config.min_overlap_ratio
+
+
+def _literal(part: str, whole: str) -> bool:
+    """``part`` occurs in ``whole`` word-aligned (both are ``" w1 w2 … "``), and means something:
+    it carries a content word, or it is a phrase of two words or more with no greeting or thanks
+    in it ("what about it", not "ok" or "thank you so much", which recur in every conversation)."""
+    if not part.strip() or part not in whole:
+        return False
+    inner = part.split()
+    return any(is_content(w) for w in inner) or (len(inner) >= 2 and PHATIC.isdisjoint(inner))

@@ -38,6 +38,15 @@ class RecalledMemory:
 
 
 @dataclass(frozen=True)
+class ProfileMemory:
+    """One of the user's profile memories a reply was given (``[memory] profile_tokens``)."""
+
+    id: int
+    text: str
+    category: str
+
+
+@dataclass(frozen=True)
 class RetrievalInfo:
     """How automatic retrieval went for the reply."""
 
@@ -81,6 +90,7 @@ class ContextRecord:
     tool_calls: tuple[ToolUse, ...] = ()
     rounds: int = 1
     version: int = RECORD_VERSION
+    profile: tuple[ProfileMemory, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The stored form."""
@@ -108,6 +118,7 @@ class ContextRecord:
             tool_calls=tuple(ToolUse(**t) for t in data.get("tool_calls", ())),
             rounds=int(data.get("rounds", 1)),
             version=int(data.get("version", 1)),
+            profile=tuple(ProfileMemory(**m) for m in data.get("profile", ())),
         )
 
 
@@ -241,6 +252,11 @@ def recalled_memories(context: AssembledContext) -> tuple[RecalledMemory, ...]:
         )
         for h in context.memories
     )
+
+
+def profile_memories(context: AssembledContext) -> tuple[ProfileMemory, ...]:
+    """The profile memories an assembled prompt carries, as the record keeps them."""
+    return tuple(ProfileMemory(m.id, m.text, m.category) for m in context.profile)
 
 
 def quoted_message_ids(context: AssembledContext) -> tuple[int, ...]:

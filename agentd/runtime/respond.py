@@ -47,6 +47,7 @@ from agentd.runtime.record import (
     RetrievalInfo,
     ToolUse,
     TurnWriter,
+    profile_memories,
     quoted_message_ids,
     recalled_memories,
 )
@@ -187,6 +188,7 @@ class Responder:
                 usage=usage.as_json(),
                 tool_calls=tuple(tool_log),
                 rounds=rounds,
+                profile=profile_memories(ctx),
             )
             if not turn.draft.finish(TurnState.ANSWERED):
                 return Outcome(None, turn.draft.text(), False, prepared)  # shutdown stored it as interrupted

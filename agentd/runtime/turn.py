@@ -7,14 +7,16 @@ says a turn would use is what the turn uses:
 1. the query: the user's burst of messages since the last reply (at most
    :data:`TRIGGER_MESSAGES`), ending with the current message;
 2. the user's earlier exchanges in this channel (:mod:`agentd.prompt.user_history`)
-   and the search seeds they give, which join a sparse query;
+   that the prompt's recent history no longer carries, and the search seeds all
+   matches give, which join a sparse query;
 3. automatic retrieval, bounded in time (:mod:`agentd.runtime.retrieval`);
-4. the tools the persona may call here;
-5. the prompt, assembled by priority under the model's window.
+4. the user's profile memories (``[memory] profile_tokens``, off by default);
+5. the tools the persona may call here;
+6. the prompt, assembled by priority under the model's window.
 
 Opting out opts out: with ``disable_memory`` on the request or ``[memory]
-auto_retrieve = false`` nothing is recalled — no memories and no earlier
-exchanges; ``[history] enabled = false`` turns off earlier exchanges alone.
+auto_retrieve = false`` nothing is recalled — no memories, no profile and no
+earlier exchanges; ``[history] enabled = false`` turns off earlier exchanges alone.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class TurnPreparer:
         personas: Personas,
         retriever: Retriever,
         delegate: DelegateRunner | None = None,
+        profiles: MemoryService | None = None,
     ) -> None:
         self._config = config
         self._store = store
@@ -74,13 +77,14 @@ class TurnPreparer:
         self._retriever = retriever
         self._history = UserHistory(store, config.history)
         self._delegate = delegate
+        self._profiles = profiles if profiles is not None else memory
 
     @classmethod
     def for_app(cls, app: App, pool: ThreadPoolExecutor, delegate: DelegateRunner | None = None) -> TurnPreparer:
         """A preparer over an :class:`~agentd.app.App`'s parts (retrieval runs on ``pool``)."""
         memory = app.memory if app.embedder is not None else None
         retriever = Retriever(memory, app.config.memory.retrieval_timeout_seconds, pool)
-        return cls(app.config, app.store, memory, app.builder, app.personas, retriever, delegate)
+        return cls(app.config, app.store, memory, app.builder, app.personas, retriever, delegate, app.memory)
 
     @property
     def builder(self) -> ContextBuilder:
@@ -112,7 +116,9 @@ class TurnPreparer:
         recalled = HistoryRecall()
         history_status = RecallStatus.DISABLED
         if recall_on and cfg.history.enabled and user is not None and query:
-            recalled = self._history.recall(channel, user, query, message_id)
+            # Exchanges the prompt's recent history carries are not summarised (they still give seeds).
+            in_prompt = self._builder.history_start(persona, channel, message_id)
+            recalled = self._history.recall(channel, user, query, message_id, in_prompt)
             history_status = RecallStatus.OK
             query = seeded_query(query, recalled, cfg.history.seed_sparse_below)
         retrieval = self._retriever.recall(
@@ -121,6 +127,9 @@ class TurnPreparer:
             memory_limit or cfg.memory.top_k,
             enabled=recall_on,
         )
+        # The user's profile ([memory] profile_tokens), given whatever the message; memory too, so
+        # opting out leaves it out. It needs no embedder.
+        profile = self._profiles.profile(persona.name, user) if recall_on and self._profiles is not None else ()
         registry = build_registry(persona, self._memory, self._personas, self._delegate)
         context = self._builder.build(
             persona,
@@ -131,6 +140,7 @@ class TurnPreparer:
             user_history=recalled.snippets(),
             tools=registry.tool_definitions(),
             memory_budget=memory_budget,
+            profile=profile,
         )
         return PreparedTurn(query, recalled, history_status, retrieval, registry, context)
 

@@ -104,19 +104,17 @@ class RecallSkill:
                 'recall needs an embedding model; configure [embedding] provider = "local" or "litellm"'
             )
         limit = _int_arg(arguments, "limit", self._memory.config.recall_limit, 1, 100)
+        # Seed 002: the top ``limit`` by score, with no threshold unless configured.
+        threshold = self._memory.config.recall_min_score or 0.0
         try:
-            hits = self._memory.search(query, Reach(ctx.persona, ctx.channel, ctx.user), limit=limit)
+            hits = self._memory.search(
+                query, Reach(ctx.persona, ctx.channel, ctx.user), limit=limit, min_relevance=threshold
+            )
         except EmbedderNotConfigured as exc:
             raise SkillExecutionFailed(str(exc)) from exc
         except (InvalidInput, NotFound) as exc:
             raise SkillInvalidInput(str(exc)) from exc
-        result: dict[str, Any] = {
-            "results": [
-                {k: v for k, v in h.as_result().items() if k in ("text", "category", "score", "created_at")}
-                for h in hits
-            ],
-            "total_found": len(hits),
-        }
+        result: dict[str, Any] = {"results": [h.as_recall_result() for h in hits], "total_found": len(hits)}
         if not hits and self._memory.count(ctx.persona) == 0:
             result["message"] = "no memories are stored yet"
         return result
