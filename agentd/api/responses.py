@@ -43,8 +43,9 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return found
 
 
-#: Errors any route may answer with (the key check, the body limit, a stopping daemon, a bug).
-COMMON_ERRORS = error_responses(400, 401, 413, 500, 503)
+#: Errors any route may answer with (the Host and key checks, the body limit, a bad value, a
+#: stopping daemon or an unwritable store, a bug).
+COMMON_ERRORS = error_responses(400, 401, 413, 421, 422, 500, 503)
 
 
 class MemoryOut(_Out):
@@ -191,6 +192,13 @@ class BudgetResponse(_Out):
     user_history: list[str]
 
 
+class StoreHealth(_Out):
+    """Whether the store can be written."""
+
+    writable: bool = Field(description="False while the last write failed (disk full, I/O error).")
+    error: str | None = Field(None, description="Why the last write failed.")
+
+
 class Health(_Out):
     """``GET /healthz``."""
 
@@ -199,3 +207,4 @@ class Health(_Out):
     healthy: bool | None = None
     reason: str | None = None
     actors: list[dict[str, Any]] | None = None
+    store: StoreHealth | None = None

@@ -116,7 +116,7 @@ class DaemonServer:
         self.hub = ChannelHub(app.store)
         self._stopped = threading.Lock()
         self._runtime_stopped = False
-        api = create_api(Daemon(app, self.runtime, self.hub), resume_pending=resume_pending)
+        api = create_api(Daemon(app, self.runtime, self.hub), resume_pending=resume_pending, bind_host=host)
         # The event loop and HTTP parser are named, not "auto": what else happens to be
         # installed (uvloop, httptools) must not change how the daemon drains and stops.
         config = uvicorn.Config(

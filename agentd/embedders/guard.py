@@ -1,0 +1,152 @@
+"""The embedder boundary: every call bounded in time, every answer checked before use.
+
+Whatever model is behind an :class:`~agentd.embedders.Embedder` (the offline
+ONNX models, an HTTP service through litellm, one a test injects), what it
+returns is only used if it is an array of ``(len(texts), dimension)`` finite
+float rows of unit length (:func:`~agentd.embedders.check_vectors`). Anything else — NaN, an
+infinity, a zero vector, a wrong dimension, a missing row — is an
+:class:`~agentd.EmbedderBadOutput`, never a vector in the store: one such row
+would poison every search whose reach includes it.
+
+Each call runs on its own daemon thread and the caller waits at most
+``timeout`` seconds (per ``batch_size`` texts) for it (:class:`~agentd.EmbedderTimeout`
+after that). A hung call keeps its thread until the model answers or its own
+HTTP timeout fires, so at most ``slots`` calls run at once; a caller that cannot
+get a slot within its timeout also gets ``EmbedderTimeout``. The threads are
+daemon threads: a hung model never keeps the process from exiting on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import TypeVar
+
+import numpy as np
+
+from agentd._exceptions import AgentdError, EmbedderError, EmbedderTimeout
+from agentd.embedders import Embedder, check_vectors
+from agentd.relevance import Calibration, WordWeights
+
+#: Seconds one call of up to :data:`DEFAULT_BATCH` texts may take (``[embedding] timeout_seconds``).
+DEFAULT_TIMEOUT = 30.0
+#: Texts per timeout unit: a call of ``n`` texts may take ``timeout * ceil(n / batch)`` seconds.
+DEFAULT_BATCH = 64
+#: Embedder calls that may run at once (hung ones included).
+DEFAULT_SLOTS = 16
+T = TypeVar("T")
+
+
+class GuardedEmbedder:
+    """An :class:`Embedder` whose calls are bounded in time and whose answers are checked."""
+
+    def __init__(
+        self,
+        inner: Embedder,
+        timeout: float = DEFAULT_TIMEOUT,
+        batch: int = DEFAULT_BATCH,
+        slots: int = DEFAULT_SLOTS,
+    ) -> None:
+        self._inner = inner
+        self.timeout = timeout
+        self._batch = max(1, batch)
+        self._slots = threading.BoundedSemaphore(slots)
+        self._dimension: int | None = None
+
+    @property
+    def inner(self) -> Embedder:
+        """The embedder being guarded."""
+        return self._inner
+
+    @property
+    def model_id(self) -> str:
+        """The model's id (stored with the vectors)."""
+        return self._inner.model_id
+
+    @model_id.setter
+    def model_id(self, value: str) -> None:
+        self._inner.model_id = value
+
+    @property
+    def calibration(self) -> Calibration:
+        """The model's calibration."""
+        return self._inner.calibration
+
+    @calibration.setter
+    def calibration(self, value: Calibration) -> None:
+        self._inner.calibration = value
+
+    @property
+    def words(self) -> WordWeights:
+        """The model's hybrid-search weights."""
+        return self._inner.words
+
+    @words.setter
+    def words(self, value: WordWeights) -> None:
+        self._inner.words = value
+
+    @property
+    def dimension(self) -> int:
+        """The model's vector size (a remote model is asked once, within the timeout)."""
+        if self._dimension is None:
+            self._dimension = self._bounded(lambda: int(self._inner.dimension), self.timeout, "dimension probe")
+        return self._dimension
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Texts to store, embedded within the timeout and checked."""
+        return self._call(self._inner.embed, texts)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Search queries, embedded within the timeout and checked."""
+        return self._call(self._inner.embed_queries, texts)
+
+    def _call(self, method: Callable[[Sequence[str]], np.ndarray], texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        dimension = self.dimension
+        if not texts:
+            return np.zeros((0, dimension), dtype=np.float32)
+        timeout = self.timeout * math.ceil(len(texts) / self._batch)
+        answer = self._bounded(lambda: method(texts), timeout, f"{len(texts)} texts")
+        return check_vectors(answer, len(texts), dimension, self.model_id)
+
+    def _bounded(self, work: Callable[[], T], timeout: float, what: str) -> T:
+        """Run ``work`` on a daemon thread; wait at most ``timeout`` seconds for a slot and the answer."""
+        deadline = time.monotonic() + timeout
+        if not self._slots.acquire(timeout=timeout):
+            raise EmbedderTimeout(
+                f"{self.model_id} did not answer in time: every one of its call slots is taken by calls "
+                f"still waiting for it (timeout {timeout:g} s)"
+            )
+        future: Future[T] = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(work())
+            except AgentdError as exc:
+                future.set_exception(exc)
+            except Exception as exc:  # an embedder's own failure is the embedder's, not a bug of agentd
+                error = EmbedderError(f"{self.model_id} failed: {type(exc).__name__}: {exc}")
+                error.__cause__ = exc
+                future.set_exception(error)
+            finally:
+                self._slots.release()
+
+        try:
+            threading.Thread(target=run, name="agentd-embed", daemon=True).start()
+        except RuntimeError as exc:  # no thread could be started (interpreter shutting down)
+            self._slots.release()
+            raise EmbedderError(f"cannot call {self.model_id}: {exc}") from exc
+        try:
+            return future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            raise EmbedderTimeout(f"{self.model_id} did not answer within {timeout:g} s ({what})") from None
+
+
+def guarded(embedder: Embedder | None, timeout: float = DEFAULT_TIMEOUT) -> GuardedEmbedder | None:
+    """``embedder`` behind the boundary (itself if it already is; ``None`` stays ``None``)."""
+    if embedder is None or isinstance(embedder, GuardedEmbedder):
+        return embedder
+    return GuardedEmbedder(embedder, timeout)
