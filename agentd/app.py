@@ -128,7 +128,10 @@ class App:
         return found
 
     def close(self) -> None:
-        """Release the database."""
+        """Stop waiting on the embedder, and release the database."""
+        embedder = self.__dict__.get("embedder")
+        if isinstance(embedder, GuardedEmbedder):
+            embedder.close()
         if "store" in self.__dict__ and not self._closed:
             self.store.close()
         self._closed = True

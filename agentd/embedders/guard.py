@@ -22,12 +22,12 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from typing import TypeVar
+from concurrent.futures import Future, InvalidStateError
+from typing import Any, TypeVar
 
 import numpy as np
 
-from agentd._exceptions import AgentdError, EmbedderError, EmbedderTimeout
+from agentd._exceptions import AgentdError, EmbedderError, EmbedderTimeout, ShuttingDown
 from agentd.embedders import Embedder, check_vectors
 from agentd.relevance import Calibration, WordWeights
 
@@ -55,6 +55,9 @@ class GuardedEmbedder:
         self._batch = max(1, batch)
         self._slots = threading.BoundedSemaphore(slots)
         self._dimension: int | None = None
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._waiting: set[Future[Any]] = set()
 
     @property
     def inner(self) -> Embedder:
@@ -112,9 +115,20 @@ class GuardedEmbedder:
         answer = self._bounded(lambda: method(texts), timeout, f"{len(texts)} texts")
         return check_vectors(answer, len(texts), dimension, self.model_id)
 
+    def close(self) -> None:
+        """Stop waiting: calls waiting now, and every later call, end at once with an error
+        (the process is stopping; a hung call's thread is a daemon thread and is left behind)."""
+        self._closed.set()
+        with self._lock:
+            waiting = list(self._waiting)
+        for future in waiting:
+            _settle(future, error=ShuttingDown(f"{self.model_id} was not waited for: agentd is stopping"))
+
     def _bounded(self, work: Callable[[], T], timeout: float, what: str) -> T:
         """Run ``work`` on a daemon thread; wait at most ``timeout`` seconds for a slot and the answer."""
         deadline = time.monotonic() + timeout
+        if self._closed.is_set():
+            raise ShuttingDown(f"{self.model_id} is not called: agentd is stopping")
         if not self._slots.acquire(timeout=timeout):
             raise EmbedderTimeout(
                 f"{self.model_id} did not answer in time: every one of its call slots is taken by calls "
@@ -124,25 +138,40 @@ class GuardedEmbedder:
 
         def run() -> None:
             try:
-                future.set_result(work())
+                _settle(future, value=work())
             except AgentdError as exc:
-                future.set_exception(exc)
+                _settle(future, error=exc)
             except Exception as exc:  # an embedder's own failure is the embedder's, not a bug of agentd
                 error = EmbedderError(f"{self.model_id} failed: {type(exc).__name__}: {exc}")
                 error.__cause__ = exc
-                future.set_exception(error)
+                _settle(future, error=error)
             finally:
                 self._slots.release()
 
+        with self._lock:
+            self._waiting.add(future)
         try:
             threading.Thread(target=run, name="agentd-embed", daemon=True).start()
-        except RuntimeError as exc:  # no thread could be started (interpreter shutting down)
+            return future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except RuntimeError as exc:  # no thread could be started (the interpreter is stopping)
             self._slots.release()
             raise EmbedderError(f"cannot call {self.model_id}: {exc}") from exc
-        try:
-            return future.result(timeout=max(0.0, deadline - time.monotonic()))
         except TimeoutError:
             raise EmbedderTimeout(f"{self.model_id} did not answer within {timeout:g} s ({what})") from None
+        finally:
+            with self._lock:
+                self._waiting.discard(future)
+
+
+def _settle(future: Future[Any], value: Any = None, error: BaseException | None = None) -> None:
+    """Give ``future`` its outcome unless it already has one (the caller stopped waiting)."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+    except InvalidStateError:
+        pass
 
 
 def guarded(embedder: Embedder | None, timeout: float = DEFAULT_TIMEOUT) -> GuardedEmbedder | None:

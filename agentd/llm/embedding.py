@@ -46,6 +46,8 @@ class LitellmEmbedder:
         self._batch_size = batch_size
         self._dimension: int | None = None
         self._lock = threading.Lock()
+        # Imported now (it takes seconds): the time a call may take is the model's, not the import's.
+        self._litellm = litellm_module()
 
     @property
     def dimension(self) -> int:
@@ -61,7 +63,7 @@ class LitellmEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` in batches; what comes back is checked (see the module's docstring)."""
-        litellm = litellm_module()
+        litellm = self._litellm
         kwargs: dict[str, object] = {"timeout": self._timeout}
         if self._api_base:
             kwargs["api_base"] = self._api_base
@@ -107,7 +109,7 @@ class LitellmEmbedder:
         return rows
 
     def _map_error(self, exc: Exception) -> EmbedderError:
-        litellm = litellm_module()
+        litellm = self._litellm
         what = f"embedding with {self.model_id!r}"
         if isinstance(exc, litellm.Timeout):
             return EmbedderTimeout(f"{what} timed out after {self._timeout:g} s")
