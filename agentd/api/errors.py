@@ -7,6 +7,7 @@ pydantic errors) names the field and the reason; nothing else leaks a traceback
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import structlog
@@ -147,10 +148,18 @@ def allowed_methods(request: Request) -> list[str]:
     """Every method some route serves at the request's path (Starlette's own 405 names only the
     first route that matched the path)."""
     found: set[str] = set()
-    for route in request.app.router.routes:
-        match, _child = route.matches(request.scope)
-        if match is not Match.NONE:
-            found |= set(getattr(route, "methods", None) or ())
+
+    def visit(routes: Iterable[Any]) -> None:
+        for route in routes:
+            inner = getattr(getattr(route, "original_router", None), "routes", None)
+            if inner is not None:  # an included router: its own routes
+                visit(inner)
+                continue
+            match, _child = route.matches(request.scope)
+            if match is not Match.NONE:
+                found.update(getattr(route, "methods", None) or ())
+
+    visit(request.app.router.routes)
     return sorted(found)
 
 
