@@ -9,8 +9,8 @@ from fastapi import APIRouter, Depends, Query
 
 from agentd import __version__
 from agentd.api.responses import COMMON_ERRORS, BudgetResponse, Health, PersonaList, error_responses
+from agentd.api.schemas import MAX_NAME, MAX_QUERY_MESSAGE
 from agentd.api.state import Daemon, daemon
-from agentd.runtime.runtime import MAX_MESSAGE_CHARS
 from agentd.scopes import IDENTIFIER_PATTERN, check_identifier
 
 router = APIRouter(tags=["admin"], responses=COMMON_ERRORS)
@@ -50,13 +50,13 @@ def personas(d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
 @router.get("/v1/budget", response_model=BudgetResponse, responses=error_responses(404, 422))
 async def budget(
     d: Annotated[Daemon, Depends(daemon)],
-    persona: Annotated[str, Query()],
+    persona: Annotated[str, Query(min_length=1, max_length=MAX_NAME)],
     channel: Annotated[str, Query(pattern=IDENTIFIER_PATTERN)],
     user: Annotated[
         str | None, Query(pattern=IDENTIFIER_PATTERN, description="Whose user memories and past exchanges count.")
     ] = None,
     message: Annotated[
-        str | None, Query(max_length=MAX_MESSAGE_CHARS, description="The next message (default: none).")
+        str | None, Query(max_length=MAX_QUERY_MESSAGE, description="The next message (default: none).")
     ] = None,
 ) -> dict[str, Any]:
     """Where the tokens of the persona's next prompt in the channel would go (as ``agentd budget``)."""

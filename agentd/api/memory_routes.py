@@ -28,7 +28,15 @@ from agentd.api.responses import (
     SearchResponse,
     error_responses,
 )
-from agentd.api.schemas import MAX_ID, SCOPE_PATTERN, AddMemory, ImportRequest, KnownFactsRequest, SearchRequest
+from agentd.api.schemas import (
+    MAX_ID,
+    MAX_NAME,
+    SCOPE_PATTERN,
+    AddMemory,
+    ImportRequest,
+    KnownFactsRequest,
+    SearchRequest,
+)
 from agentd.api.state import Daemon, daemon
 from agentd.memory import known_facts
 from agentd.memory.importer import parse_line, parse_timestamp
@@ -184,7 +192,7 @@ def _import(body: ImportRequest, d: Daemon) -> dict[str, Any]:
 @router.get("/v1/memories", response_model=MemoryList, responses=error_responses(404, 422))
 def list_memories(
     d: Annotated[Daemon, Depends(daemon)],
-    persona: Annotated[str, Query(description="Whose memories.")],
+    persona: Annotated[str, Query(min_length=1, max_length=MAX_NAME, description="Whose memories.")],
     scope: Annotated[
         str | None, Query(pattern=SCOPE_PATTERN, description="global | channel:NAME | user:ID (default: all).")
     ] = None,

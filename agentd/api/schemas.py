@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from agentd.runtime.runtime import MAX_MESSAGE_CHARS
 from agentd.scopes import IDENTIFIER_PATTERN, WHITESPACE
@@ -26,6 +26,13 @@ from agentd.scopes import IDENTIFIER_PATTERN, WHITESPACE
 MAX_IMPORT = 10_000
 #: Largest id (SQLite's 64-bit signed integers): ids and offsets above it are refused.
 MAX_ID = 2**63 - 1
+#: Longest persona name a query string may carry (a longer one is no persona's: 404 either way).
+MAX_NAME = 256
+#: Longest message a query string may carry (``GET /v1/budget``): percent-encoded it stays
+#: well inside the request line the server reads (``HTTP_LINE_LIMIT``).
+MAX_QUERY_MESSAGE = 2000
+#: Bytes of request line and headers the server reads (uvicorn's h11 default is 16 kB).
+HTTP_LINE_LIMIT = 65_536
 #: Text with at least one character that is not whitespace, and no NUL.
 TEXT_PATTERN = f"^[^\\x00]*[^{WHITESPACE}\\x00][^\\x00]*$"
 #: ``global``, ``channel:NAME`` or ``user:ID``.
@@ -56,7 +63,19 @@ def _checked_json(value: Any) -> Any:
     return value
 
 
+def _integral(value: Any) -> Any:
+    """JSON Schema's integers include 248.0: a float with no fraction is that integer (strings stay refused)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 Identifier = Annotated[str, Field(pattern=IDENTIFIER_PATTERN, description="1-128 characters, no whitespace.")]
+#: A persona's name (unknown ones are 404).
+PersonaName = Annotated[str, Field(min_length=1)]
+Limit = Annotated[int, Field(ge=1, le=1000), BeforeValidator(_integral)]
+TokenBudget = Annotated[int, Field(ge=1, le=1_000_000), BeforeValidator(_integral)]
+Score = Annotated[float, Field(ge=0.0, le=1.0)]
 Text = Annotated[str, Field(pattern=TEXT_PATTERN)]
 Metadata = Annotated[dict[str, Any], AfterValidator(_checked_json)]
 
@@ -68,7 +87,7 @@ class _Body(BaseModel):
 class ChatRequest(_Body):
     """``POST /v1/chat``."""
 
-    persona: str = Field(description="The persona that answers.")
+    persona: PersonaName = Field(description="The persona that answers.")
     channel: Identifier = Field(description="The channel the conversation lives in.")
     user: Identifier = Field(description="Who is speaking (scopes user memories and history recall).")
     message: Text = Field(max_length=MAX_MESSAGE_CHARS, description="The user's message.")
@@ -80,7 +99,7 @@ class ChannelPost(_Body):
 
     user: Identifier = Field(description="Who is speaking.")
     text: Text = Field(max_length=MAX_MESSAGE_CHARS, description="The message.")
-    persona: str | None = Field(None, description="Who answers (default: the persona bound to the channel).")
+    persona: PersonaName | None = Field(None, description="Who answers (default: the persona bound to the channel).")
     disable_memory: bool = False
 
 
@@ -91,14 +110,12 @@ class SearchRequest(_Body):
     user_id: Identifier | None = Field(
         None, alias="userId", description="Include this user's memories (never another user's). Also `user_id`."
     )
-    persona: str | None = Field(None, description="Search this persona's memories (default: every persona).")
+    persona: PersonaName | None = Field(None, description="Search this persona's memories (default: every persona).")
     channel: Identifier | None = Field(None, description="Include this channel's memories.")
-    limit: int | None = Field(None, ge=1, le=1000, description="Default: memory.limit (20).")
-    min_score: float | None = Field(
+    limit: Limit | None = Field(None, description="Default: memory.limit (20).")
+    min_score: Score | None = Field(
         None,
         alias="minScore",
-        ge=0.0,
-        le=1.0,
         description="Least relevance of a result; default none (the top `limit` by score). Also `min_score`.",
     )
 
@@ -110,17 +127,15 @@ class KnownFactsRequest(_Body):
         alias="userId", description="Whose memories may be used (plus global and channel ones). Also `user_id`."
     )
     query: Text = Field(description="The current message; memories are ranked by relevance to it.")
-    token_budget: int | None = Field(
-        None, alias="tokenBudget", ge=1, le=1_000_000, description="Default 2000 (memory.token_budget)."
+    token_budget: TokenBudget | None = Field(
+        None, alias="tokenBudget", description="Default 2000 (memory.token_budget)."
     )
-    limit: int | None = Field(None, ge=1, le=1000, description="Memories considered; default 20 (memory.limit).")
-    persona: str | None = Field(None, description="Default: every persona.")
+    limit: Limit | None = Field(None, description="Memories considered; default 20 (memory.limit).")
+    persona: PersonaName | None = Field(None, description="Default: every persona.")
     channel: Identifier | None = None
-    min_score: float | None = Field(
+    min_score: Score | None = Field(
         None,
         alias="minScore",
-        ge=0.0,
-        le=1.0,
         description="Least relevance of a memory; default none (the top `limit` by score). Also `min_score`.",
     )
 
@@ -141,7 +156,7 @@ class AddMemory(_Body):
         }
     )
 
-    persona: str
+    persona: PersonaName
     text: Text = Field(description="At most memory.max_text_chars characters.")
     category: str = Field("fact", pattern=CATEGORY_PATTERN)
     scope: str | None = Field(None, pattern=SCOPE_PATTERN, description="global | channel:NAME | user:ID")
@@ -160,7 +175,7 @@ IMPORT_ITEM: dict[str, Any] = {
     "required": ["text"],
     "properties": {
         "text": {"type": "string", "pattern": TEXT_PATTERN},
-        "persona": {"type": "string"},
+        "persona": {"type": "string", "minLength": 1},
         "scope": {"type": "string", "pattern": SCOPE_PATTERN},
         "category": {"type": "string", "pattern": CATEGORY_PATTERN},
         "metadata": {"type": "object"},
@@ -175,9 +190,10 @@ def _import_schema(schema: dict[str, Any]) -> None:
     # name its persona, or the request names one for all.
     strict_items = {"type": "array", "maxItems": MAX_IMPORT, "items": IMPORT_ITEM}
     named = {**IMPORT_ITEM, "required": ["text", "persona"]}
+    persona = {"type": "string", "minLength": 1}
     schema["anyOf"] = [
         {"required": ["skip_invalid"], "properties": {"skip_invalid": {"const": True}}},
-        {"required": ["persona"], "properties": {"persona": {"type": "string"}, "memories": strict_items}},
+        {"required": ["persona"], "properties": {"persona": persona, "memories": strict_items}},
         {"properties": {"memories": {**strict_items, "items": named}}},
     ]
 
@@ -193,5 +209,5 @@ class ImportRequest(_Body):
             'Items as in `agentd memory import`: {"text", "persona", "scope", "category", "metadata", "created_at"}.'
         ),
     )
-    persona: str | None = Field(None, description="Persona for items that name none.")
+    persona: PersonaName | None = Field(None, description="Persona for items that name none.")
     skip_invalid: bool = Field(False, description="Store the valid items and report the rest (default: refuse all).")

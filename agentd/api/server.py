@@ -25,6 +25,7 @@ from agentd._exceptions import ConfigError
 from agentd.api.app import create_api
 from agentd.api.feed import ChannelHub
 from agentd.api.guard import check_bind
+from agentd.api.schemas import HTTP_LINE_LIMIT
 from agentd.api.state import Daemon
 from agentd.app import App
 from agentd.llm.chat import ChatModel
@@ -134,6 +135,8 @@ class DaemonServer:
             loop="asyncio",
             http="h11",
             timeout_graceful_shutdown=CONNECTION_GRACE_SECONDS,
+            # Room for every query string the schema allows (see agentd.api.schemas).
+            h11_max_incomplete_event_size=HTTP_LINE_LIMIT,
         )
         self.server = _Server(config, self._stop_runtime, self.hub, self._stop_waiting)
 
