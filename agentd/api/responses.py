@@ -43,6 +43,26 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return found
 
 
+class OpenAIErrorDetail(_Out):
+    """What went wrong, as OpenAI's API says it."""
+
+    message: str
+    type: str = Field(description="invalid_request_error | rate_limit_error | server_error")
+    param: str | None
+    code: str | None = Field(description="agentd's code (see the README's error table); invalid_api_key for 401.")
+
+
+class OpenAIErrorResponse(_Out):
+    """Every error answer of the OpenAI-compatible routes: ``{"error": {"message", "type", "param", "code"}}``."""
+
+    error: OpenAIErrorDetail
+
+
+def openai_error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries of the OpenAI-compatible routes (OpenAI's error shape; 422 is 400 there)."""
+    return {status: {"model": OpenAIErrorResponse, "description": "Error (OpenAI's shape)"} for status in statuses}
+
+
 #: Errors any route may answer with (the Host and key checks, the body limit, a bad value, a
 #: stopping daemon or an unwritable store, a bug).
 COMMON_ERRORS = error_responses(400, 401, 413, 421, 422, 500, 503)
