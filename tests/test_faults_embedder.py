@@ -145,7 +145,8 @@ def test_a_hung_embedder_costs_each_caller_its_timeout_and_blocks_nothing_else(d
         for _ in range(5):
             began = time.monotonic()
             health = d.client.get("/healthz")
-            assert health.status_code == 200 and time.monotonic() - began < 0.5, health.text
+            # Well under a second even on a loaded 2-core machine (it answers in milliseconds).
+            assert health.status_code == 200 and time.monotonic() - began < 1.0, health.text
         events = d.chat("hello from another channel", channel="elsewhere")
         assert events[-1].event == "done"
         assert events[0].data["status"] == "timeout"  # its own retrieval gave up, the reply went on
