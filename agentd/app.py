@@ -8,6 +8,7 @@ from typing import Any
 
 from agentd.config import Config, EmbeddingConfig
 from agentd.embedders import Calibration, Embedder
+from agentd.embedders.guard import GuardedEmbedder, guarded
 from agentd.memory import MemoryService
 from agentd.personas import Personas
 from agentd.prompt.builder import ContextBuilder
@@ -31,6 +32,8 @@ def build_embedder(config: EmbeddingConfig) -> Embedder | None:
             model=config.model,
             api_base=config.api_base or None,
             api_key_env=config.api_key_env or None,
+            timeout=config.timeout_seconds,
+            batch_size=config.batch_size,
         )
     if config.calibration is not None:
         embedder.calibration = Calibration(config.calibration.midpoint, config.calibration.scale)
@@ -64,6 +67,8 @@ class App:
         unknown = set(parts) - {"personas", "embedder", "store", "memory"}
         if unknown:
             raise TypeError(f"unknown parts: {sorted(unknown)}")
+        if parts.get("embedder") is not None:  # an injected embedder is bounded and checked too
+            parts["embedder"] = guarded(parts["embedder"], config.embedding.timeout_seconds)
         # cached_property reads the instance dict first, so an injected part wins.
         self.__dict__.update(parts)
 
@@ -73,9 +78,10 @@ class App:
         return Personas.load(self.config.personas_dir, tuple(SKILLS))
 
     @cached_property
-    def embedder(self) -> Embedder | None:
-        """The configured embedder (``None`` when ``provider = "none"``)."""
-        return build_embedder(self.config.embedding)
+    def embedder(self) -> GuardedEmbedder | None:
+        """The configured embedder (``None`` when ``provider = "none"``), every call bounded in
+        time and every answer checked (:mod:`agentd.embedders.guard`)."""
+        return guarded(build_embedder(self.config.embedding), self.config.embedding.timeout_seconds)
 
     @cached_property
     def store(self) -> Store:
@@ -122,7 +128,10 @@ class App:
         return found
 
     def close(self) -> None:
-        """Release the database."""
+        """Stop waiting on the embedder, and release the database."""
+        embedder = self.__dict__.get("embedder")
+        if isinstance(embedder, GuardedEmbedder):
+            embedder.close()
         if "store" in self.__dict__ and not self._closed:
             self.store.close()
         self._closed = True

@@ -46,6 +46,12 @@ class DaemonConfig(_Section):
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     #: On SIGTERM/SIGINT, how long in-flight replies may take to finish.
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
+    #: Host names (the ``Host`` header, without port) requests may be addressed to; others
+    #: get 421 (so a web page cannot reach a key-less daemon by DNS rebinding). Empty: the
+    #: loopback names (localhost, 127.0.0.1, ::1) and the bound address; any host when the
+    #: daemon listens beyond loopback (it then has an API key). ``"*"`` allows every host;
+    #: ``".example.com"`` a domain and its subdomains.
+    allowed_hosts: list[str] = Field(default_factory=list)
 
 
 class DatabaseConfig(_Section):
@@ -77,6 +83,8 @@ class EmbeddingConfig(_Section):
     #: Name of the environment variable holding the key for ``litellm``.
     api_key_env: str = ""
     batch_size: int = Field(default=64, ge=1, le=2048)
+    #: How long one embedding call of up to ``batch_size`` texts may take (then ``embedder_timeout``).
+    timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
     #: Overrides the provider's default calibration (see README, "Relevance").
     calibration: CalibrationConfig | None = None
 
@@ -149,6 +157,12 @@ class ModelsConfig(_Section):
     default_context_window: int = Field(default=128_000, ge=256)
     claude_context_window: int = Field(default=200_000, ge=256)
     llm_timeout_seconds: float = Field(default=120.0, gt=0)
+    #: Transient model failures (429, 5xx, a dropped connection, a timeout) before the first
+    #: token are tried again this many times, after an exponential backoff with jitter
+    #: (``Retry-After`` honoured, up to ``retry_max_wait_seconds``). Never once text has streamed.
+    retries: int = Field(default=2, ge=0, le=10)
+    retry_backoff_seconds: float = Field(default=0.5, ge=0, le=60)
+    retry_max_wait_seconds: float = Field(default=20.0, ge=0, le=600)
 
 
 class RuntimeConfig(_Section):

@@ -16,13 +16,20 @@ from typing import Literal
 from agentd._exceptions import InvalidInput
 
 ScopeKind = Literal["global", "channel", "user"]
-_ID = re.compile(r"^[^\s:][^\s]{0,127}$")
+#: Python's whitespace (``str.isspace``), spelled out: regex engines disagree on ``\s``
+#: (JavaScript's lacks U+001C-U+001F and U+0085, Rust's lacks U+001C-U+001F), and the API's
+#: schema, pydantic and this module must reject exactly the same characters.
+WHITESPACE = "\\t-\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+#: A channel name or user id (also the pattern the API's schema declares): 1-128 characters,
+#: no whitespace, no NUL, not starting with ':'.
+IDENTIFIER_PATTERN = f"^[^{WHITESPACE}:\\x00][^{WHITESPACE}\\x00]{{0,127}}$"
+_ID = re.compile(IDENTIFIER_PATTERN)
 
 
 def check_identifier(field: str, value: str) -> str:
-    """Validate a channel name or user id: 1-128 characters, no whitespace, no leading ':'."""
-    if not isinstance(value, str) or not _ID.match(value):
-        raise InvalidInput(field, "must be 1-128 characters without whitespace and not start with ':'")
+    """Validate a channel name or user id: 1-128 characters, no whitespace or NUL, no leading ':'."""
+    if not isinstance(value, str) or not _ID.fullmatch(value):
+        raise InvalidInput(field, "must be 1-128 characters without whitespace or NUL and not start with ':'")
     return value
 
 

@@ -2,7 +2,10 @@
 
 It records every request it receives, answers ``/v1/chat/completions``
 (streaming or not) from a script of turns, and ``/v1/embeddings`` with
-deterministic bag-of-words vectors. Delays and errors can be injected.
+deterministic bag-of-words vectors. Faults can be injected per request: a turn
+can answer an HTTP error (with ``Retry-After``), a body that is not JSON, hang,
+or close the connection mid-stream; an embeddings answer can be NaN, of the
+wrong dimension, zero, empty, an HTTP error, a hang or a closed connection.
 """
 
 from __future__ import annotations
@@ -51,12 +54,40 @@ system_prompt = "You are {name}, a test persona."
 
 @dataclass
 class Turn:
-    """One scripted assistant turn: text and/or tool calls ``[(name, arguments_dict)]``."""
+    """One scripted assistant turn: text and/or tool calls ``[(name, arguments_dict)]``.
+
+    Faults: ``status`` (an HTTP error, with ``headers`` such as ``Retry-After``),
+    ``body`` (a 200 answer whose body is these bytes, not JSON), ``hang`` (no
+    answer until the server stops or :meth:`FakeOpenAI.release` is called),
+    ``close_after`` (stream that many words, then close the connection with no
+    ``finish_reason`` and no ``[DONE]``), ``reset`` (close the connection before
+    any answer).
+    """
 
     text: str = ""
     tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     status: int = 200
     delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+    hang: bool = False
+    close_after: int | None = None
+    reset: bool = False
+
+
+@dataclass(frozen=True)
+class EmbeddingFault:
+    """What one ``/v1/embeddings`` answer does wrong.
+
+    ``kind``: ``nan`` (a NaN in each vector), ``inf``, ``zero`` (all-zero vectors),
+    ``dimension`` (vectors of ``dimension`` values instead), ``empty`` (no data),
+    ``status`` (HTTP ``status``), ``garbage`` (200, not JSON), ``hang``,
+    ``reset`` (the connection closes before an answer).
+    """
+
+    kind: str
+    status: int = 500
+    dimension: int = 3
 
 
 def bow_vector(text: str, dim: int) -> list[float]:
@@ -79,6 +110,9 @@ class FakeOpenAI:
         self.embedding_dim = embedding_dim
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.script: deque[Turn] = deque()
+        self.embedding_faults: deque[EmbeddingFault] = deque()
+        #: When set, every embeddings request gets this fault (until set back to None).
+        self.embedding_fault: EmbeddingFault | None = None
         self.embedding_delay = 0.0
         self.chat_delay_per_token = 0.0
         self._lock = threading.Lock()
@@ -86,6 +120,9 @@ class FakeOpenAI:
         self._thread: threading.Thread | None = None
         #: Set while a streamed reply is being written (lets tests act mid-stream).
         self.streaming = threading.Event()
+        #: Hanging requests wait for this (set by :meth:`release` and :meth:`stop`).
+        self._released = threading.Event()
+        self._hanging = 0
 
     # -- control -------------------------------------------------------------------
 
@@ -103,12 +140,15 @@ class FakeOpenAI:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with fake._lock:
                     fake.requests.append((self.path, body))
-                if self.path.endswith("/embeddings"):
-                    fake._embeddings(self, body)
-                elif self.path.endswith("/chat/completions"):
-                    fake._chat(self, body)
-                else:
-                    self.send_error(404)
+                try:
+                    if self.path.endswith("/embeddings"):
+                        fake._embeddings(self, body)
+                    elif self.path.endswith("/chat/completions"):
+                        fake._chat(self, body)
+                    else:
+                        self.send_error(404)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True  # the client gave up (e.g. its timeout after a hang)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -117,6 +157,7 @@ class FakeOpenAI:
         return self
 
     def stop(self) -> None:
+        self._released.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -131,6 +172,30 @@ class FakeOpenAI:
         with self._lock:
             self.script.extend(turns)
 
+    def queue_embeddings(self, *faults: EmbeddingFault) -> None:
+        """The next embeddings requests answer with these faults, one each, in order."""
+        with self._lock:
+            self.embedding_faults.extend(faults)
+
+    def release(self) -> None:
+        """End every hang (those hanging now answer as if they had not hung)."""
+        self._released.set()
+
+    @property
+    def hanging(self) -> int:
+        """How many requests are hanging right now."""
+        with self._lock:
+            return self._hanging
+
+    def _hang(self) -> None:
+        with self._lock:
+            self._hanging += 1
+        try:
+            self._released.wait(120)
+        finally:
+            with self._lock:
+                self._hanging -= 1
+
     def chat_requests(self) -> list[dict[str, Any]]:
         """Bodies of every chat completion request, in order."""
         with self._lock:
@@ -143,26 +208,74 @@ class FakeOpenAI:
 
     # -- handlers ------------------------------------------------------------------
 
-    def _send_json(self, handler: BaseHTTPRequestHandler, status: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
+    def _send_json(
+        self,
+        handler: BaseHTTPRequestHandler,
+        status: int,
+        payload: dict[str, Any],
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        # NaN and Infinity go out as JSON's non-standard literals, as a broken server would send them.
+        self._send_raw(handler, status, json.dumps(payload).encode(), "application/json", headers)
+
+    def _send_raw(
+        self,
+        handler: BaseHTTPRequestHandler,
+        status: int,
+        data: bytes,
+        content_type: str,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         handler.send_response(status)
-        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Type", content_type)
         handler.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            handler.send_header(name, value)
         # One request per connection, so stop() really takes the server away.
         handler.send_header("Connection", "close")
         handler.end_headers()
         handler.wfile.write(data)
         handler.close_connection = True
 
+    @staticmethod
+    def _reset(handler: BaseHTTPRequestHandler) -> None:
+        """Close the connection with no answer at all."""
+        handler.close_connection = True
+        handler.wfile.flush()
+        handler.connection.shutdown(2)  # socket.SHUT_RDWR
+
     def _embeddings(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
         if self.embedding_delay:
             time.sleep(self.embedding_delay)
+        with self._lock:
+            fault = self.embedding_faults.popleft() if self.embedding_faults else self.embedding_fault
         inputs = body.get("input", [])
         if isinstance(inputs, str):
             inputs = [inputs]
+        kind = fault.kind if fault is not None else ""
+        if kind == "hang":
+            self._hang()
+        elif kind == "reset":
+            self._reset(handler)
+            return
+        elif kind == "status":
+            assert fault is not None
+            self._send_json(handler, fault.status, {"error": {"message": "scripted failure", "type": "server_error"}})
+            return
+        elif kind == "garbage":
+            self._send_raw(handler, 200, b"<html>not json</html>", "application/json")
+            return
+        dim = fault.dimension if kind == "dimension" and fault is not None else self.embedding_dim
+        vectors = [bow_vector(text, dim) for text in inputs]
+        for vec in vectors:
+            if kind == "nan":
+                vec[0] = float("nan")
+            elif kind == "inf":
+                vec[0] = float("inf")
+            elif kind == "zero":
+                vec[:] = [0.0] * len(vec)
         data = [
-            {"object": "embedding", "index": i, "embedding": bow_vector(text, self.embedding_dim)}
-            for i, text in enumerate(inputs)
+            {"object": "embedding", "index": i, "embedding": vec} for i, vec in enumerate(vectors) if kind != "empty"
         ]
         self._send_json(
             handler,
@@ -189,8 +302,22 @@ class FakeOpenAI:
         turn = self._next_turn(body)
         if turn.delay:
             time.sleep(turn.delay)
+        if turn.hang:
+            self._hang()
+        if turn.reset:
+            self._reset(handler)
+            return
         if turn.status != 200:
-            self._send_json(handler, turn.status, {"error": {"message": "scripted failure", "type": "server_error"}})
+            self._send_json(
+                handler,
+                turn.status,
+                {"error": {"message": "scripted failure", "type": "server_error"}},
+                turn.headers,
+            )
+            return
+        if turn.body is not None:
+            content_type = "text/event-stream" if body.get("stream") else "application/json"
+            self._send_raw(handler, 200, turn.body, content_type)
             return
         calls = [
             {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
@@ -237,10 +364,15 @@ class FakeOpenAI:
         self.streaming.set()
         try:
             chunk({"role": "assistant", "content": ""})
-            for word in re.findall(r"\S+\s*", turn.text):
+            for n, word in enumerate(re.findall(r"\S+\s*", turn.text)):
+                if turn.close_after is not None and n >= turn.close_after:
+                    break
                 if self.chat_delay_per_token:
                     time.sleep(self.chat_delay_per_token)
                 chunk({"content": word})
+            if turn.close_after is not None:  # the connection drops: no finish_reason, no [DONE]
+                handler.close_connection = True
+                return
             for i, call in enumerate(calls):
                 chunk({"tool_calls": [{"index": i, **call}]})
             chunk({}, finish)

@@ -189,7 +189,7 @@ BAD_REQUESTS = [
     ("POST", "/v1/chat", {**CHAT_OK, "message": "x" * 40_000}, 422, "invalid_input", "message"),
     ("POST", "/v1/channels/lobby/messages", {"user": "alice", "text": "hi"}, 422, "invalid_input", "persona"),
     ("POST", "/v1/channels/support/messages", {"user": "alice"}, 422, "invalid_input", "text"),
-    ("POST", "/v1/channels/support/messages", {"user": "alice", "text": ""}, 422, "invalid_input", "message"),
+    ("POST", "/v1/channels/support/messages", {"user": "alice", "text": ""}, 422, "invalid_input", "text"),
     ("POST", "/v1/memory/context", {"query": "x"}, 422, "invalid_input", "userId"),
     (
         "POST",

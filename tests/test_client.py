@@ -48,7 +48,7 @@ def test_every_call_of_the_blocking_client(daemons, fake_openai) -> None:
         assert missing.value.status == 404 and missing.value.remote_code == "not_found"
         with pytest.raises(ApiError) as bad:
             client.post("general", "alice", "   ")
-        assert bad.value.status == 422 and bad.value.field == "message"
+        assert bad.value.status == 422 and bad.value.field == "text"  # the body field that is blank
     with AgentdClient(d.url, "wrong") as client, pytest.raises(ApiError) as refused:
         client.personas()
     assert refused.value.status == 401 and refused.value.remote_code == "unauthorized"

@@ -197,10 +197,12 @@ def test_events_have_a_json_form_with_their_type(make_app, runtimes, fake_openai
 
 def test_an_llm_error_ends_the_turn_with_error_and_the_message_stays(make_app, runtimes, fake_openai) -> None:
     app = make_app()
-    fake_openai.queue(Turn(status=500))
+    # A 500 is transient: tried again ([models] retries = 2); after the last try the turn fails.
+    fake_openai.queue(Turn(status=500), Turn(status=500), Turn(status=500))
     events = run(runtimes(app), "this will fail")
     error = events[-1]
-    assert isinstance(error, Error) and error.code.startswith("llm")
+    assert isinstance(error, Error) and error.code == "llm_http_error"
+    assert len(fake_openai.chat_requests()) == 3
     assert not any(isinstance(e, Done) for e in events)
     with app.store.read() as conn:
         msg = app.store.messages.get(conn, error.user_message_id)

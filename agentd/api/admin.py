@@ -9,20 +9,35 @@ from fastapi import APIRouter, Depends, Query
 
 from agentd import __version__
 from agentd.api.responses import COMMON_ERRORS, BudgetResponse, Health, PersonaList, error_responses
+from agentd.api.schemas import MAX_NAME, MAX_QUERY_MESSAGE
 from agentd.api.state import Daemon, daemon
-from agentd.scopes import check_identifier
+from agentd.scopes import IDENTIFIER_PATTERN, check_identifier
 
 router = APIRouter(tags=["admin"], responses=COMMON_ERRORS)
 
 
-@router.get("/healthz", response_model=Health, response_model_exclude_none=True)
-def healthz(d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
-    """Liveness and the actors' state (never needs the API key)."""
+@router.get("/healthz", response_model=Health, response_model_exclude_none=True, openapi_extra={"security": []})
+async def healthz(d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
+    """Liveness, the actors' state and whether the store can be written (never needs the API key).
+
+    ``healthy`` is false (``status: degraded``) while an actor is marked unhealthy or
+    the last write to the store failed (``store.error`` says why). Answered on the
+    event loop with threads of its own: a hung model or embedder never delays it.
+    """
     try:
-        health = d.runtime.health(timeout=2.0)
+        health = await d.probe(lambda: d.runtime.health(timeout=2.0))
     except Exception as exc:  # a stopping supervisor or a timeout: report, never fail the probe
         return {"status": "stopping", "version": __version__, "reason": repr(exc)}
-    return {"status": "ok" if health.get("healthy", True) else "degraded", "version": __version__, **health}
+    failure = d.app.store.write_failure
+    store = {"writable": failure is None, **({"error": failure} if failure else {})}
+    healthy = bool(health.get("healthy", True)) and failure is None
+    return {
+        "status": "ok" if healthy else "degraded",
+        "version": __version__,
+        **health,
+        "healthy": healthy,
+        "store": store,
+    }
 
 
 @router.get("/v1/personas", response_model=PersonaList)
@@ -33,18 +48,22 @@ def personas(d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
 
 
 @router.get("/v1/budget", response_model=BudgetResponse, responses=error_responses(404, 422))
-def budget(
+async def budget(
     d: Annotated[Daemon, Depends(daemon)],
-    persona: Annotated[str, Query()],
-    channel: Annotated[str, Query()],
-    user: Annotated[str | None, Query(description="Whose user memories and past exchanges count.")] = None,
-    message: Annotated[str | None, Query(description="The next message (default: none).")] = None,
+    persona: Annotated[str, Query(min_length=1, max_length=MAX_NAME)],
+    channel: Annotated[str, Query(pattern=IDENTIFIER_PATTERN)],
+    user: Annotated[
+        str | None, Query(pattern=IDENTIFIER_PATTERN, description="Whose user memories and past exchanges count.")
+    ] = None,
+    message: Annotated[
+        str | None, Query(max_length=MAX_QUERY_MESSAGE, description="The next message (default: none).")
+    ] = None,
 ) -> dict[str, Any]:
     """Where the tokens of the persona's next prompt in the channel would go (as ``agentd budget``)."""
     check_identifier("channel", channel)
     if user is not None:
         check_identifier("user", user)
-    ctx = d.runtime.preview(persona, channel, user, message).context
+    ctx = (await d.embedding_work(lambda: d.runtime.preview(persona, channel, user, message))).context
     return {
         "persona": persona,
         "channel": channel,

@@ -11,8 +11,8 @@ from anyio import to_thread
 from fastapi import FastAPI
 
 from agentd import __version__
-from agentd.api import admin, channels, chat, errors, memory_routes, openai_compat, web
-from agentd.api.guard import ApiKeyGuard, BodyLimit
+from agentd.api import admin, channels, chat, errors, memory_routes, openai_compat, openapi, web
+from agentd.api.guard import ApiKeyGuard, BodyLimit, HostGuard, allowed_hosts
 from agentd.api.openai_errors import OpenAIErrorShape
 from agentd.api.state import Daemon
 
@@ -28,7 +28,7 @@ Errors are JSON: `{"error": {"code", "field", "message"}}`.
 """
 
 
-def create_api(d: Daemon, *, resume_pending: bool | None = None) -> FastAPI:
+def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str | None = None) -> FastAPI:
     """The API over a running daemon's parts.
 
     On start the channel hub binds to the server's event loop and listens to the
@@ -50,10 +50,14 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None) -> FastAPI:
     api = FastAPI(title="agentd", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     api.state.daemon = d
     errors.install(api)
+    openapi.install(api, cfg)
     for module in (chat, channels, memory_routes, admin, openai_compat, web):
         api.include_router(module.router)
-    # The last added runs first: the key is checked before any body is read.
+    # The last added runs first: the Host, then the key, are checked before any body is read;
+    # CatchAll is innermost, around the routes.
+    api.add_middleware(errors.CatchAll)
     api.add_middleware(BodyLimit, limit=cfg.daemon.max_body_bytes)
     api.add_middleware(ApiKeyGuard, api_key=cfg.daemon.api_key)
-    api.add_middleware(OpenAIErrorShape)  # outermost: OpenAI's error shape on its routes, 401s included
+    api.add_middleware(HostGuard, allowed=allowed_hosts(bind_host, cfg.daemon.allowed_hosts))
+    api.add_middleware(OpenAIErrorShape)  # outermost: OpenAI's error shape on its routes, 401s and 421s included
     return api

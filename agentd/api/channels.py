@@ -4,19 +4,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query
+from fastapi import APIRouter, Depends, Header, Path, Query
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from agentd._exceptions import InvalidInput
 from agentd.api.chat import SSE_DOC
 from agentd.api.responses import COMMON_ERRORS, MessagePage, PostAccepted, error_responses
-from agentd.api.schemas import ChannelPost
+from agentd.api.schemas import MAX_ID, ChannelPost
 from agentd.api.sse import HEADERS, MEDIA_TYPE
 from agentd.api.state import Daemon, daemon
-from agentd.scopes import check_identifier
+from agentd.scopes import IDENTIFIER_PATTERN, check_identifier
 
 router = APIRouter(tags=["channels"], responses=COMMON_ERRORS)
+#: A channel name in a path.
+Channel = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description="1-128 characters, no whitespace.")]
 
 
 @router.post(
@@ -25,7 +27,7 @@ router = APIRouter(tags=["channels"], responses=COMMON_ERRORS)
     response_model=PostAccepted,
     responses=error_responses(404, 422),
 )
-async def post_message(channel: str, body: ChannelPost, d: Annotated[Daemon, Depends(daemon)]) -> JSONResponse:
+async def post_message(channel: Channel, body: ChannelPost, d: Annotated[Daemon, Depends(daemon)]) -> JSONResponse:
     """Store a message for the channel's persona and answer at once with its id (202).
 
     The reply arrives on ``GET /v1/channels/{channel}/events`` and can be read
@@ -54,9 +56,11 @@ async def post_message(channel: str, body: ChannelPost, d: Annotated[Daemon, Dep
 
 @router.get("/v1/channels/{channel}/events", response_class=StreamingResponse, responses=SSE_DOC)
 async def events(
-    channel: str,
+    channel: Channel,
     d: Annotated[Daemon, Depends(daemon)],
-    after: Annotated[int | None, Query(ge=0, description="Replay stored messages after this id first.")] = None,
+    after: Annotated[
+        int | None, Query(ge=0, le=MAX_ID, description="Replay stored messages after this id first.")
+    ] = None,
     last_event_id: Annotated[str | None, Header(description="Resume after this message id (SSE reconnect).")] = None,
 ) -> StreamingResponse:
     """Follow a channel: ``message`` events (stored messages, ``id:`` = message id) and the
@@ -69,16 +73,16 @@ async def events(
             start = int(last_event_id)
         except ValueError:
             raise InvalidInput("Last-Event-ID", "must be a message id (an integer)") from None
-        if start < 0:
-            raise InvalidInput("Last-Event-ID", "must not be negative")
+        if not 0 <= start <= MAX_ID:
+            raise InvalidInput("Last-Event-ID", f"must be a message id between 0 and {MAX_ID}")
     return StreamingResponse(d.hub.stream(channel, start), media_type=MEDIA_TYPE, headers=HEADERS)
 
 
 @router.get("/v1/channels/{channel}/messages", response_model=MessagePage, responses=error_responses(422))
 def read_messages(
-    channel: str,
+    channel: Channel,
     d: Annotated[Daemon, Depends(daemon)],
-    after: Annotated[int, Query(ge=0, description="Only messages with a larger id.")] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_ID, description="Only messages with a larger id.")] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
     """A channel's user messages and replies after ``after``, oldest first."""

@@ -1,11 +1,13 @@
 """Every error the API answers is JSON: ``{"error": {"code", "field", "message"}}``.
 
 agentd's exceptions map to a status once, here; request validation (FastAPI's
-pydantic errors) names the field and the reason; nothing else leaks a traceback.
+pydantic errors) names the field and the reason; nothing else leaks a traceback
+(:class:`CatchAll`), and no error closes the client's keep-alive connection.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import structlog
@@ -13,6 +15,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentd._exceptions import (
     AgentdError,
@@ -23,6 +27,8 @@ from agentd._exceptions import (
     ShuttingDown,
     http_status,
 )
+from agentd.api.schemas import CATEGORY_PATTERN, SCOPE_PATTERN, TEXT_PATTERN
+from agentd.scopes import IDENTIFIER_PATTERN
 
 log = structlog.get_logger("agentd.api")
 
@@ -71,12 +77,26 @@ def _validation_field(loc: tuple[Any, ...]) -> str:
     return ".".join(parts)
 
 
+#: What each declared pattern means, in words (the pattern itself is in the OpenAPI schema).
+_PATTERNS = {
+    IDENTIFIER_PATTERN: "must be 1-128 characters without whitespace or NUL and not start with ':'",
+    TEXT_PATTERN: "must not be empty or whitespace, and must not hold a NUL character",
+    SCOPE_PATTERN: "must be global, channel:NAME or user:ID",
+    CATEGORY_PATTERN: "must be 1-64 letters, digits, spaces, '_', '.' or '-'",
+}
+
+
 def _validation_message(err: dict[str, Any]) -> str:
     kind = err.get("type", "")
     if kind == "missing":
         return "is required"
     if kind == "extra_forbidden":
         return "is not a known field"
+    if kind == "string_pattern_mismatch":
+        pattern = str((err.get("ctx") or {}).get("pattern", ""))
+        return _PATTERNS.get(pattern, f"must match {pattern}")
+    if kind == "string_unicode":
+        return "holds a lone UTF-16 surrogate: not valid text"
     msg = str(err.get("msg", "is invalid"))
     if "input" in err and kind not in ("json_invalid",):
         got = err["input"]
@@ -110,16 +130,69 @@ def install(api: FastAPI) -> None:
         return error_response(422, ErrorCode.INVALID_INPUT, f"{field}: {_validation_message(first)}", field)
 
     @api.exception_handler(StarletteHTTPException)
-    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _HTTP_CODES.get(
             exc.status_code, ErrorCode.BAD_REQUEST if exc.status_code < 500 else ErrorCode.INTERNAL_ERROR
         )
         field = getattr(exc, "field", None)
-        return error_response(exc.status_code, code, str(exc.detail), field, headers=getattr(exc, "headers", None))
+        headers = dict(getattr(exc, "headers", None) or {})
+        message = str(exc.detail)
+        if exc.status_code == 405:
+            allowed = allowed_methods(request)
+            headers["Allow"] = ", ".join(allowed)
+            message = f"{request.method} is not allowed on {request.url.path}; allowed: {', '.join(allowed)}"
+        return error_response(exc.status_code, code, message, field, headers=headers or None)
 
-    @api.exception_handler(Exception)
-    async def _bug(_request: Request, exc: Exception) -> JSONResponse:
-        log.exception("request_bug", error=repr(exc))
-        return error_response(
-            500, ErrorCode.INTERNAL_ERROR, "agentd failed to handle this request; see the daemon's log"
-        )
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at the request's path (Starlette's own 405 names only the
+    first route that matched the path)."""
+    found: set[str] = set()
+
+    def visit(routes: Iterable[Any]) -> None:
+        for route in routes:
+            inner = getattr(getattr(route, "original_router", None), "routes", None)
+            if inner is not None:  # an included router: its own routes
+                visit(inner)
+                continue
+            match, _child = route.matches(request.scope)
+            if match is not Match.NONE:
+                found.update(getattr(route, "methods", None) or ())
+
+    visit(request.app.router.routes)
+    return sorted(found)
+
+
+class CatchAll:
+    """Innermost middleware: a bug in a route becomes the JSON 500, and the connection stays usable.
+
+    (Starlette's own last-resort handler answers, then raises the error again, and the
+    server closes the keep-alive connection without saying so.) A bug after the
+    response has started cannot be answered: the server closes that connection.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self._app(scope, receive, watch)
+        except Exception as exc:
+            log.exception("request_bug", path=scope.get("path"), error=repr(exc))
+            if started:
+                raise
+            response = error_response(
+                500, ErrorCode.INTERNAL_ERROR, "agentd failed to handle this request; see the daemon's log"
+            )
+            await response(scope, receive, send)

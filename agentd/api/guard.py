@@ -1,6 +1,8 @@
-"""The door: the API key check and the request body limit, as plain ASGI middleware.
+"""The door: the Host check, the API key check and the request body limit, as plain ASGI middleware.
 
-Both answer before the application reads anything: a request without the key is
+All answer before the application reads anything: a request addressed to a host
+the daemon does not serve is refused (421: a web page that rebinds its own DNS
+name to 127.0.0.1 cannot reach a key-less daemon), a request without the key is
 refused whatever its body, and a body larger than ``daemon.max_body_bytes`` is
 refused by its ``Content-Length`` or, when chunked, as soon as it grows past the
 limit (nothing of it is handled).
@@ -33,6 +35,68 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+#: Names a loopback daemon always answers to.
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def allowed_hosts(bind_host: str | None, configured: Sequence[str]) -> frozenset[str] | None:
+    """The Host names to serve (``None``: any).
+
+    ``[daemon] allowed_hosts`` when set (plus the loopback names); otherwise the
+    loopback names and the bound address, or any host when the daemon listens
+    beyond loopback (it then requires an API key, which is what guards it).
+    """
+    if "*" in configured:
+        return None
+    if configured:
+        return LOOPBACK_NAMES | {h.strip().lower().strip("[]") for h in configured}
+    if bind_host is not None and not is_loopback(bind_host):
+        return None
+    return LOOPBACK_NAMES | ({bind_host.strip().lower().strip("[]")} if bind_host else set())
+
+
+def host_name(header: str) -> str:
+    """The host of a ``Host`` header, without port or IPv6 brackets, lower case."""
+    value = header.strip().lower()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else value[1:]
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def _host_allowed(name: str, allowed: frozenset[str]) -> bool:
+    if name in allowed:
+        return True
+    return any(h.startswith(".") and (name.endswith(h) or name == h[1:]) for h in allowed)
+
+
+class HostGuard:
+    """Refuse requests whose ``Host`` is not one this daemon serves (421 ``host_not_allowed``)."""
+
+    def __init__(self, app: ASGIApp, allowed: frozenset[str] | None) -> None:
+        self._app = app
+        self._allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self._allowed is None:
+            await self._app(scope, receive, send)
+            return
+        header = _header(scope, b"host")
+        name = host_name(header) if header is not None else None
+        if name is None or _host_allowed(name, self._allowed):
+            await self._app(scope, receive, send)
+            return
+        await _send_json(
+            send,
+            421,
+            error_body(
+                ErrorCode.HOST_NOT_ALLOWED,
+                f"this daemon does not serve the host {name!r}; add it to [daemon] allowed_hosts "
+                "if a proxy forwards it",
+                "Host",
+            ),
+        )
 
 
 def check_bind(host: str, api_key: str) -> None:

@@ -1,9 +1,12 @@
 """The memory service over HTTP (seed 003): search, context, add, import, list, forget.
 
 ``/v1/memory/search`` and ``/v1/memory/context`` share one search function
-(:func:`agentd.memory.known_facts.search`, over :meth:`MemoryService.search`). The
-routes are plain functions: FastAPI runs them on its thread pool, off the event
-loop, since embedding and SQLite calls block.
+(:func:`agentd.memory.known_facts.search`, over :meth:`MemoryService.search`).
+Embedding and SQLite calls block, so the routes hand their work to the daemon's
+embedding threads (:meth:`Daemon.embedding_work`), off the event loop and apart
+from the threads the rest of the API uses. Every embedder call is bounded in
+time: a hung model answers 504 ``embedder_timeout``, a failing one 503
+``embedder_unavailable``, a broken answer 502 ``embedder_bad_output``.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse
 
 from agentd._exceptions import InvalidInput, NotFound
@@ -25,7 +28,15 @@ from agentd.api.responses import (
     SearchResponse,
     error_responses,
 )
-from agentd.api.schemas import AddMemory, ImportRequest, KnownFactsRequest, SearchRequest
+from agentd.api.schemas import (
+    MAX_ID,
+    MAX_NAME,
+    SCOPE_PATTERN,
+    AddMemory,
+    ImportRequest,
+    KnownFactsRequest,
+    SearchRequest,
+)
 from agentd.api.state import Daemon, daemon
 from agentd.memory import known_facts
 from agentd.memory.importer import parse_line, parse_timestamp
@@ -33,6 +44,15 @@ from agentd.scopes import GLOBAL, Scope, check_identifier
 from agentd.store.memories import NewMemory
 
 router = APIRouter(tags=["memory"], responses=COMMON_ERRORS)
+#: What a route that embeds may answer besides the common errors.
+EMBEDDER_ERRORS = error_responses(404, 409, 422, 502, 504)
+
+
+def _check_length(field: str, text: object, d: Daemon) -> None:
+    """The published limit (memory.max_text_chars) applies to the text as sent."""
+    limit = d.app.config.memory.max_text_chars
+    if isinstance(text, str) and len(text) > limit:
+        raise InvalidInput(field, f"is {len(text)} characters; the limit is {limit} (memory.max_text_chars)")
 
 
 def _personas(d: Daemon, persona: str | None) -> list[str]:
@@ -52,10 +72,14 @@ def _count(d: Daemon, personas: list[str]) -> Any:
     return lambda text: max((c.count(text) for c in counters.values()), default=0)
 
 
-@router.post("/v1/memory/search", response_model=SearchResponse, responses=error_responses(404, 422))
-def search(body: SearchRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
+@router.post("/v1/memory/search", response_model=SearchResponse, responses=EMBEDDER_ERRORS)
+async def search(body: SearchRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """The top ``limit`` memories by relevance with time decay, best first (``score`` ranks;
     ``minScore``, default none, filters on ``relevance``)."""
+    return await d.embedding_work(lambda: _search(body, d))
+
+
+def _search(body: SearchRequest, d: Daemon) -> dict[str, Any]:
     _check_optional("userId", body.user_id)
     _check_optional("channel", body.channel)
     personas = _personas(d, body.persona)
@@ -72,8 +96,8 @@ def search(body: SearchRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[s
     return {"results": [{**h.as_result(), "persona": h.memory.persona} for h in hits], "total_found": len(hits)}
 
 
-@router.post("/v1/memory/context", response_model=KnownFactsResponse, responses=error_responses(404, 422))
-def context(body: KnownFactsRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
+@router.post("/v1/memory/context", response_model=KnownFactsResponse, responses=EMBEDDER_ERRORS)
+async def context(body: KnownFactsRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """Seed 003: the ``## Known Facts (from memory)`` block for a query, within a token budget.
 
     Defaults: ``tokenBudget`` 2000, ``limit`` 20, no threshold (``minScore`` sets
@@ -81,6 +105,10 @@ def context(body: KnownFactsRequest, d: Annotated[Daemon, Depends(daemon)]) -> d
     one would not fit. Answers ``{context, memoriesUsed,
     tokensUsed, tokenBudget}``; nothing relevant is ``""`` and 0.
     """
+    return await d.embedding_work(lambda: _context(body, d))
+
+
+def _context(body: KnownFactsRequest, d: Daemon) -> dict[str, Any]:
     check_identifier("userId", body.user_id)
     _check_optional("channel", body.channel)
     cfg = d.app.config.memory
@@ -113,10 +141,15 @@ def _scope(body: AddMemory) -> Scope:
     "/v1/memories",
     status_code=201,
     response_model=MemoryAdded,
-    responses={200: {"model": MemoryAdded, "description": "Already stored"}, **error_responses(404, 422)},
+    responses={200: {"model": MemoryAdded, "description": "Already stored"}, **EMBEDDER_ERRORS},
 )
-def add(body: AddMemory, d: Annotated[Daemon, Depends(daemon)]) -> JSONResponse:
+async def add(body: AddMemory, d: Annotated[Daemon, Depends(daemon)]) -> JSONResponse:
     """Store a memory (201), or find the identical one already stored (200, ``created: false``)."""
+    return await d.embedding_work(lambda: _add(body, d))
+
+
+def _add(body: AddMemory, d: Daemon) -> JSONResponse:
+    _check_length("text", body.text, d)
     created_at = parse_timestamp(body.created_at) if body.created_at is not None else None
     memory, created = d.app.memory.add(
         body.persona, _scope(body), body.text, body.category, body.metadata, created_at=created_at
@@ -124,21 +157,27 @@ def add(body: AddMemory, d: Annotated[Daemon, Depends(daemon)]) -> JSONResponse:
     return JSONResponse({"memory": memory.as_json(), "created": created}, status_code=201 if created else 200)
 
 
-@router.post("/v1/memories/import", response_model=ImportResponse, responses=error_responses(404, 422))
-def import_(body: ImportRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
+@router.post("/v1/memories/import", response_model=ImportResponse, responses=EMBEDDER_ERRORS)
+async def import_(body: ImportRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """Store a batch in one transaction. An invalid item refuses the whole batch (422 naming
     ``memories[i].field``) unless ``skip_invalid``, which stores the rest and reports it."""
+    return await d.embedding_work(lambda: _import(body, d))
+
+
+def _import(body: ImportRequest, d: Daemon) -> dict[str, Any]:
     if body.persona is not None:
         d.app.memory.check_persona(body.persona)
     valid: list[NewMemory] = []
     skipped: list[dict[str, Any]] = []
     for index, item in enumerate(body.memories):
         try:
+            _check_length("text", item.get("text"), d)
             valid.append(parse_line(json.dumps(item), body.persona, d.app.memory.validate))
         except (InvalidInput, NotFound) as exc:
             if not body.skip_invalid:
-                field = exc.field if isinstance(exc, InvalidInput) else exc.kind
-                raise InvalidInput(f"memories[{index}].{field}", str(exc)) from None
+                if isinstance(exc, NotFound):  # an unknown persona is a 404, as everywhere
+                    raise NotFound(exc.kind, exc.name, f"in memories[{index}]") from None
+                raise InvalidInput(f"memories[{index}].{exc.field}", str(exc)) from None
             skipped.append({"index": index, "reason": str(exc)})
     results = d.app.memory.add_many(valid) if valid else []
     added = sum(1 for _id, created in results if created)
@@ -153,10 +192,12 @@ def import_(body: ImportRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[
 @router.get("/v1/memories", response_model=MemoryList, responses=error_responses(404, 422))
 def list_memories(
     d: Annotated[Daemon, Depends(daemon)],
-    persona: Annotated[str, Query(description="Whose memories.")],
-    scope: Annotated[str | None, Query(description="global | channel:NAME | user:ID (default: all).")] = None,
+    persona: Annotated[str, Query(min_length=1, max_length=MAX_NAME, description="Whose memories.")],
+    scope: Annotated[
+        str | None, Query(pattern=SCOPE_PATTERN, description="global | channel:NAME | user:ID (default: all).")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
 ) -> dict[str, Any]:
     """A persona's memories, newest first."""
     parsed = Scope.parse(scope) if scope is not None else None
@@ -165,6 +206,6 @@ def list_memories(
 
 
 @router.delete("/v1/memories/{memory_id}", response_model=Forgotten, responses=error_responses(404, 422))
-def forget(memory_id: int, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
+def forget(memory_id: Annotated[int, Path(ge=1, le=MAX_ID)], d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """Delete one memory (its row, vector and index entry)."""
     return {"forgotten": d.app.memory.forget(memory_id).as_json()}

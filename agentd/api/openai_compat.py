@@ -36,12 +36,15 @@ from starlette.concurrency import run_in_threadpool
 from agentd._exceptions import InvalidInput, NotFound
 from agentd.api.openai_errors import openai_error
 from agentd.api.openai_history import Earlier, reconcile
+from agentd.api.responses import openai_error_responses
 from agentd.api.sse import HEADERS, KEEPALIVE, MEDIA_TYPE, EventBridge
 from agentd.api.state import Daemon, daemon
 from agentd.runtime import Done, Error, Event, HistoryContext, MemoryContext, TokenDelta
 from agentd.scopes import check_identifier
 
-router = APIRouter(tags=["openai"])
+#: The key check, the Host check, the body limit, bad input (400, as OpenAI answers it), an
+#: unknown model, an unwritable store or a stopping daemon, a bug, a turn's timeout.
+router = APIRouter(tags=["openai"], responses=openai_error_responses(400, 401, 404, 413, 421, 500, 503, 504))
 
 #: The memory user when a request names none.
 DEFAULT_USER = "anonymous"

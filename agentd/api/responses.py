@@ -43,8 +43,29 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return found
 
 
-#: Errors any route may answer with (the key check, the body limit, a stopping daemon, a bug).
-COMMON_ERRORS = error_responses(400, 401, 413, 500, 503)
+class OpenAIErrorDetail(_Out):
+    """What went wrong, as OpenAI's API says it."""
+
+    message: str
+    type: str = Field(description="invalid_request_error | rate_limit_error | server_error")
+    param: str | None
+    code: str | None = Field(description="agentd's code (see the README's error table); invalid_api_key for 401.")
+
+
+class OpenAIErrorResponse(_Out):
+    """Every error answer of the OpenAI-compatible routes: ``{"error": {"message", "type", "param", "code"}}``."""
+
+    error: OpenAIErrorDetail
+
+
+def openai_error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries of the OpenAI-compatible routes (OpenAI's error shape; 422 is 400 there)."""
+    return {status: {"model": OpenAIErrorResponse, "description": "Error (OpenAI's shape)"} for status in statuses}
+
+
+#: Errors any route may answer with (the Host and key checks, the body limit, a bad value, a
+#: stopping daemon or an unwritable store, a bug).
+COMMON_ERRORS = error_responses(400, 401, 413, 421, 422, 500, 503)
 
 
 class MemoryOut(_Out):
@@ -191,6 +212,13 @@ class BudgetResponse(_Out):
     user_history: list[str]
 
 
+class StoreHealth(_Out):
+    """Whether the store can be written."""
+
+    writable: bool = Field(description="False while the last write failed (disk full, I/O error).")
+    error: str | None = Field(None, description="Why the last write failed.")
+
+
 class Health(_Out):
     """``GET /healthz``."""
 
@@ -199,3 +227,4 @@ class Health(_Out):
     healthy: bool | None = None
     reason: str | None = None
     actors: list[dict[str, Any]] | None = None
+    store: StoreHealth | None = None

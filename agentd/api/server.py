@@ -3,8 +3,9 @@
 On SIGTERM/SIGINT (or ``should_exit``) the server stops listening at once, then
 the runtime stops: replies in flight may finish within
 ``daemon.shutdown_grace_seconds``, the rest are stored as ``interrupted``, and
-messages not yet started stay ``pending`` for the next start. Streams then end,
-remaining connections close, and the database is closed last.
+messages not yet started stay ``pending`` for the next start. Requests still
+waiting on the embedder are answered (503), streams end, remaining connections
+close, and the database is closed last.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from agentd._exceptions import ConfigError
 from agentd.api.app import create_api
 from agentd.api.feed import ChannelHub
 from agentd.api.guard import check_bind
+from agentd.api.schemas import HTTP_LINE_LIMIT
 from agentd.api.state import Daemon
 from agentd.app import App
 from agentd.llm.chat import ChatModel
@@ -50,10 +52,13 @@ def bind_socket(host: str, port: int) -> socket.socket:
 class _Server(uvicorn.Server):
     """uvicorn, with agentd's drain step between "stop listening" and "close connections"."""
 
-    def __init__(self, config: uvicorn.Config, drain: Callable[[], None], hub: ChannelHub) -> None:
+    def __init__(
+        self, config: uvicorn.Config, drain: Callable[[], None], hub: ChannelHub, release: Callable[[], None]
+    ) -> None:
         super().__init__(config)
         self._drain = drain
         self._hub = hub
+        self._release = release
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -83,6 +88,9 @@ class _Server(uvicorn.Server):
         for sock in sockets or []:
             sock.close()
         await to_thread.run_sync(self._drain)
+        # Requests still waiting on a hung embedder are answered now (503 shutting_down), so
+        # no request is left for uvicorn to cancel.
+        self._release()
         self._hub.close()
         await super().shutdown(sockets=None)
 
@@ -116,7 +124,7 @@ class DaemonServer:
         self.hub = ChannelHub(app.store)
         self._stopped = threading.Lock()
         self._runtime_stopped = False
-        api = create_api(Daemon(app, self.runtime, self.hub), resume_pending=resume_pending)
+        api = create_api(Daemon(app, self.runtime, self.hub), resume_pending=resume_pending, bind_host=host)
         # The event loop and HTTP parser are named, not "auto": what else happens to be
         # installed (uvloop, httptools) must not change how the daemon drains and stops.
         config = uvicorn.Config(
@@ -127,8 +135,10 @@ class DaemonServer:
             loop="asyncio",
             http="h11",
             timeout_graceful_shutdown=CONNECTION_GRACE_SECONDS,
+            # Room for every query string the schema allows (see agentd.api.schemas).
+            h11_max_incomplete_event_size=HTTP_LINE_LIMIT,
         )
-        self.server = _Server(config, self._stop_runtime, self.hub)
+        self.server = _Server(config, self._stop_runtime, self.hub, self._stop_waiting)
 
     @property
     def url(self) -> str:
@@ -154,6 +164,11 @@ class DaemonServer:
     def started(self) -> bool:
         """True once the server accepts requests."""
         return bool(self.server.started)
+
+    def _stop_waiting(self) -> None:
+        embedder = self.app.embedder if self.app.config.embedding.provider != "none" else None
+        if embedder is not None:
+            embedder.close()
 
     def _stop_runtime(self) -> None:
         with self._stopped:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,10 +22,22 @@ KEEPALIVE = b": keep-alive\n\n"
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
+#: Characters JSON leaves raw that some readers take for line breaks (Python's
+#: ``str.splitlines``, behind httpx's ``iter_lines``, splits on them): escaped, so
+#: one event's ``data:`` is always one line whatever text it carries.
+_LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_LINE_BREAK = re.compile("[\x85\u2028\u2029]")
+
+
 def frame(event: str, data: Any, event_id: int | None = None) -> bytes:
-    """One SSE frame: ``id:`` (durable events only), ``event:`` and one line of JSON ``data:``."""
+    """One SSE frame: ``id:`` (durable events only), ``event:`` and one line of JSON ``data:``.
+
+    JSON escapes CR, LF and the other control characters; the Unicode line and
+    paragraph separators (and NEL) are escaped here.
+    """
     head = f"id: {event_id}\n" if event_id is not None else ""
-    return f"{head}event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+    text = _LINE_BREAK.sub(lambda m: _LINE_BREAKS[m.group()], json.dumps(data, ensure_ascii=False))
+    return f"{head}event: {event}\ndata: {text}\n\n".encode()
 
 
 class EventBridge:

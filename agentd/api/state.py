@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
 
+from anyio import CapacityLimiter, to_thread
 from fastapi import Request
 
 from agentd._exceptions import InvalidInput
@@ -13,6 +16,24 @@ from agentd.app import App
 from agentd.runtime import Runtime
 from agentd.scopes import check_identifier
 
+T = TypeVar("T")
+
+#: Threads for requests that may wait on the embedding model (memory search, add, import,
+#: budget previews). Each such wait is bounded, but while a model hangs they all wait
+#: their full timeout: they get threads of their own, so the rest of the API (health,
+#: chat, channels) never queues behind them.
+EMBEDDING_THREADS = 16
+#: Threads for ``/healthz``'s question to the supervisor.
+PROBE_THREADS = 4
+
+
+@dataclass(frozen=True)
+class Pools:
+    """Thread limits of the blocking work the routes hand off (per daemon: one event loop each)."""
+
+    embedding: CapacityLimiter = field(default_factory=lambda: CapacityLimiter(EMBEDDING_THREADS))
+    probe: CapacityLimiter = field(default_factory=lambda: CapacityLimiter(PROBE_THREADS))
+
 
 @dataclass(frozen=True)
 class Daemon:
@@ -21,6 +42,15 @@ class Daemon:
     app: App
     runtime: Runtime
     hub: ChannelHub
+    pools: Pools = field(default_factory=Pools)
+
+    async def embedding_work(self, work: Callable[[], T]) -> T:
+        """Run blocking work that may wait on the embedder, on its own threads."""
+        return await to_thread.run_sync(work, limiter=self.pools.embedding)
+
+    async def probe(self, work: Callable[[], T]) -> T:
+        """Run a health probe on its own threads."""
+        return await to_thread.run_sync(work, limiter=self.pools.probe)
 
     def persona_for(self, channel: str, named: str | None, text: str | None = None) -> str:
         """The persona that answers in ``channel``.

@@ -56,6 +56,44 @@ def _run(name: str, probe: Callable[[], str]) -> Check:
         return Check(name, False, f"{type(exc).__name__}: {exc}")
 
 
+#: Ids shown in the report; the rest are counted.
+SHOWN_IDS = 20
+
+
+def _vectors(app: App) -> Check | None:
+    """Stored vectors that are not finite unit vectors of the store's dimension (read-only)."""
+    from agentd.store import Store, vectors
+    from agentd.store.engine import create_engine, sqlite_path
+
+    url = app.config.database_url
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        return None
+    engine = create_engine(url, app.config.database.busy_timeout_ms)
+    try:
+        store = Store(engine, url)
+        space = store.embedding_space()
+        if space is None:
+            return None
+        with store.read() as conn:
+            bad = vectors.invalid(conn, space.dimension)
+    except AgentdError as exc:
+        return Check("vectors", False, str(exc))
+    finally:
+        engine.dispose()
+    if not bad:
+        return Check("vectors", True, f"every stored vector is a finite {space.dimension}-d unit vector")
+    shown = ", ".join(str(i) for i in bad[:SHOWN_IDS]) + (
+        f" and {len(bad) - SHOWN_IDS} more" if len(bad) > SHOWN_IDS else ""
+    )
+    return Check(
+        "vectors",
+        False,
+        f"{len(bad)} stored vectors are not finite {space.dimension}-d unit vectors (memories {shown}); "
+        "searches skip them: run `agentd memory reembed` to rewrite them",
+    )
+
+
 def checks(app: App) -> list[Check]:
     """Every check, in order; later ones are skipped when what they need failed."""
     found = [
@@ -103,6 +141,9 @@ def checks(app: App) -> list[Check]:
         return f"{url} at revision {revision}; {count} memories; {vectors}"
 
     found.append(_run("database", database))
+    vectors_check = _vectors(app)
+    if vectors_check is not None:
+        found.append(vectors_check)
 
     def personas() -> str:
         return ", ".join(f"{p.name} ({p.model})" for p in app.personas.values()) or "none"

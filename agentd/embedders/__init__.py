@@ -1,7 +1,9 @@
 """Embedders: one small protocol, three providers (local ONNX, litellm, none).
 
 An embedder is injected wherever text becomes a vector (the memory service, the
-actors); nothing else knows which model is behind it.
+actors); nothing else knows which model is behind it. What any of them returns
+is checked (:func:`check_vectors`) before it is used or stored, and every call
+is bounded in time (:mod:`agentd.embedders.guard`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from agentd._exceptions import EmbedderBadOutput
 from agentd.relevance import DEFAULT_WORDS, UNCALIBRATED, Calibration, WordWeights
 
 if TYPE_CHECKING:
@@ -41,10 +44,39 @@ class Embedder(Protocol):
         ...
 
 
+#: How far from 1 a row's L2 norm may be (float32 rounding is ~1e-7).
+NORM_TOLERANCE = 1e-3
+
+
+def check_vectors(vectors: object, count: int, dimension: int, model_id: str) -> np.ndarray:
+    """``vectors`` as a float32 ``(count, dimension)`` array of finite unit rows, or :class:`EmbedderBadOutput`."""
+    try:
+        array = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise EmbedderBadOutput(f"{model_id} answered something that is not an array of numbers: {exc}") from exc
+    if array.ndim != 2 or array.shape[0] != count:
+        got = f"{array.shape[0]} vectors" if array.ndim == 2 else f"an array of shape {array.shape}"
+        raise EmbedderBadOutput(f"{model_id} answered {got} for {count} texts")
+    if count and array.shape[1] != dimension:
+        raise EmbedderBadOutput(f"{model_id} answered {array.shape[1]}-d vectors; the store holds {dimension}-d ones")
+    finite = np.isfinite(array).all(axis=1)
+    if not finite.all():
+        row = int(np.flatnonzero(~finite)[0])
+        raise EmbedderBadOutput(f"{model_id} answered a vector with NaN or infinite values (text {row})")
+    norms = np.linalg.norm(array, axis=1)
+    off = np.abs(norms - 1.0) > NORM_TOLERANCE
+    if off.any():
+        row = int(np.flatnonzero(off)[0])
+        raise EmbedderBadOutput(
+            f"{model_id} answered a vector of length {float(norms[row]):.4g}, not a unit vector (text {row})"
+        )
+    return np.ascontiguousarray(array)
+
+
 def normalize(vectors: np.ndarray) -> np.ndarray:
     """L2-normalise rows (zero rows stay zero)."""
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return (vectors / np.where(norms == 0, 1, norms)).astype(np.float32)
 
 
-__all__ = ["DEFAULT_WORDS", "UNCALIBRATED", "Calibration", "Embedder", "WordWeights", "normalize"]
+__all__ = ["DEFAULT_WORDS", "UNCALIBRATED", "Calibration", "Embedder", "WordWeights", "check_vectors", "normalize"]

@@ -1,28 +1,38 @@
-"""Chat completions through litellm: streaming, tool calls, errors mapped to agentd's.
+"""Chat completions through litellm: streaming, tool calls, retries, errors mapped to agentd's.
 
-litellm's exceptions are mapped here, once, to :class:`~agentd.LLMError` and its
-subclasses; nothing above this module sees a litellm type.
+litellm's exceptions are mapped once (:mod:`agentd.llm.errors`) to
+:class:`~agentd.LLMError` and its subclasses; nothing above this module sees a
+litellm type.
+
+A reply counts as finished only when the provider said so (a ``finish_reason``
+in the stream): a stream that just ends — the connection closed, no
+``[DONE]`` — is :class:`~agentd.LLMTruncated` (litellm would otherwise make up a
+``stop``), and one that carried nothing readable is :class:`~agentd.LLMMalformed`.
+
+Transient failures (:func:`~agentd.llm.errors.is_transient`) are tried again
+before the first token only, so streamed text is never repeated: up to
+``retries`` more times, after an exponential backoff with jitter, or after what
+``Retry-After`` asked for when the server sent it. The offline model is never
+retried: it cannot fail that way.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentd._exceptions import (
-    LLMAuthError,
-    LLMBadRequest,
-    LLMError,
-    LLMHttpError,
-    LLMRateLimited,
-    LLMTimeout,
-    LLMUnreachable,
-)
+import structlog
+
+from agentd._exceptions import LLMAuthError, LLMError, LLMMalformed, LLMTruncated
 from agentd.llm import litellm_module
+from agentd.llm.errors import backoff, is_transient, map_error, retry_after
 from agentd.llm.models import missing_credentials
-from agentd.llm.offline import ensure_registered, litellm_name
+from agentd.llm.offline import ensure_registered, is_offline, litellm_name
+
+log = structlog.get_logger("agentd.llm")
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,12 @@ class ModelSettings:
     api_base: str | None = None
     api_key_env: str | None = None
     timeout: float = 120.0
+    #: Further tries after a transient failure before the first token ([models] retries).
+    retries: int = 0
+    retry_backoff: float = 0.5
+    retry_max_wait: float = 20.0
+    #: Who is calling (for the logs).
+    persona: str = ""
 
 
 class ChatModel(Protocol):
@@ -97,25 +113,6 @@ class ChatModel(Protocol):
         ...
 
 
-def _map_error(exc: Exception, model: str) -> LLMError:
-    litellm = litellm_module()
-    text = f"{model}: {getattr(exc, 'message', None) or exc}"
-    if isinstance(exc, litellm.AuthenticationError):
-        return LLMAuthError(text)
-    if isinstance(exc, litellm.Timeout):
-        return LLMTimeout(text)
-    if isinstance(exc, litellm.RateLimitError):
-        return LLMRateLimited(text)
-    if isinstance(exc, litellm.BadRequestError):
-        return LLMBadRequest(text)
-    if isinstance(exc, litellm.APIConnectionError):
-        return LLMUnreachable(text)
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int):
-        return LLMHttpError(text, status)
-    return LLMError(text)
-
-
 class LitellmChat:
     """The :class:`ChatModel` every persona uses: litellm, streaming, with tools."""
 
@@ -131,12 +128,67 @@ class LitellmChat:
         on_text: Callable[[str], None],
         should_stop: Callable[[], bool] = lambda: False,
     ) -> ModelTurn:
-        """Stream one completion; tool-call deltas are reassembled by index."""
+        """Stream one completion, trying again after a transient failure before the first token."""
         missing = missing_credentials(settings.model, settings.api_key_env)
         if missing:
             raise LLMAuthError(
                 f"model {settings.model!r} needs {', '.join(missing)}, which is not set in the environment"
             )
+        retries = 0 if is_offline(settings.model) else settings.retries
+        attempt = 0
+        while True:
+            streamed = False
+
+            def relay(text: str) -> None:
+                nonlocal streamed
+                streamed = True
+                on_text(text)
+
+            try:
+                return self._stream_once(settings, messages, tools, relay, should_stop)
+            except LLMError as error:
+                cause = error.__cause__ if error.__cause__ is not None else error
+                wait = self._retry_wait(error, cause, attempt, retries, streamed, settings)
+                context = {
+                    "persona": settings.persona,
+                    "model": settings.model,
+                    "api_base": settings.api_base,
+                    "code": error.code,
+                    "error": error.message,
+                    "attempt": attempt + 1,
+                }
+                if wait is None or should_stop():
+                    log.warning("model_failed", **context)
+                    raise
+                log.warning("model_retry", **context, wait_s=round(wait, 2))
+                if not _sleep(wait, should_stop):
+                    raise
+                attempt += 1
+
+    @staticmethod
+    def _retry_wait(
+        error: LLMError, cause: BaseException, attempt: int, retries: int, streamed: bool, settings: ModelSettings
+    ) -> float | None:
+        """Seconds to wait before trying again, or ``None``: do not."""
+        if attempt >= retries or not is_transient(error, streamed):
+            return None
+        wait = backoff(attempt, settings.retry_backoff, settings.retry_max_wait)
+        asked = retry_after(cause)
+        if asked is not None:
+            if asked > settings.retry_max_wait:
+                return None  # longer than we are willing to wait: fail now with this error
+            wait = max(wait, asked)
+        return wait
+
+    def _stream_once(
+        self,
+        settings: ModelSettings,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        on_text: Callable[[str], None],
+        should_stop: Callable[[], bool],
+    ) -> ModelTurn:
+        """One streamed call; tool-call deltas are reassembled by index."""
         kwargs: dict[str, Any] = {
             "model": litellm_name(settings.model),
             "messages": list(messages),
@@ -186,13 +238,42 @@ class LitellmChat:
                 if should_stop():
                     interrupted = True
                     break
-        except LLMError:
-            raise
         except Exception as exc:  # litellm raises its own tree (and the occasional bare error)
-            raise _map_error(exc, settings.model) from exc
+            error = map_error(exc, settings.model)
+            if text and not isinstance(error, LLMTruncated):
+                # Part of the reply has streamed: whatever broke, the reply is cut short.
+                raise LLMTruncated(f"{settings.model}: the stream broke off ({error.message})") from exc
+            raise error from exc
+        if not interrupted and _provider_finish(response) is None:
+            # litellm ends every stream with a finish_reason, made up ("stop") when the
+            # provider sent none: the provider's own is what says the reply is complete.
+            if not text and not calls:
+                raise LLMMalformed(f"{settings.model}: the answer held no completion (not a chat completion stream)")
+            raise LLMTruncated(
+                f"{settings.model}: the stream ended before the model finished "
+                f"(no finish_reason after {len(''.join(text))} characters)"
+            )
         tool_calls = tuple(
             ToolCallRequest(c["id"] or f"call_{i}", c["name"], c["arguments"] or "{}")
             for i, c in sorted(calls.items())
             if c["name"]
         )
         return ModelTurn("".join(text), tool_calls, usage, finish, interrupted)
+
+
+def _provider_finish(response: Any) -> str | None:
+    """The finish_reason the provider itself sent (litellm's stream wrapper keeps it)."""
+    found = getattr(response, "received_finish_reason", None) or getattr(response, "intermittent_finish_reason", None)
+    return str(found) if found else None
+
+
+def _sleep(seconds: float, should_stop: Callable[[], bool]) -> bool:
+    """Wait ``seconds`` unless asked to stop first (then False)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if should_stop():
+            return False
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return True
+        time.sleep(min(left, 0.05))

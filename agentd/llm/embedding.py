@@ -1,16 +1,26 @@
-"""The ``litellm`` embedder: any embedding model litellm can reach."""
+"""The ``litellm`` embedder: any embedding model litellm can reach.
+
+What the service answers is checked here before anyone uses it: one vector per
+text, all of one dimension (the first answer's, then the store's), every value
+finite. litellm's errors map once: a timeout is :class:`~agentd.EmbedderTimeout`,
+an answer that cannot be read is :class:`~agentd.EmbedderBadOutput`, anything
+else (a refused connection, an HTTP error) is :class:`~agentd.EmbedderError`.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from agentd._exceptions import EmbedderError
-from agentd.embedders import normalize
+from agentd._exceptions import EmbedderBadOutput, EmbedderError, EmbedderTimeout
+from agentd.embedders import check_vectors, normalize
 from agentd.llm import litellm_module
+from agentd.llm.errors import caused_by
 from agentd.relevance import DEFAULT_WORDS, UNCALIBRATED, Calibration, WordWeights
 
 
@@ -36,6 +46,8 @@ class LitellmEmbedder:
         self._batch_size = batch_size
         self._dimension: int | None = None
         self._lock = threading.Lock()
+        # Imported now (it takes seconds): the time a call may take is the model's, not the import's.
+        self._litellm = litellm_module()
 
     @property
     def dimension(self) -> int:
@@ -50,8 +62,8 @@ class LitellmEmbedder:
         return self.embed(texts)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed ``texts`` in batches; errors become :class:`EmbedderError`."""
-        litellm = litellm_module()
+        """Embed ``texts`` in batches; what comes back is checked (see the module's docstring)."""
+        litellm = self._litellm
         kwargs: dict[str, object] = {"timeout": self._timeout}
         if self._api_base:
             kwargs["api_base"] = self._api_base
@@ -60,21 +72,47 @@ class LitellmEmbedder:
             if not key:
                 raise EmbedderError(f"environment variable {self._api_key_env} is not set (embedding.api_key_env)")
             kwargs["api_key"] = key
-        rows: list[list[float]] = []
+        rows: list[Any] = []
         for start in range(0, len(texts), self._batch_size):
             batch = list(texts[start : start + self._batch_size])
             try:
                 response = litellm.embedding(model=self.model_id, input=batch, **kwargs)
             except Exception as exc:  # litellm maps provider errors to its own tree
-                raise EmbedderError(f"embedding with {self.model_id!r} failed: {exc}") from exc
-            data = sorted(response.data, key=lambda d: d["index"])
-            rows.extend(d["embedding"] for d in data)
-        vectors = normalize(np.asarray(rows, dtype=np.float32).reshape(len(rows), -1))
+                raise self._map_error(exc) from exc
+            rows.extend(self._rows(response, len(batch)))
+        if not rows:
+            return np.zeros((0, self._dimension or 0), dtype=np.float32)
+        try:
+            raw = np.asarray(rows, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise EmbedderBadOutput(f"{self.model_id} answered vectors of different sizes or non-numbers") from exc
+        if raw.ndim != 2:
+            raise EmbedderBadOutput(f"{self.model_id} answered something that is not a list of vectors")
         with self._lock:
-            if self._dimension is None and len(rows):
-                self._dimension = vectors.shape[1]
-            elif len(rows) and vectors.shape[1] != self._dimension:
-                raise EmbedderError(
-                    f"{self.model_id!r} returned {vectors.shape[1]}-d vectors, expected {self._dimension}"
-                )
-        return vectors
+            if self._dimension is None:
+                self._dimension = int(raw.shape[1])
+            dimension = self._dimension
+        # Remote models are not all unit length: normalise finite vectors, refuse the rest.
+        if not np.isfinite(raw).all():
+            raise EmbedderBadOutput(f"{self.model_id} answered a vector with NaN or infinite values")
+        return check_vectors(normalize(raw), len(texts), dimension, self.model_id)
+
+    def _rows(self, response: Any, expected: int) -> list[Any]:
+        """The embedding of each input, in input order; :class:`EmbedderBadOutput` if any is missing."""
+        try:
+            data = sorted(response.data, key=lambda d: int(d["index"]))
+            rows = [d["embedding"] for d in data]
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise EmbedderBadOutput(f"{self.model_id} answered an embeddings response of an unknown shape") from exc
+        if len(rows) != expected:
+            raise EmbedderBadOutput(f"{self.model_id} answered {len(rows)} vectors for {expected} texts")
+        return rows
+
+    def _map_error(self, exc: Exception) -> EmbedderError:
+        litellm = self._litellm
+        what = f"embedding with {self.model_id!r}"
+        if isinstance(exc, litellm.Timeout):
+            return EmbedderTimeout(f"{what} timed out after {self._timeout:g} s")
+        if caused_by(exc, json.JSONDecodeError):
+            return EmbedderBadOutput(f"{what}: the answer is not JSON")
+        return EmbedderError(f"{what} failed: {getattr(exc, 'message', None) or exc}")

@@ -49,9 +49,11 @@ def parse_timestamp(value: object, field_name: str = "created_at") -> datetime:
         raise InvalidInput(field_name, "must be an ISO-8601 string such as 2025-01-15T10:30:00Z")
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
     except ValueError:
         raise InvalidInput(field_name, f"not an ISO-8601 timestamp: {value!r}") from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        raise InvalidInput(field_name, f"{value!r} is out of range (years 1-9999 in UTC)") from None
 
 
 def parse_line(raw: str, default_persona: str | None, validate: Callable[[NewMemory], NewMemory]) -> NewMemory:

@@ -19,6 +19,7 @@ import numpy as np
 from agentd._exceptions import EmbedderNotConfigured, InvalidInput, NotFound
 from agentd.config import MemoryConfig
 from agentd.embedders import Embedder
+from agentd.embedders.guard import guarded
 from agentd.memory.dates import query_dates
 from agentd.memory.fusion import Fusion
 from agentd.memory.importer import ImportReport, iter_lines, parse_line
@@ -59,7 +60,8 @@ class MemoryService:
         check_embedding: bool = True,
     ) -> None:
         self._store = store
-        self._embedder = embedder
+        # Every vector that reaches the store passes the boundary: bounded in time, finite, unit length.
+        self._embedder = guarded(embedder)
         self._config = config
         self._personas = personas
         self._recency = Recency(config.half_life_days, config.decay_weight)

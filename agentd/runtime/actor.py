@@ -39,7 +39,7 @@ class PersonaActor(pykka.ThreadingActor):
         # A turn cancelled while queued (shutdown) does not start: respond() returns at once.
         self._responder.respond(message)
         self._current = None
-        self._supervisor.tell(TurnFinished(self._key, message.request_id))
+        self._report(TurnFinished(self._key, message.request_id))
 
     def on_failure(
         self,
@@ -48,7 +48,7 @@ class PersonaActor(pykka.ThreadingActor):
         traceback: TracebackType | None,
     ) -> None:
         """Report the crash (and the turn it interrupted) to the supervisor."""
-        self._supervisor.tell(
+        self._report(
             ActorCrashed(
                 self._key,
                 self._current,
@@ -56,3 +56,9 @@ class PersonaActor(pykka.ThreadingActor):
                 self._generation,
             )
         )
+
+    def _report(self, message: TurnFinished | ActorCrashed) -> None:
+        try:
+            self._supervisor.tell(message)
+        except pykka.ActorDeadError:
+            pass  # shutdown stopped the supervisor first: nobody is left to tell

@@ -22,7 +22,7 @@ from typing import Any
 
 import structlog
 
-from agentd._exceptions import AgentdError, ErrorCode, SkillError
+from agentd._exceptions import AgentdError, ErrorCode, SkillError, StoreError
 from agentd.config import Config
 from agentd.llm.chat import ChatModel, ModelSettings, ToolCallRequest, Usage
 from agentd.personas import Persona
@@ -123,6 +123,10 @@ class Responder:
                 # memory_context is always a turn's first event, whatever happens after.
                 turn.sink(MemoryContext((), RecallStatus.OK, turn.message_id))
                 raise
+            except Exception:
+                # A bug: the actor crashes and the supervisor ends the turn, after this event.
+                turn.sink(MemoryContext((), RecallStatus.ERROR, turn.message_id))
+                raise
             retrieval, ctx = prepared.retrieval, prepared.context
             if retrieval.status not in (RecallStatus.OK, RecallStatus.DISABLED):
                 log.info("retrieval_skipped", status=retrieval.status, reason=retrieval.reason)
@@ -144,6 +148,10 @@ class Responder:
                 api_base=self._persona.api_base,
                 api_key_env=self._persona.api_key_env,
                 timeout=cfg.models.llm_timeout_seconds,
+                retries=cfg.models.retries,
+                retry_backoff=cfg.models.retry_backoff_seconds,
+                retry_max_wait=cfg.models.retry_max_wait_seconds,
+                persona=self._persona.name,
             )
             usage = Usage()
             tool_log: list[ToolUse] = []
@@ -194,9 +202,12 @@ class Responder:
                 return Outcome(None, turn.draft.text(), False, prepared)  # shutdown stored it as interrupted
             text = turn.draft.text()
             summary = next((m.content for m in ctx.messages if m.source == "user_history"), None)
-            reply_id = self._writer.answered(
-                self._persona, self._channel, turn.message_id, Reply(text, record, summary)
-            )
+            try:
+                reply_id = self._writer.answered(
+                    self._persona, self._channel, turn.message_id, Reply(text, record, summary)
+                )
+            except StoreError as exc:
+                return self._unstored(turn, exc, log, prepared)
             turn.sink(Done(reply_id, turn.message_id, usage.as_json(), ctx.budget.as_json(), text))
             log.info(
                 "turn",
@@ -246,17 +257,61 @@ class Responder:
         return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
 
     def _end(self, turn: Turn, code: ErrorCode, message: str, log: Any, prepared: PreparedTurn | None) -> Outcome:
-        """End the turn with an Error event; keep any partial reply as ``interrupted``."""
+        """End the turn with an Error event; keep any partial reply as ``interrupted``.
+
+        The outcome is stored before the client hears of it. When it cannot be
+        stored, the client is told what the store says: the message is still
+        pending, and is answered again after the daemon restarts.
+        """
         state = TurnState.INTERRUPTED if code is ErrorCode.INTERRUPTED else TurnState.FAILED
         if not turn.draft.finish(state):
             # Shutdown ended the turn first: it stored the outcome and told the sink.
             return Outcome(None, turn.draft.text(), False, prepared)
-        partial_id = self._writer.ended(
-            self._persona.name, self._channel, turn.message_id, turn.request_id, state, turn.draft.text()
-        )
+        try:
+            partial_id = self._writer.ended(
+                self._persona.name, self._channel, turn.message_id, turn.request_id, state, turn.draft.text()
+            )
+        except StoreError as exc:
+            log.error("turn_outcome_not_stored", code=code, error=message, store_error=exc.message)
+            turn.sink(Error(ErrorCode.STORE_ERROR, _still_pending(message, exc), turn.message_id))
+            return Outcome(None, turn.draft.text(), False, prepared)
         turn.sink(Error(code, message, turn.message_id, partial_id))
-        log.info("turn", outcome="error", code=code, error=message)
+        level = log.info if code in _QUIET_CODES else log.warning
+        level(
+            "turn",
+            outcome="error",
+            code=code,
+            error=message,
+            model=self._persona.model,
+            api_base=self._persona.api_base,
+        )
         return Outcome(partial_id, turn.draft.text(), False, prepared)
+
+    def _unstored(self, turn: Turn, exc: StoreError, log: Any, prepared: PreparedTurn) -> Outcome:
+        """The finished reply could not be stored: mark the message failed if the store lets us
+        (else it stays pending, to be answered after a restart), and say which."""
+        log.error("reply_not_stored", error=exc.message)
+        why = f"the reply could not be stored ({exc.message})"
+        try:
+            self._writer.ended(
+                self._persona.name, self._channel, turn.message_id, turn.request_id, TurnState.FAILED, ""
+            )
+        except StoreError as again:
+            turn.sink(Error(ErrorCode.STORE_ERROR, _still_pending(why, again), turn.message_id))
+        else:
+            turn.sink(Error(ErrorCode.STORE_ERROR, f"{why}; the message is marked failed", turn.message_id))
+        return Outcome(None, turn.draft.text(), False, prepared)
+
+
+#: Turn errors that are part of normal operation (logged at info; the rest at warning).
+_QUIET_CODES = frozenset({ErrorCode.INTERRUPTED, ErrorCode.CONTEXT_OVERFLOW})
+
+
+def _still_pending(why: str, exc: StoreError) -> str:
+    return (
+        f"{why}; its outcome could not be stored either ({exc.message}): the message stays pending "
+        "and is answered again after the daemon restarts"
+    )
 
 
 def _snippet(hit: Any) -> MemorySnippet:

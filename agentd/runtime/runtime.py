@@ -25,7 +25,7 @@ from typing import Any
 import pykka
 import structlog
 
-from agentd._exceptions import ErrorCode, InvalidInput, ShuttingDown, SkillExecutionFailed
+from agentd._exceptions import ErrorCode, InvalidInput, ShuttingDown, SkillExecutionFailed, StoreError
 from agentd.app import App
 from agentd.llm.chat import ChatModel
 from agentd.personas import Persona
@@ -334,9 +334,19 @@ class Runtime:
         return emit
 
     def _unanswerable(self, turn: Turn, code: ErrorCode, message: str) -> None:
-        """A turn no actor will answer: mark it failed and tell its sink."""
+        """A turn no actor will answer: mark it failed and tell its sink (runs on the supervisor)."""
         if turn.draft.finish(TurnState.FAILED):
-            self._writer.ended(turn.persona, turn.channel, turn.message_id, turn.request_id, TurnState.FAILED, "")
+            try:
+                self._writer.ended(turn.persona, turn.channel, turn.message_id, turn.request_id, TurnState.FAILED, "")
+            except StoreError as exc:
+                log.error("turn_outcome_not_stored", request_id=turn.request_id, code=code, store_error=exc.message)
+                code, message = (
+                    ErrorCode.STORE_ERROR,
+                    (
+                        f"{message}; the message could not be marked failed ({exc.message}): it stays pending "
+                        "and is answered again after the daemon restarts"
+                    ),
+                )
         turn.sink(Error(code, message, turn.message_id))
 
     def _interrupt(self, turn: Turn) -> None:
@@ -346,10 +356,19 @@ class Runtime:
             return
         reply_id = None
         if started:
-            reply_id = self._writer.ended(
-                turn.persona, turn.channel, turn.message_id, turn.request_id, TurnState.INTERRUPTED, turn.draft.text()
-            )
             code, why = ErrorCode.INTERRUPTED, "agentd stopped before the reply was complete"
+            try:
+                reply_id = self._writer.ended(
+                    turn.persona,
+                    turn.channel,
+                    turn.message_id,
+                    turn.request_id,
+                    TurnState.INTERRUPTED,
+                    turn.draft.text(),
+                )
+            except StoreError as exc:  # the message stays pending: answered after the next start
+                log.error("turn_outcome_not_stored", request_id=turn.request_id, store_error=exc.message)
+                code, why = ErrorCode.STORE_ERROR, f"{why}, and the store could not be written ({exc.message})"
         else:
             code, why = ErrorCode.SHUTTING_DOWN, "agentd stopped first; the message is kept and answered after restart"
         turn.sink(Error(code, why, turn.message_id, reply_id))

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import sqlalchemy as sa
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from agentd._exceptions import EmbeddingMismatch, StoreError
 from agentd.store import migrate, vectors
@@ -39,6 +39,8 @@ class Store:
     def __init__(self, engine: sa.Engine, url: str) -> None:
         self.engine = engine
         self.url = url
+        #: Why the last write failed, until one succeeds again (``None``: writes work).
+        self.write_failure: str | None = None
         self._writer = engine.execution_options(**{WRITE: True})
         self.memories = MemoryRepo()
         from agentd.store.contexts import ContextRepo
@@ -68,15 +70,28 @@ class Store:
 
     @contextmanager
     def read(self) -> Iterator[sa.Connection]:
-        """A connection in a read transaction."""
-        with self.engine.begin() as conn:
-            yield conn
+        """A connection in a read transaction; a database failure is a :class:`StoreError`."""
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except OperationalError as exc:
+            raise StoreError(f"cannot read the database: {exc.orig}") from exc
 
     @contextmanager
     def write(self) -> Iterator[sa.Connection]:
-        """A connection in a write transaction (``BEGIN IMMEDIATE``), committed on exit."""
-        with self._writer.begin() as conn:
-            yield conn
+        """A connection in a write transaction (``BEGIN IMMEDIATE``), committed on exit.
+
+        A failure of the database itself (disk full, I/O error, locked past the busy
+        timeout) is a :class:`StoreError` and is remembered until a write succeeds
+        again (:attr:`write_failure`, which ``/healthz`` reports).
+        """
+        try:
+            with self._writer.begin() as conn:
+                yield conn
+        except OperationalError as exc:
+            self.write_failure = str(exc.orig)
+            raise StoreError(f"cannot write the database: {exc.orig}") from exc
+        self.write_failure = None
 
     # -- the embedding space -------------------------------------------------
 

@@ -26,8 +26,10 @@ Both tables change together: :func:`insert` and :func:`delete` write both, and
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
@@ -176,20 +178,52 @@ def nearest(
         if ids is not None:
             return _best(_rescore(conn, blob, ids), k)
     if not scopes:
-        rows = conn.exec_driver_sql(
-            f"SELECT rowid, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ? AND persona = ?",
-            (blob, k, persona),
-        ).fetchall()
-        return _best(rows, k)
-    found: list[tuple[int, float]] = []
+        sql = f"SELECT rowid, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ? AND persona = ?"
+        return _best(_knn(conn, sql, blob, k, (persona,)), k)
+    found: list[Sequence[Any]] = []
     for scope in scopes:
-        found.extend(
-            conn.exec_driver_sql(
-                f"SELECT rowid, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ? AND persona = ? AND scope = ?",
-                (blob, k, persona, scope),
-            ).fetchall()
-        )
+        sql = f"SELECT rowid, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ? AND persona = ? AND scope = ?"
+        found.extend(_knn(conn, sql, blob, k, (persona, scope)))
     return _best(found, k)
+
+
+def _knn(conn: sa.Connection, sql: str, blob: bytes, k: int, where: tuple[str, ...]) -> list[Sequence[Any]]:
+    """vec0's k nearest rows; asked again for more when rows without a distance took places.
+
+    A stored vector that is not finite or is all zeros (agentd never writes one, an
+    older release or a hand edit may have) has no cosine distance: vec0 returns it
+    with a NULL distance, *first*, in place of a real neighbour.
+    """
+    want = k
+    while True:
+        rows = conn.exec_driver_sql(sql, (blob, want, *where)).fetchall()
+        broken = sum(1 for r in rows if not _has_distance(r[1]))
+        if not broken or len(rows) < want or len(rows) - broken >= k:
+            return list(rows)
+        want = k + broken if broken < want else want * 2
+
+
+def _has_distance(value: object) -> bool:
+    return value is not None and math.isfinite(float(value))  # type: ignore[arg-type]
+
+
+def invalid(conn: sa.Connection, dimension: int, batch: int = 4096) -> list[int]:
+    """Ids of stored vectors that are not finite unit vectors of ``dimension`` (searches skip them;
+    ``agentd memory reembed`` rewrites them). Reads every vector."""
+    found: list[int] = []
+    width = dimension * 4
+    result = conn.exec_driver_sql(f"SELECT rowid, embedding FROM {TABLE}")
+    while rows := result.fetchmany(batch):
+        ok = [r for r in rows if isinstance(r[1], bytes) and len(r[1]) == width]
+        found.extend(int(r[0]) for r in rows if not (isinstance(r[1], bytes) and len(r[1]) == width))
+        if not ok:
+            continue
+        vecs = np.frombuffer(b"".join(r[1] for r in ok), np.float32).reshape(len(ok), dimension)
+        with np.errstate(invalid="ignore", over="ignore"):
+            norms = np.linalg.norm(vecs, axis=1)
+            bad = ~np.isfinite(vecs).all(axis=1) | ~(np.abs(norms - 1.0) <= 1e-3)
+        found.extend(int(ok[i][0]) for i in np.flatnonzero(bad))
+    return sorted(found)
 
 
 def coarse_candidates(
@@ -268,9 +302,10 @@ def _rescore(conn: sa.Connection, blob: bytes, ids: list[int]) -> list[tuple[int
         f"CROSS JOIN {TABLE} AS v ON v.rowid = c.value",
         (blob, json.dumps(ids)),
     ).fetchall()
-    return [(int(mid), float(dist)) for mid, dist in rows]
+    return [(int(mid), float(dist)) for mid, dist in rows if _has_distance(dist)]
 
 
-def _best(rows: Iterable[Sequence[float]], k: int) -> list[tuple[int, float]]:
-    ordered = sorted(((int(mid), float(dist)) for mid, dist in rows), key=lambda r: (r[1], r[0]))
+def _best(rows: Iterable[Sequence[Any]], k: int) -> list[tuple[int, float]]:
+    # A vector without a distance (see _knn) is never a neighbour.
+    ordered = sorted(((int(mid), float(dist)) for mid, dist in rows if _has_distance(dist)), key=lambda r: (r[1], r[0]))
     return [(mid, 1.0 - dist) for mid, dist in ordered[:k]]

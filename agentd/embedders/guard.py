@@ -1,0 +1,181 @@
+"""The embedder boundary: every call bounded in time, every answer checked before use.
+
+Whatever model is behind an :class:`~agentd.embedders.Embedder` (the offline
+ONNX models, an HTTP service through litellm, one a test injects), what it
+returns is only used if it is an array of ``(len(texts), dimension)`` finite
+float rows of unit length (:func:`~agentd.embedders.check_vectors`). Anything else — NaN, an
+infinity, a zero vector, a wrong dimension, a missing row — is an
+:class:`~agentd.EmbedderBadOutput`, never a vector in the store: one such row
+would poison every search whose reach includes it.
+
+Each call runs on its own daemon thread and the caller waits at most
+``timeout`` seconds (per ``batch_size`` texts) for it (:class:`~agentd.EmbedderTimeout`
+after that). A hung call keeps its thread until the model answers or its own
+HTTP timeout fires, so at most ``slots`` calls run at once; a caller that cannot
+get a slot within its timeout also gets ``EmbedderTimeout``. The threads are
+daemon threads: a hung model never keeps the process from exiting on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, InvalidStateError
+from typing import Any, TypeVar
+
+import numpy as np
+
+from agentd._exceptions import AgentdError, EmbedderError, EmbedderTimeout, ShuttingDown
+from agentd.embedders import Embedder, check_vectors
+from agentd.relevance import Calibration, WordWeights
+
+#: Seconds one call of up to :data:`DEFAULT_BATCH` texts may take (``[embedding] timeout_seconds``).
+DEFAULT_TIMEOUT = 30.0
+#: Texts per timeout unit: a call of ``n`` texts may take ``timeout * ceil(n / batch)`` seconds.
+DEFAULT_BATCH = 64
+#: Embedder calls that may run at once (hung ones included).
+DEFAULT_SLOTS = 16
+T = TypeVar("T")
+
+
+class GuardedEmbedder:
+    """An :class:`Embedder` whose calls are bounded in time and whose answers are checked."""
+
+    def __init__(
+        self,
+        inner: Embedder,
+        timeout: float = DEFAULT_TIMEOUT,
+        batch: int = DEFAULT_BATCH,
+        slots: int = DEFAULT_SLOTS,
+    ) -> None:
+        self._inner = inner
+        self.timeout = timeout
+        self._batch = max(1, batch)
+        self._slots = threading.BoundedSemaphore(slots)
+        self._dimension: int | None = None
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._waiting: set[Future[Any]] = set()
+
+    @property
+    def inner(self) -> Embedder:
+        """The embedder being guarded."""
+        return self._inner
+
+    @property
+    def model_id(self) -> str:
+        """The model's id (stored with the vectors)."""
+        return self._inner.model_id
+
+    @model_id.setter
+    def model_id(self, value: str) -> None:
+        self._inner.model_id = value
+
+    @property
+    def calibration(self) -> Calibration:
+        """The model's calibration."""
+        return self._inner.calibration
+
+    @calibration.setter
+    def calibration(self, value: Calibration) -> None:
+        self._inner.calibration = value
+
+    @property
+    def words(self) -> WordWeights:
+        """The model's hybrid-search weights."""
+        return self._inner.words
+
+    @words.setter
+    def words(self, value: WordWeights) -> None:
+        self._inner.words = value
+
+    @property
+    def dimension(self) -> int:
+        """The model's vector size (a remote model is asked once, within the timeout)."""
+        if self._dimension is None:
+            self._dimension = self._bounded(lambda: int(self._inner.dimension), self.timeout, "dimension probe")
+        return self._dimension
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Texts to store, embedded within the timeout and checked."""
+        return self._call(self._inner.embed, texts)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Search queries, embedded within the timeout and checked."""
+        return self._call(self._inner.embed_queries, texts)
+
+    def _call(self, method: Callable[[Sequence[str]], np.ndarray], texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        dimension = self.dimension
+        if not texts:
+            return np.zeros((0, dimension), dtype=np.float32)
+        timeout = self.timeout * math.ceil(len(texts) / self._batch)
+        answer = self._bounded(lambda: method(texts), timeout, f"{len(texts)} texts")
+        return check_vectors(answer, len(texts), dimension, self.model_id)
+
+    def close(self) -> None:
+        """Stop waiting: calls waiting now, and every later call, end at once with an error
+        (the process is stopping; a hung call's thread is a daemon thread and is left behind)."""
+        self._closed.set()
+        with self._lock:
+            waiting = list(self._waiting)
+        for future in waiting:
+            _settle(future, error=ShuttingDown(f"{self.model_id} was not waited for: agentd is stopping"))
+
+    def _bounded(self, work: Callable[[], T], timeout: float, what: str) -> T:
+        """Run ``work`` on a daemon thread; wait at most ``timeout`` seconds for a slot and the answer."""
+        deadline = time.monotonic() + timeout
+        if self._closed.is_set():
+            raise ShuttingDown(f"{self.model_id} is not called: agentd is stopping")
+        if not self._slots.acquire(timeout=timeout):
+            raise EmbedderTimeout(
+                f"{self.model_id} did not answer in time: every one of its call slots is taken by calls "
+                f"still waiting for it (timeout {timeout:g} s)"
+            )
+        future: Future[T] = Future()
+
+        def run() -> None:
+            try:
+                _settle(future, value=work())
+            except AgentdError as exc:
+                _settle(future, error=exc)
+            except Exception as exc:  # an embedder's own failure is the embedder's, not a bug of agentd
+                error = EmbedderError(f"{self.model_id} failed: {type(exc).__name__}: {exc}")
+                error.__cause__ = exc
+                _settle(future, error=error)
+            finally:
+                self._slots.release()
+
+        with self._lock:
+            self._waiting.add(future)
+        try:
+            threading.Thread(target=run, name="agentd-embed", daemon=True).start()
+            return future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except RuntimeError as exc:  # no thread could be started (the interpreter is stopping)
+            self._slots.release()
+            raise EmbedderError(f"cannot call {self.model_id}: {exc}") from exc
+        except TimeoutError:
+            raise EmbedderTimeout(f"{self.model_id} did not answer within {timeout:g} s ({what})") from None
+        finally:
+            with self._lock:
+                self._waiting.discard(future)
+
+
+def _settle(future: Future[Any], value: Any = None, error: BaseException | None = None) -> None:
+    """Give ``future`` its outcome unless it already has one (the caller stopped waiting)."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+    except InvalidStateError:
+        pass
+
+
+def guarded(embedder: Embedder | None, timeout: float = DEFAULT_TIMEOUT) -> GuardedEmbedder | None:
+    """``embedder`` behind the boundary (itself if it already is; ``None`` stays ``None``)."""
+    if embedder is None or isinstance(embedder, GuardedEmbedder):
+        return embedder
+    return GuardedEmbedder(embedder, timeout)
