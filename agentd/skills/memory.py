@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentd._exceptions import EmbedderNotConfigured, InvalidInput, NotFound, SkillExecutionFailed, SkillInvalidInput
-from agentd.memory import MemoryService
 from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.skills.registry import Caller, SkillDeps, function_tool
+
+if TYPE_CHECKING:
+    from agentd.memory import MemoryService
 
 #: Where ``remember`` may store, relative to the conversation.
 REMEMBER_SCOPES = ("user", "channel", "global")
