@@ -118,6 +118,8 @@ class App:
         if unknown:
             raise TypeError(f"unknown parts: {sorted(unknown)}")
         if parts.get("embedder") is not None:  # an injected embedder is bounded and checked too
+            from agentd.embedders.guard import guarded
+
             parts["embedder"] = guarded(parts["embedder"], config.embedding.timeout_seconds)
         # cached_property reads the instance dict first, so an injected part wins.
         self.__dict__.update(parts)
