@@ -244,8 +244,9 @@ class IrcAdapterConfig(_Section):
     #: Name of the environment variable holding the server password (PASS), if any.
     password_env: str = ""
     realname: str = "agentd"
-    #: Where the adapter keeps its place in each feed and the replies it still owes.
-    state_file: str = "data/irc-adapter.json"
+    #: Where the adapter keeps its place in each feed and the replies it still owes
+    #: (empty: irc-adapter.json in the data directory; relative: to the config file).
+    state_file: str = ""
     #: The daemon's URL (default: from [daemon] host and port).
     daemon_url: str = ""
 
