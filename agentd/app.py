@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentd._exceptions import StoreError
 from agentd.config import Config, EmbeddingConfig
 
 # Each part is imported when it is first built: a command pays only for the parts it uses
@@ -90,6 +93,22 @@ class LoadedOnFirstUse:
         return self.load().embed_queries(texts)
 
 
+def ensure_data_dir(path: Path) -> Path:
+    """Create the data directory if needed; a clear error when it cannot be used."""
+    advice = "set AGENTD_HOME to a directory this user can write (or [database] url to a file)"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise StoreError(f"the data directory {path} is not a directory; {advice}") from None
+    except OSError as exc:
+        raise StoreError(f"cannot create the data directory {path}: {exc.strerror}; {advice}") from None
+    if not path.is_dir():
+        raise StoreError(f"the data directory {path} is not a directory; {advice}")
+    if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+        raise StoreError(f"cannot read and write the data directory {path}; {advice}")
+    return path
+
+
 @dataclass(frozen=True)
 class PersonaInfo:
     """One persona as ``agentd personas`` and ``GET /v1/personas`` show it."""
@@ -148,6 +167,8 @@ class App:
         """The database, created and upgraded on first use."""
         from agentd.store import Store
 
+        if not self.config.database.url:
+            ensure_data_dir(self.config.data_dir)
         dim = self.embedder.dimension if self.embedder is not None else 384
         return Store.open(self.config.database_url, self.config.database.busy_timeout_ms, dim)
 
@@ -193,17 +214,21 @@ class App:
             )
         return found
 
-    def preload(self) -> None:
-        """Load now what the first reply would otherwise wait for: the embedding model, the
-        personas' tokenizers, and litellm when a persona calls a model through it."""
+    def preload_models(self) -> None:
+        """Load now what the first reply would otherwise wait for: the embedding model and the
+        personas' tokenizers (native code, mostly: a thread loads them while others work)."""
         embedder = self.embedder
         if isinstance(embedder, LoadedOnFirstUse):
             embedder.load()
-        from agentd.llm.offline import is_offline
         from agentd.llm.tokens import counter_for
 
         for persona in self.personas.values():
             counter_for(persona.model)
+
+    def preload_litellm(self) -> None:
+        """Import litellm (seconds) when a persona calls a model through it."""
+        from agentd.llm.offline import is_offline
+
         if any(not is_offline(p.model) for p in self.personas.values()):
             from agentd.llm import litellm_module
 

@@ -218,7 +218,7 @@ def checks(app: App, ping_timeout: float | None = None) -> list[Check]:
             return f"no database yet at {path} (it is created on first use)"
         engine = create_engine(url, app.config.database.busy_timeout_ms)
         try:
-            revision, head = migrate.current_revision(engine), migrate.head_revision()
+            revision, head = migrate.current_revision(engine), migrate.scripted_head() or migrate.head_revision()
             if revision != head:
                 return f"{url} at revision {revision or 'none'}; {head} is pending (`agentd db upgrade`)"
             store = Store(engine, url)

@@ -36,7 +36,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("agentd.cli.init", "Write an annotated agentd.toml and the example personas into DIR."),
     "inspect": (
         "agentd.cli.inspect",
-        "Show what reply MESSAGE_ID (or the reply to user message MESSAGE_ID) was given:",
+        (
+            "Show what reply MESSAGE_ID (or the reply to user message MESSAGE_ID) was given: the recalled memories "
+            "with their scores, the budget, the model and its usage."
+        ),
     ),
     "memory": ("agentd.cli.memory", "Long-term memories: add, search, list, forget, import, reembed."),
     "personas": ("agentd.cli.personas", "List the personas with their model and context window."),

@@ -15,18 +15,23 @@ if TYPE_CHECKING:
     from agentd.app import App
 
 
-def _preload(app: App) -> None:
-    """Load the embedding model, the tokenizers and litellm (when a persona needs it) while
-    the daemon already answers: the first reply need not wait for them."""
-    import structlog
+def _start(app: App, what: str) -> threading.Thread:
+    """Run ``app.preload_<what>()`` on a thread; a failure is logged (the first request that
+    needs the part reports it properly). Not a daemon thread: a model half-loaded by native
+    code must not be cut off at exit."""
 
-    log = structlog.get_logger("agentd.serve")
-    try:
-        app.preload()
-    except Exception as exc:  # the first request that needs the part reports it properly
-        log.warning("preload_failed", error=f"{type(exc).__name__}: {exc}")
-    else:
-        log.info("preloaded")
+    def preload() -> None:
+        import structlog
+
+        log = structlog.get_logger("agentd.serve")
+        try:
+            getattr(app, f"preload_{what}")()
+        except Exception as exc:
+            log.warning("preload_failed", part=what, error=f"{type(exc).__name__}: {exc}")
+
+    thread = threading.Thread(target=preload, name=f"agentd-preload-{what}")
+    thread.start()
+    return thread
 
 
 @click.command()
@@ -52,17 +57,27 @@ def serve(app: App, host: str | None, port: int | None) -> None:
     except CannotListen as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
+    # The embedding model and the tokenizers load (native code, mostly) while the web
+    # framework is imported and the runtime built: the daemon answers its first request warm.
+    models = _start(app, "models")
     try:
         from agentd.api.server import DaemonServer
 
         server = DaemonServer(app, host, int(sock.getsockname()[1]), sock=sock)
     except BaseException:
         sock.close()
+        models.join()
         raise
+    models.join()
     # Everything loaded so far lives as long as the process: keep it out of the collector's
     # full passes (shorter pauses while serving, and a faster exit).
     gc.freeze()
     # One line on stdout that scripts (and the tests) can wait for.
     click.echo(f"agentd listening on {server.url} (OpenAPI at {server.url}/docs)", nl=True)
-    threading.Thread(target=_preload, args=(app,), name="agentd-preload", daemon=True).start()
-    server.run()
+    # litellm takes seconds to import (Python, all of it): after the daemon answers; the first
+    # reply from a real model waits for the import if it comes sooner.
+    llm = _start(app, "litellm")
+    try:
+        server.run()
+    finally:
+        llm.join()

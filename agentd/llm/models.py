@@ -8,7 +8,7 @@
 - Keys: which environment variable a provider reads its key from, for the
   providers people use most; ``agentd doctor`` reports from it, and
   :func:`request_key` decides what key a call sends. The table is checked against
-  ``litellm.validate_environment`` in tests/test_llm_offline.py.
+  ``litellm.validate_environment`` in tests/test_models.py.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ PLACEHOLDER_KEY = "agentd-no-key"
 #: Provider -> the environment variables it reads its key from (any one suffices).
 KEY_VARIABLES: dict[str, tuple[str, ...]] = {
     "openai": ("OPENAI_API_KEY",),
-    "text-completion-openai": ("OPENAI_API_KEY",),
     "anthropic": ("ANTHROPIC_API_KEY",),
     "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
     "mistral": ("MISTRAL_API_KEY",),
