@@ -5,9 +5,11 @@ an ``api_base``, with no key variable, against the fake OpenAI server."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from agentd.llm import litellm_module
 from agentd.llm.chat import LitellmChat, ModelSettings
 from agentd.llm.models import KEY_VARIABLES, PLACEHOLDER_KEY, key_variables, max_input_tokens, request_key
 from agentd.llm.tokens import counter_for, encoding_name
-from tests.conftest import REPO
+from tests.conftest import REPO, agentd_cli, write_home
 from tests.fakeopenai import FakeOpenAI, Turn
 
 ENGLISH = "The quarterly planning meeting moved to Thursday because the venue was double booked."
@@ -167,3 +169,35 @@ def test_a_persona_with_api_base_needs_no_key_variable(
     monkeypatch.delenv("LOCAL_KEY")
     with pytest.raises(LLMAuthError, match="LOCAL_KEY"):
         request_key("openai/llama3", "LOCAL_KEY", fake_openai.url)
+
+
+def test_doctor_pings_each_personas_model_and_reports_latency_or_the_exact_error(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """Answered, refused, and too slow (bounded by --timeout); the key check needs no litellm."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        refused_url = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
+    slow = FakeOpenAI().start()
+    slow.queue(Turn(text="late", delay=30))
+    personas = {
+        "answers": f'name = "answers"\nmodel = "openai/m"\napi_base = "{fake_openai.url}"\nsystem_prompt = "x"\n',
+        "refused": f'name = "refused"\nmodel = "openai/m"\napi_base = "{refused_url}"\nsystem_prompt = "x"\n',
+        "slow": f'name = "slow"\nmodel = "openai/m"\napi_base = "{slow.url}"\nsystem_prompt = "x"\n',
+    }
+    config = write_home(tmp_path, personas=personas)
+    try:
+        started = time.monotonic()
+        result = agentd_cli("doctor", "--ping", "--timeout", "2", "--json", config=config)
+        elapsed = time.monotonic() - started
+    finally:
+        slow.stop()
+    assert result.returncode == 1, result.stderr
+    report = {c["check"]: c for c in json.loads(result.stdout)}
+    assert report["llm answers"]["ok"] and "no key variable needed" in report["llm answers"]["detail"]
+    assert report["ping answers"]["ok"] and "answered in" in report["ping answers"]["detail"]
+    assert not report["ping refused"]["ok"] and "onnect" in report["ping refused"]["detail"]
+    assert not report["ping slow"]["ok"]
+    assert "imeout" in report["ping slow"]["detail"] or "no answer within 2 s" in report["ping slow"]["detail"]
+    assert elapsed < 25  # the slow server would take 30 s
+    assert fake_openai.chat_requests()[-1]["max_tokens"] == 1

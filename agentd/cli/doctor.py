@@ -136,8 +136,9 @@ def ping_model(p: Persona, timeout: float) -> Check:
     start = time.perf_counter()
     try:
         LitellmChat().stream(settings, [{"role": "user", "content": "Say OK."}], [], lambda _text: None)
-    except AgentdError as exc:
-        return Check(f"ping {p.name}", False, f"{p.model}: {exc}")
+    except AgentdError as exc:  # agentd's model errors name the model already
+        text = str(exc)
+        return Check(f"ping {p.name}", False, text if text.startswith(p.model) else f"{p.model}: {text}")
     except Exception as exc:  # a doctor reports every failure instead of crashing
         return Check(f"ping {p.name}", False, f"{p.model}: {type(exc).__name__}: {exc}")
     ms = (time.perf_counter() - start) * 1000
@@ -151,6 +152,12 @@ def ping_model(p: Persona, timeout: float) -> Check:
 def ping_all(personas: list[Persona], timeout: float) -> list[Check]:
     """Ping every persona's model at once; one that has not answered by ``timeout`` (plus a
     second of slack) is reported as such, whatever the client library does."""
+    from agentd.llm.offline import is_offline
+
+    if any(not is_offline(p.model) for p in personas):
+        from agentd.llm import litellm_module
+
+        litellm_module()  # imported (seconds) before the clocks start: not the model's time
     results: dict[str, Check] = {}
     lock = threading.Lock()
 
@@ -200,9 +207,17 @@ def checks(app: App, ping_timeout: float | None = None) -> list[Check]:
         if emb is None:
             return "none configured: automatic retrieval and recall are off"
         start = time.perf_counter()
+        load = getattr(emb, "load", None)
+        if load is not None:  # a local model: loaded (and its weights checked) on first use
+            load()
+        loaded = (time.perf_counter() - start) * 1000
+        start = time.perf_counter()
         emb.embed(["doctor probe"])
         ms = (time.perf_counter() - start) * 1000
-        return f"{emb.model_id}, {emb.dimension}-d, one query in {ms:.1f} ms (weights checked by sha256)"
+        return (
+            f"{emb.model_id}, {emb.dimension}-d, loaded in {loaded:.0f} ms (weights checked by sha256), "
+            f"one query in {ms:.1f} ms"
+        )
 
     found.append(_run("embedder", embedder))
 
