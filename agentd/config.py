@@ -154,7 +154,7 @@ class MemoryConfig(_Section):
 
 
 class HistoryConfig(_Section):
-    """``[history]``: recall of the user's own earlier exchanges (seed 004)."""
+    """``[history]``: recall of the user's own earlier exchanges."""
 
     enabled: bool = True
     max_snippets: int = Field(default=3, ge=0, le=50)

@@ -26,7 +26,8 @@ def test_the_shipped_config_and_personas_load_as_they_are() -> None:
 
 
 def test_defaults_without_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With no file anywhere the built-in defaults apply (seed defaults included)."""
+    """With no file anywhere the built-in defaults apply (top_k 3, recall limit 5,
+    context budget 2000 and limit 20, 200k for Claude)."""
     monkeypatch.chdir(tmp_path)
     cfg = load_config(None, environ={})
     assert cfg.source == "built-in defaults"

@@ -1,4 +1,4 @@
-"""User history recall (seed 004) through the runtime and the store, with the offline model.
+"""User history recall through the runtime and the store, with the offline model.
 
 What the persona was given is read back from public surfaces: the events of the
 turn, the stored context record and the stored ``user_history`` system message.

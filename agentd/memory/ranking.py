@@ -47,7 +47,8 @@ class MemoryHit:
     bm25: float = 0.0
 
     def as_result(self) -> dict[str, Any]:
-        """Seed 002's result item, plus id, scope, relevance and metadata."""
+        """The recall skill's result item (text, category, score, created_at),
+        plus id, scope, relevance and metadata."""
         return {
             "id": self.memory.id,
             "text": self.memory.text,

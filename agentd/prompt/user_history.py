@@ -1,4 +1,4 @@
-"""User history recall (seed 004): the user's own earlier exchanges, and search seeds.
+"""User history recall: the user's own earlier exchanges, and search seeds.
 
 Pipeline, per reply:
 
@@ -44,7 +44,7 @@ from agentd.store import Store
 from agentd.text import quote
 from agentd.words import content_words, dedupe, is_content, words
 
-#: How many seeds are harvested (seed 004: "the first five").
+#: How many seeds are harvested ("the first five" de-duplicated words).
 SEED_COUNT = 5
 _WS = re.compile(r"\s+")
 _GRAPHEME = regex.compile(r"\X")

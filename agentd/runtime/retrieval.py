@@ -1,4 +1,4 @@
-"""Automatic retrieval (seed 000): best effort, bounded in time, never an error for the user."""
+"""Automatic retrieval: best effort, bounded in time, never an error for the user."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``remember`` and ``recall``: the model's explicit access to long-term memory (seed 002)."""
+"""``remember`` and ``recall``: the model's explicit access to long-term memory."""
 
 from __future__ import annotations
 
@@ -77,7 +77,11 @@ class RememberSkill:
 
 
 class RecallSkill:
-    """``recall(query, limit=5)``: search long-term memory (seed 002's format and errors)."""
+    """``recall(query, limit=5)``: search long-term memory.
+
+    Results carry text, category, score and created_at; bad arguments are InvalidInput,
+    a failed search ExecutionFailed.
+    """
 
     name = "recall"
 
@@ -85,7 +89,7 @@ class RecallSkill:
         self._memory = memory
 
     def definition(self) -> dict[str, Any]:
-        """The tool definition (seed 002's input schema)."""
+        """The tool definition: ``query`` (required) and ``limit``."""
         return function_tool(
             self.name,
             "Search long-term memory for stored facts, preferences or context relevant to a query.",
