@@ -10,7 +10,8 @@ embedder. A store with one memory and one exchange is made first (not timed).
 200, and until the "listening" line is printed; the daemon is then stopped with
 SIGTERM. Prints each command's median wall time, its ratio to the median of
 ``python -c pass`` measured in the same run (the ratio is what to compare on a
-shared machine), whether the run imported litellm (it must not), and the targets.
+shared machine), its median CPU time (user + system), whether the run imported
+litellm (it must not), and the targets.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -27,7 +29,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 #: command label -> (argv after ``agentd``, target seconds or None)
@@ -53,6 +55,7 @@ class Row:
     times: list[float]
     target: float | None
     imported_litellm: bool = False
+    cpu: list[float] = field(default_factory=list)
 
     @property
     def median(self) -> float:
@@ -66,10 +69,19 @@ def _agentd() -> str:
     return exe
 
 
-def _run(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _run(argv: list[str], env: dict[str, str], cwd: Path, cpu: list[float] | None = None) -> float:
+    """Wall seconds of one run; its CPU seconds (user + system) are appended to ``cpu``."""
+    before = _cpu()
     start = time.perf_counter()
     done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
     elapsed = time.perf_counter() - start
+    if cpu is not None:
+        cpu.append(_cpu() - before)
     if done.returncode != 0:
         sys.exit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr}")
     return elapsed
@@ -149,10 +161,11 @@ def main() -> None:
         rows: list[Row] = []
         baseline = Row("python -c pass", [], None)
         for _ in range(args.runs):
-            baseline.times.append(_run([sys.executable, "-c", "pass"], env, work))
+            baseline.times.append(_run([sys.executable, "-c", "pass"], env, work, baseline.cpu))
         rows.append(baseline)
         for label, (argv, target) in COMMANDS.items():
-            row = Row(label, [_run([exe, *argv], env, work) for _ in range(args.runs)], target)
+            row = Row(label, [], target)
+            row.times = [_run([exe, *argv], env, work, row.cpu) for _ in range(args.runs)]
             row.imported_litellm = _imports_litellm(argv, env, work)
             rows.append(row)
         listen, healthy = [], []
@@ -170,6 +183,7 @@ def main() -> None:
                 "command": r.label,
                 "median_s": round(r.median, 4),
                 "ratio_to_python": round(r.median / base, 2),
+                "cpu_median_s": round(statistics.median(r.cpu), 4) if r.cpu else None,
                 "target_s": r.target,
                 "imported_litellm": r.imported_litellm,
                 "runs": [round(t, 4) for t in r.times],
@@ -180,11 +194,13 @@ def main() -> None:
         return
     load = os.getloadavg()
     print(f"agentd startup, {args.runs} runs each, medians; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
-    print(f"{'command':28} {'median':>8} {'x python':>9} {'target':>8}  litellm")
+    print("wall: median elapsed; cpu: median user+system seconds of the process (less sensitive to load)")
+    print(f"{'command':28} {'wall':>8} {'x python':>9} {'cpu':>8} {'target':>8}  litellm")
     for r in rows:
         target = f"{r.target:.1f} s" if r.target else ""
+        cpu = f"{statistics.median(r.cpu):7.3f}s" if r.cpu else ""
         flag = "" if r is baseline or r.label.startswith("serve") else ("IMPORTED" if r.imported_litellm else "no")
-        print(f"{r.label:28} {r.median:7.3f}s {r.median / base:8.1f}x {target:>8}  {flag}")
+        print(f"{r.label:28} {r.median:7.3f}s {r.median / base:8.1f}x {cpu:>8} {target:>8}  {flag}")
 
 
 if __name__ == "__main__":
