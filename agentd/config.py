@@ -18,6 +18,12 @@ Where data lives: ``[database] url``, else ``agentd.db`` in the data directory,
 
 Every problem becomes a :class:`~agentd.ConfigError` naming the file (or the
 environment variable), the dotted key and the reason.
+
+The loader is these few functions rather than pydantic-settings: its sources
+would not say whether a bad value came from the file or from which variable,
+it reads variable values as JSON where the file is TOML (``AGENTD_MEMORY__TOP_K=5``
+should mean what ``top_k = 5`` means), and it would add its import to every
+command's start for what ``_apply_env`` does in thirty lines.
 """
 
 from __future__ import annotations
