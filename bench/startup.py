@@ -152,6 +152,9 @@ def main() -> None:
         home.mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
         env.update({"HOME": str(home), "AGENTD_HOME": str(home / "agentd")})
+        # Byte-code caches are written by the warm-up runs, as on any normal install (pip writes
+        # them for installed packages): a run without them compiles every module again.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         env.pop("XDG_DATA_HOME", None)
         env.pop("XDG_CONFIG_HOME", None)
         # The store, one memory and one exchange (not timed); byte-code caches are warm after it.
