@@ -218,7 +218,7 @@ class App:
         """Load now what the first reply would otherwise wait for: the embedding model and the
         personas' tokenizers (native code, mostly: a thread loads them while others work)."""
         embedder = self.embedder
-        if isinstance(embedder, LoadedOnFirstUse):
+        if embedder is not None:
             embedder.load()
         from agentd.llm.tokens import counter_for
 

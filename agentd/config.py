@@ -129,10 +129,10 @@ class MemoryConfig(_Section):
 
     auto_retrieve: bool = True
     top_k: int = Field(default=3, ge=1, le=100)
-    #: Calibrated relevance below which automatic retrieval injects no memory (seed 000).
+    #: Calibrated relevance below which automatic retrieval injects no memory.
     min_score: float = Field(default=0.5, ge=0.0, le=1.0)
     recall_limit: int = Field(default=5, ge=1, le=100)
-    #: Threshold of the ``recall`` skill (seed 002: none, the top ``limit`` by score).
+    #: Threshold of the ``recall`` skill (default none: the top ``limit`` by score).
     recall_min_score: float | None = Field(default=None, ge=0.0, le=1.0)
     token_budget: int = Field(default=2000, ge=1)
     limit: int = Field(default=20, ge=1, le=1000)

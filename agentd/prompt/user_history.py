@@ -108,8 +108,8 @@ def is_sparse(query: str, below: int) -> bool:
 
 def seeded_query(query: str, recalled: HistoryRecall, sparse_below: int) -> str:
     """The memory query: ``query`` with the recalled seeds appended when it is sparse, or the
-    seeds alone when it has no content word (seed 004: seeds supply the base query when the
-    goal is empty); ``query`` unchanged otherwise."""
+    seeds alone when it has no content word (seeds supply the base query when the goal is
+    empty); ``query`` unchanged otherwise."""
     if not recalled.seeds:
         return query
     if not content_words(query):

@@ -110,7 +110,7 @@ class RecallSkill:
                 'recall needs an embedding model; configure [embedding] provider = "local" or "litellm"'
             )
         limit = _int_arg(arguments, "limit", self._memory.config.recall_limit, 1, 100)
-        # Seed 002: the top ``limit`` by score, with no threshold unless configured.
+        # The recall skill's contract: the top ``limit`` by score, with no threshold unless configured.
         threshold = self._memory.config.recall_min_score or 0.0
         try:
             hits = self._memory.search(
