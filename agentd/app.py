@@ -2,23 +2,35 @@
 
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from agentd._exceptions import StoreError
 from agentd.config import Config, EmbeddingConfig
-from agentd.embedders import Calibration, Embedder
-from agentd.embedders.guard import GuardedEmbedder, guarded
-from agentd.memory import MemoryService
-from agentd.personas import Personas
-from agentd.prompt.builder import ContextBuilder
-from agentd.prompt.windows import WindowMap
-from agentd.skills import SKILLS
-from agentd.store import Store
+
+# Each part is imported when it is first built: a command pays only for the parts it uses
+# (``agentd personas`` never loads the store, ``agentd memory list`` never the embedder).
+if TYPE_CHECKING:
+    import numpy as np
+
+    from agentd.embedders import Embedder
+    from agentd.embedders.guard import GuardedEmbedder
+    from agentd.memory import MemoryService
+    from agentd.personas import Personas
+    from agentd.prompt.builder import ContextBuilder
+    from agentd.prompt.windows import WindowMap
+    from agentd.store import Store
 
 
 def build_embedder(config: EmbeddingConfig) -> Embedder | None:
     """The configured embedder, or ``None`` for ``provider = "none"``."""
+    from agentd.embedders import Calibration
+
     if config.provider == "none":
         return None
     if config.provider == "local":
@@ -38,6 +50,63 @@ def build_embedder(config: EmbeddingConfig) -> Embedder | None:
     if config.calibration is not None:
         embedder.calibration = Calibration(config.calibration.midpoint, config.calibration.scale)
     return embedder
+
+
+class LoadedOnFirstUse:
+    """A local embedder whose model (about a second to load) is loaded by its first call.
+
+    Commands that never embed (``agentd memory list``, ``inspect``) never pay for it;
+    what the store and the ranking need before that — the model id, the dimension,
+    the calibration and the word weights — is known from the model's description.
+    """
+
+    def __init__(self, config: EmbeddingConfig) -> None:
+        from agentd.embedders import Calibration
+        from agentd.embedders.local import DIMENSION, local_model
+
+        spec = local_model(config.model)
+        self.model_id = spec.model_id
+        self.dimension = DIMENSION
+        self.calibration = spec.calibration
+        if config.calibration is not None:
+            self.calibration = Calibration(config.calibration.midpoint, config.calibration.scale)
+        self.words = spec.words
+        self._config = config
+        self._lock = threading.Lock()
+        self._model: Embedder | None = None
+
+    def load(self) -> Embedder:
+        """The loaded model (loaded now if it was not yet)."""
+        with self._lock:
+            if self._model is None:
+                model = build_embedder(self._config)
+                assert model is not None
+                self._model = model
+            return self._model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Texts to be stored (see :class:`~agentd.embedders.Embedder`)."""
+        return self.load().embed(texts)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Search queries (see :class:`~agentd.embedders.Embedder`)."""
+        return self.load().embed_queries(texts)
+
+
+def ensure_data_dir(path: Path) -> Path:
+    """Create the data directory if needed; a clear error when it cannot be used."""
+    advice = "set AGENTD_HOME to a directory this user can write (or [database] url to a file)"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise StoreError(f"the data directory {path} is not a directory; {advice}") from None
+    except OSError as exc:
+        raise StoreError(f"cannot create the data directory {path}: {exc.strerror}; {advice}") from None
+    if not path.is_dir():
+        raise StoreError(f"the data directory {path} is not a directory; {advice}")
+    if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+        raise StoreError(f"cannot read and write the data directory {path}; {advice}")
+    return path
 
 
 @dataclass(frozen=True)
@@ -68,6 +137,8 @@ class App:
         if unknown:
             raise TypeError(f"unknown parts: {sorted(unknown)}")
         if parts.get("embedder") is not None:  # an injected embedder is bounded and checked too
+            from agentd.embedders.guard import guarded
+
             parts["embedder"] = guarded(parts["embedder"], config.embedding.timeout_seconds)
         # cached_property reads the instance dict first, so an injected part wins.
         self.__dict__.update(parts)
@@ -75,29 +146,44 @@ class App:
     @cached_property
     def personas(self) -> Personas:
         """Every persona in ``personas.dir``."""
+        from agentd.personas import Personas
+        from agentd.skills import SKILLS
+
         return Personas.load(self.config.personas_dir, tuple(SKILLS))
 
     @cached_property
     def embedder(self) -> GuardedEmbedder | None:
         """The configured embedder (``None`` when ``provider = "none"``), every call bounded in
-        time and every answer checked (:mod:`agentd.embedders.guard`)."""
-        return guarded(build_embedder(self.config.embedding), self.config.embedding.timeout_seconds)
+        time and every answer checked (:mod:`agentd.embedders.guard`); a local model is loaded
+        on first use (:class:`LoadedOnFirstUse`)."""
+        from agentd.embedders.guard import guarded
+
+        config = self.config.embedding
+        inner = LoadedOnFirstUse(config) if config.provider == "local" else build_embedder(config)
+        return guarded(inner, config.timeout_seconds)
 
     @cached_property
     def store(self) -> Store:
         """The database, created and upgraded on first use."""
+        from agentd.store import Store
+
+        if not self.config.database.url:
+            ensure_data_dir(self.config.data_dir)
         dim = self.embedder.dimension if self.embedder is not None else 384
         return Store.open(self.config.database_url, self.config.database.busy_timeout_ms, dim)
 
     @cached_property
     def memory(self) -> MemoryService:
         """The memory service over the store and the embedder."""
+        from agentd.memory import MemoryService
+
         return MemoryService(self.store, self.embedder, self.config.memory, personas=self.personas)
 
     @cached_property
     def windows(self) -> WindowMap:
-        """The per-model context window map (config, then litellm, then defaults)."""
+        """The per-model context window map (config, then litellm's model information, then defaults)."""
         from agentd.llm.models import max_input_tokens
+        from agentd.prompt.windows import WindowMap
 
         return WindowMap(self.config.models, max_input_tokens)
 
@@ -105,6 +191,7 @@ class App:
     def builder(self) -> ContextBuilder:
         """Assembles personas' prompts from the store."""
         from agentd.llm.tokens import counter_for
+        from agentd.prompt.builder import ContextBuilder
 
         return ContextBuilder(self.store, self.config, self.windows, counter_for)
 
@@ -127,10 +214,30 @@ class App:
             )
         return found
 
+    def preload_models(self) -> None:
+        """Load now what the first reply would otherwise wait for: the embedding model and the
+        personas' tokenizers (native code, mostly: a thread loads them while others work)."""
+        embedder = self.embedder
+        if embedder is not None:
+            embedder.load()
+        from agentd.llm.tokens import counter_for
+
+        for persona in self.personas.values():
+            counter_for(persona.model)
+
+    def preload_litellm(self) -> None:
+        """Import litellm (seconds) when a persona calls a model through it."""
+        from agentd.llm.offline import is_offline
+
+        if any(not is_offline(p.model) for p in self.personas.values()):
+            from agentd.llm import litellm_module
+
+            litellm_module()
+
     def close(self) -> None:
         """Stop waiting on the embedder, and release the database."""
         embedder = self.__dict__.get("embedder")
-        if isinstance(embedder, GuardedEmbedder):
+        if embedder is not None:
             embedder.close()
         if "store" in self.__dict__ and not self._closed:
             self.store.close()

@@ -1,13 +1,29 @@
 """agentd.toml, parsed once into typed, frozen values.
 
 Where the file comes from, in order: ``--config PATH``, ``$AGENTD_CONFIG``,
-``./agentd.toml``, else the built-in defaults. A path that was asked for and is
-missing is an error. Environment variables ``AGENTD_<SECTION>__<KEY>`` override
-single keys (``AGENTD_MEMORY__TOP_K=5``); their values are read as TOML values
-when they parse as one (``5``, ``true``, ``0.4``) and as strings otherwise.
+``./agentd.toml``, the user's own ``agentd.toml`` (in ``$AGENTD_HOME`` when it is
+set, else in the platform's user config directory, ``~/.config/agentd`` on
+Linux), else the built-in defaults. A path that was asked for and is missing is
+an error. Environment variables ``AGENTD_<SECTION>__<KEY>`` override single keys
+(``AGENTD_MEMORY__TOP_K=5``); their values are read as TOML values when they
+parse as one (``5``, ``true``, ``0.4``) and as strings otherwise. Other
+``AGENTD_*`` variables are not overrides: ``AGENTD_CONFIG`` and ``AGENTD_HOME``
+are read here, ``AGENTD_URL`` and ``AGENTD_API_KEY`` by the client commands, and
+any other is ignored (``agentd doctor`` lists them, in case one is a typo).
+
+Where data lives: ``[database] url``, else ``agentd.db`` in the data directory,
+``$AGENTD_HOME`` when it is set, else the platform's user data directory
+(``~/.local/share/agentd`` on Linux). The personas: ``[personas] dir``, else
+``personas/`` next to the config file, else the examples shipped with agentd.
 
 Every problem becomes a :class:`~agentd.ConfigError` naming the file (or the
 environment variable), the dotted key and the reason.
+
+The loader is these few functions rather than pydantic-settings: its sources
+would not say whether a bad value came from the file or from which variable,
+it reads variable values as JSON where the file is TOML (``AGENTD_MEMORY__TOP_K=5``
+should mean what ``top_k = 5`` means), and it would add its import to every
+command's start for what ``_apply_env`` does in thirty lines.
 """
 
 from __future__ import annotations
@@ -24,10 +40,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from agentd._exceptions import ConfigError
 
 ENV_PREFIX = "AGENTD_"
+#: The directory for agentd's data (and its own agentd.toml), instead of the platform's.
+HOME_ENV = "AGENTD_HOME"
+#: The config file to read, like ``--config``.
+CONFIG_ENV = "AGENTD_CONFIG"
+#: The database file in the data directory when ``[database] url`` is empty.
+DATABASE_FILE = "agentd.db"
 #: ``[embedding] model`` names of the offline models (agentd/embedders/local.py); "" is the default.
 LOCAL_EMBEDDING_MODELS = ("e5-small-v2", "all-MiniLM-L6-v2")
-#: Environment variables with the prefix that are not key overrides.
-_ENV_NOT_OVERRIDES = frozenset({"AGENTD_CONFIG", "AGENTD_HOME"})
+#: Environment variables with the prefix that are read, but are not key overrides:
+#: the client commands (``agentd post``, adapters) read the daemon's URL and key.
+KNOWN_ENV = frozenset({CONFIG_ENV, HOME_ENV, "AGENTD_URL", "AGENTD_API_KEY"})
 
 
 class _Section(BaseModel):
@@ -55,9 +78,14 @@ class DaemonConfig(_Section):
 
 
 class DatabaseConfig(_Section):
-    """``[database]``: the SQLite file (relative paths are relative to the config file)."""
+    """``[database]``: where the data lives.
 
-    url: str = "sqlite:///agentd.db"
+    Empty ``url``: ``agentd.db`` in the data directory (``$AGENTD_HOME``, else the
+    platform's user data directory). A relative ``sqlite:///`` path is relative to
+    the config file.
+    """
+
+    url: str = ""
     busy_timeout_ms: int = Field(default=5000, ge=0)
 
 
@@ -101,10 +129,10 @@ class MemoryConfig(_Section):
 
     auto_retrieve: bool = True
     top_k: int = Field(default=3, ge=1, le=100)
-    #: Calibrated relevance below which automatic retrieval injects no memory (seed 000).
+    #: Calibrated relevance below which automatic retrieval injects no memory.
     min_score: float = Field(default=0.5, ge=0.0, le=1.0)
     recall_limit: int = Field(default=5, ge=1, le=100)
-    #: Threshold of the ``recall`` skill (seed 002: none, the top ``limit`` by score).
+    #: Threshold of the ``recall`` skill (default none: the top ``limit`` by score).
     recall_min_score: float | None = Field(default=None, ge=0.0, le=1.0)
     token_budget: int = Field(default=2000, ge=1)
     limit: int = Field(default=20, ge=1, le=1000)
@@ -132,7 +160,7 @@ class MemoryConfig(_Section):
 
 
 class HistoryConfig(_Section):
-    """``[history]``: recall of the user's own earlier exchanges (seed 004)."""
+    """``[history]``: recall of the user's own earlier exchanges."""
 
     enabled: bool = True
     max_snippets: int = Field(default=3, ge=0, le=50)
@@ -184,13 +212,18 @@ class LoggingConfig(_Section):
     """``[logging]``."""
 
     level: Literal["debug", "info", "warning", "error"] = "info"
-    format: Literal["console", "json"] = "console"
+    #: ``auto``: JSON lines when the log stream (stderr) is not a terminal, else console.
+    format: Literal["auto", "console", "json"] = "auto"
 
 
 class PersonasConfig(_Section):
-    """``[personas]``: where persona files live."""
+    """``[personas]``: where persona files live.
 
-    dir: str = "personas"
+    Empty: ``personas/`` next to the config file when there is one, else the
+    examples shipped with agentd.
+    """
+
+    dir: str = ""
 
 
 class ChannelConfig(_Section):
@@ -217,8 +250,9 @@ class IrcAdapterConfig(_Section):
     #: Name of the environment variable holding the server password (PASS), if any.
     password_env: str = ""
     realname: str = "agentd"
-    #: Where the adapter keeps its place in each feed and the replies it still owes.
-    state_file: str = "data/irc-adapter.json"
+    #: Where the adapter keeps its place in each feed and the replies it still owes
+    #: (empty: irc-adapter.json in the data directory; relative: to the config file).
+    state_file: str = ""
     #: The daemon's URL (default: from [daemon] host and port).
     daemon_url: str = ""
 
@@ -249,6 +283,8 @@ class Config:
 
     source: str
     base_dir: Path
+    #: Where agentd keeps its data when the config names no other place.
+    data_dir: Path
     daemon: DaemonConfig
     database: DatabaseConfig
     embedding: EmbeddingConfig
@@ -260,6 +296,8 @@ class Config:
     personas_dir: Path
     channels: dict[str, ChannelConfig]
     adapters: AdaptersConfig = AdaptersConfig()
+    #: ``AGENTD_*`` variables in the environment that agentd does not read (typos, perhaps).
+    ignored_env: tuple[str, ...] = ()
 
     def channel_project_dir(self, channel: str) -> Path | None:
         """The project directory configured for ``channel``, resolved against the config file."""
@@ -270,7 +308,9 @@ class Config:
 
     @property
     def database_url(self) -> str:
-        """The database URL with a relative SQLite path made absolute."""
+        """The database URL: a relative SQLite path made absolute; empty: the data directory's file."""
+        if not self.database.url:
+            return f"sqlite:///{self.data_dir / DATABASE_FILE}"
         return resolve_sqlite_url(self.database.url, self.base_dir)
 
     def replace(self, **sections: Any) -> Config:
@@ -298,14 +338,22 @@ def _parse_env_value(raw: str) -> Any:
         return raw
 
 
-def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
-    """Merge ``AGENTD_SECTION__KEY`` overrides into ``data``; return key path -> env var."""
+def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """Merge ``AGENTD_SECTION__KEY`` overrides into ``data``.
+
+    Returns key path -> env var, and the ``AGENTD_*`` variables that are neither an
+    override nor one agentd reads (ignored).
+    """
     origins: dict[str, str] = {}
+    ignored: list[str] = []
     for name in sorted(environ):
-        if not name.startswith(ENV_PREFIX) or name in _ENV_NOT_OVERRIDES:
+        if not name.startswith(ENV_PREFIX) or name in KNOWN_ENV:
+            continue
+        if "__" not in name:
+            ignored.append(name)
             continue
         parts = [p.lower() for p in name[len(ENV_PREFIX) :].split("__")]
-        if len(parts) < 2 or not all(parts):
+        if not all(parts):
             raise ConfigError(
                 f"environment variable {name}",
                 "",
@@ -319,7 +367,7 @@ def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, st
             node = child
         node[parts[-1]] = _parse_env_value(environ[name])
         origins[".".join(parts)] = name
-    return origins
+    return origins, tuple(ignored)
 
 
 def _describe(err: Mapping[str, Any]) -> str:
@@ -331,14 +379,34 @@ def _describe(err: Mapping[str, Any]) -> str:
     return msg
 
 
+def data_dir(environ: Mapping[str, str]) -> Path:
+    """``$AGENTD_HOME``, else the platform's user data directory (``~/.local/share/agentd``)."""
+    if environ.get(HOME_ENV):
+        return Path(environ[HOME_ENV]).expanduser().resolve()
+    from platformdirs import user_data_path
+
+    return user_data_path("agentd", appauthor=False)
+
+
+def user_config_path(environ: Mapping[str, str]) -> Path:
+    """The user's own ``agentd.toml``: in ``$AGENTD_HOME``, else the platform's user config directory."""
+    if environ.get(HOME_ENV):
+        return Path(environ[HOME_ENV]).expanduser() / "agentd.toml"
+    from platformdirs import user_config_path as platform_config
+
+    return platform_config("agentd", appauthor=False) / "agentd.toml"
+
+
 def find_config_path(explicit: str | os.PathLike[str] | None, environ: Mapping[str, str]) -> Path | None:
-    """The config file to read: explicit, ``$AGENTD_CONFIG``, ``./agentd.toml`` or none."""
+    """The config file to read: explicit, ``$AGENTD_CONFIG``, ``./agentd.toml``, the user's, or none."""
     if explicit:
         return Path(explicit)
-    if environ.get("AGENTD_CONFIG"):
-        return Path(environ["AGENTD_CONFIG"])
-    local = Path("agentd.toml")
-    return local if local.is_file() else None
+    if environ.get(CONFIG_ENV):
+        return Path(environ[CONFIG_ENV])
+    for candidate in (Path("agentd.toml"), user_config_path(environ)):
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def load_config(
@@ -366,7 +434,7 @@ def load_config(
         source = "built-in defaults"
         base_dir = Path.cwd()
 
-    origins = _apply_env(data, env)
+    origins, ignored = _apply_env(data, env)
     try:
         root = _Root.model_validate(data)
     except ValidationError as exc:
@@ -375,9 +443,18 @@ def load_config(
         where = f"environment variable {origins[key]}" if key in origins else source
         raise ConfigError(where, key, _describe(err)) from None
 
+    if root.personas.dir:
+        personas_dir = (base_dir / Path(root.personas.dir).expanduser()).resolve()
+    elif cfg_path is not None and (base_dir / "personas").is_dir():
+        personas_dir = (base_dir / "personas").resolve()
+    else:
+        from agentd.shipped import example_personas
+
+        personas_dir = example_personas()
     return Config(
         source=source,
         base_dir=base_dir,
+        data_dir=data_dir(env),
         daemon=root.daemon,
         database=root.database,
         embedding=root.embedding,
@@ -386,7 +463,8 @@ def load_config(
         models=root.models,
         runtime=root.runtime,
         logging=root.logging,
-        personas_dir=(base_dir / root.personas.dir).resolve(),
+        personas_dir=personas_dir,
         channels=dict(root.channels),
         adapters=root.adapters,
+        ignored_env=ignored,
     )

@@ -1,4 +1,4 @@
-"""Latency of the user-history step (seed 004) for a user with many earlier messages.
+"""Latency of the user-history step for a user with many earlier messages.
 
     python bench/history.py [--messages 10000] [--runs 200]
 

@@ -1,8 +1,15 @@
 """Retrieval quality on LoCoMo: turn-level recall@k through agentd's own memory API.
 
-    python bench/locomo.py /work/shared/bench/locomo-dev.json
     python bench/locomo.py FILE --k 1,5,10,25 --dev 0,1,2 --modes dense,lexical,hybrid
     python bench/locomo.py FILE --model all-MiniLM-L6-v2     # the other local model
+
+FILE is LoCoMo data (Maharana et al., "Evaluating Very Long-Term Conversational
+Memory of LLM Agents", ACL 2024; CC BY-NC 4.0; ``locomo10.json`` in the authors'
+repository, github.com/snap-research/locomo), or any file in its format: a JSON
+list of conversations with ``conversation`` (sessions of turns with ``speaker``,
+``dia_id``, ``text``) and ``qa`` (``question``, ``evidence`` dia_ids,
+``category``). The figures in docs/retrieval.md are on the first five
+conversations of it. Nothing of it ships with agentd.
 
 Each conversation of the LoCoMo-format FILE is ingested as memories with
 ``MemoryService.add_many`` into a fresh SQLite store (one scope per

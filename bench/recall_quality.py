@@ -8,7 +8,7 @@ several users, persona-wide and channel memories, and labelled queries: what
 each should recall (``recall``), what it may recall either way (``maybe``);
 every other memory within the query's reach should not be recalled. Follow-up
 queries carry the user's earlier messages (``history``), which go through
-seed 004's history recall and seeding as a turn does.
+the user-history recall and seeding as a turn does.
 
 Every query is asked as automatic retrieval asks it (``MemoryService.search``
 with ``limit = [memory] top_k`` and the ``min_score`` threshold, defaults 3 and

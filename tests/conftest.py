@@ -34,7 +34,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from agentd.config import LoggingConfig
     from agentd.log import configure
 
-    configure(LoggingConfig(level="warning"))
+    configure(LoggingConfig(level="warning", format="console"))
 
 
 BUDDY = """

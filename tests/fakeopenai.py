@@ -109,6 +109,8 @@ class FakeOpenAI:
     def __init__(self, embedding_dim: int = 64) -> None:
         self.embedding_dim = embedding_dim
         self.requests: list[tuple[str, dict[str, Any]]] = []
+        #: The Authorization header of each request, in order (None when absent).
+        self.authorizations: list[str | None] = []
         self.script: deque[Turn] = deque()
         self.embedding_faults: deque[EmbeddingFault] = deque()
         #: When set, every embeddings request gets this fault (until set back to None).
@@ -140,6 +142,7 @@ class FakeOpenAI:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with fake._lock:
                     fake.requests.append((self.path, body))
+                    fake.authorizations.append(self.headers.get("Authorization"))
                 try:
                     if self.path.endswith("/embeddings"):
                         fake._embeddings(self, body)

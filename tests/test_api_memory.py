@@ -1,4 +1,4 @@
-"""The memory service over HTTP (seed 003): /context and /search share one search
+"""The memory service over HTTP: /context and /search share one search
 function; defaults, budget, greedy fill by score, per-user isolation; add, import,
 list, forget; budgets."""
 
@@ -35,7 +35,7 @@ def test_context_has_the_seed_fields_defaults_and_block(daemons) -> None:
     assert sorted(lines[1:]) == sorted(f"- {t}" for t in ALICE)
     assert result["context"].endswith("\n")
     assert result["memoriesUsed"] == 2
-    assert result["tokensUsed"] == sum(math.ceil(len(t) / 4) for t in ALICE)  # English: the seed's estimate rules
+    assert result["tokensUsed"] == sum(math.ceil(len(t) / 4) for t in ALICE)  # English: len/4 rules
     # Nothing to recall (a greeting), or nothing relevant enough for a threshold: an empty string and zeros.
     empty = {"context": "", "memoriesUsed": 0, "tokensUsed": 0, "tokenBudget": 2000}
     assert context(d, userId="alice", query="hello") == empty

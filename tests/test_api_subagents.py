@@ -1,4 +1,4 @@
-"""Subagents (seed 003) over HTTP: ``delegate(persona, task)`` runs another persona in a
+"""Subagents over HTTP: ``delegate(persona, task)`` runs another persona in a
 child channel with its own memory context at the smaller budget (1000 tokens, limit
 10), and its answer comes back as the tool result; depth is bounded, cycles refused."""
 

@@ -1,4 +1,4 @@
-"""The context assembler (seed 001) and the window map, with the model's real tokenizer."""
+"""The context assembler and the window map, with the model's real tokenizer."""
 
 from __future__ import annotations
 

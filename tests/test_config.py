@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 
 import pydantic
@@ -25,7 +26,8 @@ def test_the_shipped_config_and_personas_load_as_they_are() -> None:
 
 
 def test_defaults_without_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With no file anywhere the built-in defaults apply (seed defaults included)."""
+    """With no file anywhere the built-in defaults apply (top_k 3, recall limit 5,
+    context budget 2000 and limit 20, 200k for Claude)."""
     monkeypatch.chdir(tmp_path)
     cfg = load_config(None, environ={})
     assert cfg.source == "built-in defaults"
@@ -105,7 +107,100 @@ def test_a_bad_environment_override_names_the_variable(tmp_path: Path) -> None:
         load_config(path, environ={"AGENTD_MEMORY__TOP_K": "many"})
     assert "AGENTD_MEMORY__TOP_K" in str(info.value)
     with pytest.raises(ConfigError, match="AGENTD_<SECTION>__<KEY>"):
-        load_config(path, environ={"AGENTD_TOPK": "3"})
+        load_config(path, environ={"AGENTD_MEMORY__": "3"})
+
+
+def test_other_agentd_variables_are_never_fatal(tmp_path: Path) -> None:
+    """The client's variables are known; any other (a typo, perhaps) is ignored and listed."""
+    environ = {
+        "AGENTD_URL": "http://127.0.0.1:9",
+        "AGENTD_API_KEY": "k",
+        "AGENTD_HOME": str(tmp_path / "home"),
+        "AGENTD_TOPK": "3",
+        "AGENTD_MEMORY__TOP_K": "4",
+    }
+    cfg = load_config(write_home(tmp_path), environ=environ)
+    assert cfg.memory.top_k == 4
+    assert cfg.ignored_env == ("AGENTD_TOPK",)
+
+
+def test_the_data_directory_is_agentd_home_else_the_platforms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no [database] url the database is agentd.db in the data directory."""
+    monkeypatch.chdir(tmp_path)
+    home = tmp_path / "home"
+    cfg = load_config(None, environ={"AGENTD_HOME": str(home)})
+    assert cfg.data_dir == home.resolve()
+    assert cfg.database_url == f"sqlite:///{home.resolve() / 'agentd.db'}"
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    cfg = load_config(None, environ={})
+    assert cfg.data_dir == tmp_path / "xdg-data" / "agentd"
+    assert cfg.source == "built-in defaults"
+
+
+def test_the_users_own_config_is_read_from_anywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$AGENTD_HOME/agentd.toml (else the platform's config directory) when ./agentd.toml is absent;
+    ./agentd.toml wins over it."""
+    home = tmp_path / "home"
+    write_home(home, "[memory]\ntop_k = 6\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    cfg = load_config(None, environ={"AGENTD_HOME": str(home)})
+    assert cfg.source == str(home / "agentd.toml") and cfg.memory.top_k == 6
+    assert cfg.personas_dir == (home / "personas").resolve()
+    write_home(elsewhere, "[memory]\ntop_k = 2\n")
+    assert load_config(None, environ={"AGENTD_HOME": str(home)}).memory.top_k == 2
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    write_home(tmp_path / "xdg" / "agentd", "[memory]\ntop_k = 9\n")
+    monkeypatch.chdir(tmp_path)
+    assert load_config(None, environ={}).memory.top_k == 9
+
+
+def test_without_a_personas_dir_the_shipped_personas_are_used(tmp_path: Path) -> None:
+    path = tmp_path / "agentd.toml"
+    path.write_text("[memory]\ntop_k = 3\n")
+    cfg = load_config(path, environ={})
+    personas = Personas.load(cfg.personas_dir, tuple(SKILLS))
+    assert {"buddy", "researcher"} <= set(personas)
+
+
+def _keys(model: type[pydantic.BaseModel], prefix: str = "") -> dict[str, object]:
+    """Every leaf key of a config section with its default (nested sections flattened)."""
+    found: dict[str, object] = {}
+    for name, field in model.model_fields.items():
+        kinds = typing.get_args(field.annotation) or (field.annotation,)
+        kind = next((k for k in kinds if isinstance(k, type) and issubclass(k, pydantic.BaseModel)), None)
+        if kind is not None:
+            found.update(_keys(kind, f"{prefix}{name}."))
+        else:
+            found[f"{prefix}{name}"] = field.get_default(call_default_factory=True)
+    return found
+
+
+def test_the_shipped_agentd_toml_lists_every_key_with_its_default() -> None:
+    """agentd.toml (what `agentd init` writes) shows every key, and every value it sets is the
+    built-in default, but for the personas directory that `agentd init` writes next to it."""
+    from agentd.config import _Root
+
+    text = (REPO / "agentd.toml").read_text(encoding="utf-8")
+    sections = {name: f.annotation for name, f in _Root.model_fields.items()}
+    for section, model in sections.items():
+        if section == "channels":
+            assert "[channels." in text
+            continue
+        assert f"[{section}]" in text or f"[{section}." in text, section
+        assert isinstance(model, type) and issubclass(model, pydantic.BaseModel)
+        for key in _keys(model):
+            leaf = key.rsplit(".", 1)[-1]
+            shown = (f"\n{leaf} =", f"\n# {leaf} =", f"[{section}.{leaf}]")
+            assert any(s in text for s in shown), f"{section}.{key} is not in agentd.toml"
+    import tomllib
+
+    data = tomllib.loads(text)
+    assert data["personas"] == {"dir": "personas"}
+    data["personas"] = {}
+    assert _Root.model_validate(data) == _Root()
 
 
 @pytest.mark.parametrize(

@@ -82,7 +82,8 @@ def test_a_word_match_raises_relevance_and_no_shared_word_changes_nothing(app: A
 
 
 def test_seed_cases_hold_with_the_default_hybrid_search(app: App) -> None:
-    """Seed 000: found above the default threshold; an unrelated memory is not, even when a common word is shared."""
+    """The first-use cases: "User likes Python" is found above the default threshold; an unrelated
+    memory is not, even when a common word is shared."""
     app.memory.add("buddy", GLOBAL, "User likes Python", "preference")
     app.memory.add("buddy", GLOBAL, "User's dog is named Max")
     assert [h.memory.text for h in app.memory.search("What programming language should I learn?", BUDDY)] == [

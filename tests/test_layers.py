@@ -17,7 +17,9 @@ PACKAGE = REPO / "agentd"
 
 #: Each package's layer; a package may import its own layer (without cycles) and the ones below.
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(["_exceptions", "config", "scopes", "words", "text", "relevance", "personas", "log"], 0),
+    **dict.fromkeys(
+        ["_exceptions", "config", "scopes", "words", "text", "relevance", "personas", "log", "shipped", "web"], 0
+    ),
     **dict.fromkeys(["store", "llm", "embedders", "client"], 1),
     **dict.fromkeys(["prompt", "memory", "skills"], 2),
     **dict.fromkeys(["app", "runtime"], 3),
@@ -97,6 +99,6 @@ def test_no_import_cycles_between_packages() -> None:
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
-@pytest.mark.parametrize("package", ["config", "scopes", "words", "text", "relevance", "_exceptions"])
+@pytest.mark.parametrize("package", ["config", "scopes", "words", "text", "relevance", "_exceptions", "shipped"])
 def test_the_bottom_layer_imports_nothing_above_it(package: str) -> None:
     assert all(LAYERS[dep] == 0 for dep in import_graph().get(package, ())), import_graph()[package]

@@ -1,4 +1,4 @@
-"""The memory store through the memory service: seed 002's cases, scopes, dedupe, forget, import."""
+"""The memory store through the memory service: the recall skill's cases, scopes, dedupe, forget, import."""
 
 from __future__ import annotations
 
@@ -63,7 +63,8 @@ def test_seed_002_cooking_ranks_above_programming_for_food_recipes(app: App) -> 
 
 
 def test_relevance_threshold_with_shipped_defaults(app: App) -> None:
-    """Seed 000's case passes the default threshold; an unrelated memory does not."""
+    """A memory of "User likes Python" for "What programming language should I learn?" passes the
+    default threshold; an unrelated memory does not."""
     app.memory.add("buddy", GLOBAL, "User likes Python", "preference")
     app.memory.add("buddy", GLOBAL, "User's dog is named Max")
     assert app.memory.config.min_score == 0.5

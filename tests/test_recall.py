@@ -1,8 +1,8 @@
 """Recall people can trust, through the one search function and its callers.
 
-- the seeds' contracts: ``recall`` (seed 002) and the memory service (seed 003) give
+- the contracts: ``recall`` and the memory service (search, context) give
   the top ``limit`` by score with no threshold unless one is asked for; automatic
-  retrieval keeps seed 000's threshold;
+  retrieval keeps its threshold of 0.5;
 - what a query asks decides what is recalled: nothing for greetings and thanks, the
   user's own memories for questions about the user, their preferences for advice;
 - a memory without content ("a") is never recalled by chance.
@@ -36,7 +36,7 @@ def recall(app: App, arguments: dict[str, object], user: str = "alice") -> dict[
     return RecallSkill(app.memory).run(arguments, Caller("buddy", "general", user))
 
 
-# -- the seeds' contracts ---------------------------------------------------------------------------------------
+# -- the contracts ---------------------------------------------------------------------------------------------
 
 
 def test_recall_returns_the_top_limit_by_score_with_no_threshold(app: App) -> None:

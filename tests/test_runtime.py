@@ -1,6 +1,6 @@
 """The actor runtime through its public API, with litellm talking to a fake OpenAI server.
 
-Seed 000 (automatic retrieval) and seed 002 (recall) cases assert on what the
+Automatic retrieval and recall-skill cases assert on what the
 model actually received: the fake server records every request.
 """
 
@@ -70,7 +70,7 @@ def system_prompt(request: dict[str, Any]) -> str:
     return "\n".join(m["content"] for m in request["messages"] if m["role"] == "system")
 
 
-# -- seed 000: automatic retrieval -----------------------------------------------------------------
+# -- automatic retrieval --------------------------------------------------------------------------
 
 
 def test_a_related_memory_is_retrieved_and_injected_into_the_system_prompt(make_app, runtimes, fake_openai) -> None:
@@ -237,7 +237,7 @@ def test_the_offline_model_shows_what_it_was_given_and_remembers_when_asked(make
     assert "".join(e.text for e in again if isinstance(e, TokenDelta)) == text  # deterministic
 
 
-# -- seed 002: the recall skill through tool calls ---------------------------------------------------------
+# -- the recall skill through tool calls ------------------------------------------------------------------
 
 
 def tool_results(events: Sequence[Event]) -> list[ToolResult]:

@@ -1,4 +1,4 @@
-"""User history recall (seed 004) through the runtime and the store, with the offline model.
+"""User history recall through the runtime and the store, with the offline model.
 
 What the persona was given is read back from public surfaces: the events of the
 turn, the stored context record and the stored ``user_history`` system message.
@@ -372,7 +372,7 @@ def test_budget_cli_shows_the_user_history_section(tmp_path) -> None:
     assert "past exchanges: messages 1, 2" in shown.stdout
 
 
-# -- seed 004's rules as agentd applies them (README, "How a reply is made") -------------------------------------
+# -- the user-history rules as agentd applies them (README, "How a reply is made") -------------------------------------
 
 
 def test_an_exact_repeat_matches_although_no_content_word_is_shared(history_app) -> None:
@@ -399,7 +399,7 @@ def test_seeds_stand_in_for_a_query_without_content_words(history_app) -> None:
 
 
 def test_seeds_leave_out_the_words_the_query_already_has(history_app) -> None:
-    """The difference from seed 004 stated in the README: seeds are the first five new words."""
+    """As the README says: seeds are the first five new words (not the first five tokens)."""
     app = history_app()
     post(app, "Kyoto trip planning: quiet temples, moss gardens and tofu restaurants")
     recalled = UserHistory(app.store, app.config.history).recall("c", "alice", "the Kyoto trip?", None)

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from agentd import __version__
 from agentd.api import admin, channels, chat, errors, memory_routes, openai_compat, openapi, web
+from agentd.api.access import AccessLog
 from agentd.api.guard import ApiKeyGuard, BodyLimit, HostGuard, allowed_hosts
 from agentd.api.openai_errors import OpenAIErrorShape
 from agentd.api.state import Daemon
@@ -60,4 +61,5 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
     api.add_middleware(ApiKeyGuard, api_key=cfg.daemon.api_key)
     api.add_middleware(HostGuard, allowed=allowed_hosts(bind_host, cfg.daemon.allowed_hosts))
     api.add_middleware(OpenAIErrorShape)  # outermost: OpenAI's error shape on its routes, 401s and 421s included
+    api.add_middleware(AccessLog)  # outermost of all: every request is logged, refused ones too
     return api

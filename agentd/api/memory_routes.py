@@ -1,4 +1,4 @@
-"""The memory service over HTTP (seed 003): search, context, add, import, list, forget.
+"""The memory service over HTTP: search, context, add, import, list, forget.
 
 ``/v1/memory/search`` and ``/v1/memory/context`` share one search function
 (:func:`agentd.memory.known_facts.search`, over :meth:`MemoryService.search`).
@@ -98,7 +98,7 @@ def _search(body: SearchRequest, d: Daemon) -> dict[str, Any]:
 
 @router.post("/v1/memory/context", response_model=KnownFactsResponse, responses=EMBEDDER_ERRORS)
 async def context(body: KnownFactsRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
-    """Seed 003: the ``## Known Facts (from memory)`` block for a query, within a token budget.
+    """The ``## Known Facts (from memory)`` block for a query, within a token budget.
 
     Defaults: ``tokenBudget`` 2000, ``limit`` 20, no threshold (``minScore`` sets
     one). The top ``limit`` memories by score are taken best first until the next

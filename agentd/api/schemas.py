@@ -121,7 +121,7 @@ class SearchRequest(_Body):
 
 
 class KnownFactsRequest(_Body):
-    """``POST /v1/memory/context`` (seed 003)."""
+    """``POST /v1/memory/context``: the Known Facts block for a user and a query."""
 
     user_id: Identifier = Field(
         alias="userId", description="Whose memories may be used (plus global and channel ones). Also `user_id`."

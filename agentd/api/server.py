@@ -25,6 +25,7 @@ from agentd._exceptions import ConfigError
 from agentd.api.app import create_api
 from agentd.api.feed import ChannelHub
 from agentd.api.guard import check_bind
+from agentd.api.listen import bind_socket
 from agentd.api.schemas import HTTP_LINE_LIMIT
 from agentd.api.state import Daemon
 from agentd.app import App
@@ -35,18 +36,6 @@ log = structlog.get_logger("agentd.serve")
 
 #: After the runtime has stopped, how long open connections get to finish.
 CONNECTION_GRACE_SECONDS = 3
-
-
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (port 0: any free port)."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    family, kind, proto, _name, address = infos[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(address)
-    sock.listen(128)
-    sock.set_inheritable(True)
-    return sock
 
 
 class _Server(uvicorn.Server):
@@ -103,8 +92,16 @@ class DaemonServer:
     """
 
     def __init__(
-        self, app: App, host: str, port: int, *, llm: ChatModel | None = None, resume_pending: bool | None = None
+        self,
+        app: App,
+        host: str,
+        port: int,
+        *,
+        llm: ChatModel | None = None,
+        resume_pending: bool | None = None,
+        sock: socket.socket | None = None,
     ) -> None:
+        """``sock``: a socket already listening on ``host:port`` (``agentd serve`` binds first)."""
         cfg = app.config
         check_bind(host, cfg.daemon.api_key)
         for channel, entry in cfg.channels.items():
@@ -117,7 +114,7 @@ class DaemonServer:
                     f"unknown persona {unknown[0]!r}; known: {', '.join(app.personas) or 'none'}",
                 )
         self.app = app
-        self.sock = bind_socket(host, port)
+        self.sock = sock if sock is not None else bind_socket(host, port)
         self.host = host
         self.port = int(self.sock.getsockname()[1])
         self.runtime = Runtime(app, llm)

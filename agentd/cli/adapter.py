@@ -74,7 +74,12 @@ def irc(
         mapping = dict(parse_room(r) for r in (rooms or tuple(cfg.channels)))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--channel") from None
-    state = Path(state_file) if state_file else (app.config.base_dir / cfg.state_file)
+    if state_file:
+        state = Path(state_file)
+    elif cfg.state_file:
+        state = app.config.base_dir / cfg.state_file
+    else:
+        state = app.config.data_dir / "irc-adapter.json"
     base = url or cfg.daemon_url or daemon_url(app, None)
     password = os.environ.get(cfg.password_env) if cfg.password_env else None
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import getpass
 import sys
+import threading
 
 import click
 
+from agentd._exceptions import AgentdError
 from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import err, out, print_json_line
@@ -70,6 +72,11 @@ def chat(
         configure(app.config.logging.model_copy(update={"level": "warning"}))
     channel = channel or default_channel(p)
     user = user or _login()
+    # The embedding model and the tokenizer load on another thread (native code, mostly) while
+    # the store opens and the runtime starts; the first recall waits for the model if need be.
+    app.embedder  # noqa: B018  (built here, so both threads use the same one)
+    loading = threading.Thread(target=_preload, args=(app,), name="agentd-preload")
+    loading.start()
     runtime = Runtime(app)
     failed = False
     try:
@@ -83,8 +90,16 @@ def chat(
                 failed = failed or isinstance(event, Error)
     finally:
         runtime.stop(grace=5)
+        loading.join()
     if failed and message is not None:
         sys.exit(1)
+
+
+def _preload(app: App) -> None:
+    try:
+        app.preload_models()
+    except AgentdError:  # the turn that needs the model reports why it is missing
+        pass
 
 
 def _login() -> str:

@@ -1,19 +1,30 @@
-"""``agentd doctor``: is everything agentd needs here and working?"""
+"""``agentd doctor``: is everything agentd needs here and working?
+
+Without ``--ping`` nothing is sent anywhere and litellm is not imported: each
+persona's key variable is checked against the providers agentd knows. With
+``--ping`` each persona's model gets a one-token request, all at once, each
+bounded by ``--timeout``, and the report gives its latency or the exact error.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import click
-from rich.table import Table
 
 from agentd._exceptions import AgentdError, EmbeddingMismatch
-from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
+
+if TYPE_CHECKING:
+    from agentd.app import App
+    from agentd.personas import Persona
 
 
 @dataclass(frozen=True)
@@ -94,10 +105,99 @@ def _vectors(app: App) -> Check | None:
     )
 
 
-def checks(app: App) -> list[Check]:
-    """Every check, in order; later ones are skipped when what they need failed."""
+def _credentials(p: Persona) -> Check:
+    """Whether ``p``'s model has the key it needs, told without litellm."""
+    from agentd.llm.models import key_variables
+    from agentd.llm.offline import is_offline
+
+    name = f"llm {p.name}"
+    if is_offline(p.model):
+        return Check(name, True, f"{p.model}: the built-in offline model, no key needed")
+    if p.api_key_env:
+        present = bool(os.environ.get(p.api_key_env))
+        return Check(name, present, f"{p.model}: {p.api_key_env} " + ("is set" if present else "is not set"))
+    if p.api_base:
+        return Check(name, True, f"{p.model} at {p.api_base}: no key variable needed (a placeholder is sent)")
+    variables = key_variables(p.model)
+    if variables is None:
+        return Check(name, True, f"{p.model}: key not checked for this provider (`agentd doctor --ping` calls it)")
+    if any(os.environ.get(v) for v in variables):
+        return Check(name, True, f"{p.model}: {' or '.join(variables)} is set")
+    return Check(name, False, f"{p.model}: needs {' or '.join(variables)}, which is not set")
+
+
+def ping_model(p: Persona, timeout: float) -> Check:
+    """Send ``p``'s model a one-token request; its latency, or the exact error."""
+    from agentd.llm.chat import LitellmChat, ModelSettings
+
+    settings = ModelSettings(
+        model=p.model, max_tokens=1, api_base=p.api_base, api_key_env=p.api_key_env, timeout=timeout
+    )
+    start = time.perf_counter()
+    try:
+        LitellmChat().stream(settings, [{"role": "user", "content": "Say OK."}], [], lambda _text: None)
+    except AgentdError as exc:  # agentd's model errors name the model already
+        text = str(exc)
+        return Check(f"ping {p.name}", False, text if text.startswith(p.model) else f"{p.model}: {text}")
+    except Exception as exc:  # a doctor reports every failure instead of crashing
+        return Check(f"ping {p.name}", False, f"{p.model}: {type(exc).__name__}: {exc}")
+    ms = (time.perf_counter() - start) * 1000
+    return Check(
+        f"ping {p.name}",
+        True,
+        f"{p.model}" + (f" at {p.api_base}" if p.api_base else "") + f": answered in {ms:.0f} ms",
+    )
+
+
+def ping_all(personas: list[Persona], timeout: float) -> list[Check]:
+    """Ping every persona's model at once; one that has not answered by ``timeout`` (plus a
+    second of slack) is reported as such, whatever the client library does."""
+    from agentd.llm.offline import is_offline
+
+    if any(not is_offline(p.model) for p in personas):
+        from agentd.llm import litellm_module
+
+        litellm_module()  # imported (seconds) before the clocks start: not the model's time
+    results: dict[str, Check] = {}
+    lock = threading.Lock()
+
+    def run(p: Persona) -> None:
+        check = ping_model(p, timeout)
+        with lock:
+            results[p.name] = check
+
+    threads = [threading.Thread(target=run, args=(p,), daemon=True, name=f"ping-{p.name}") for p in personas]
+    deadline = time.monotonic() + timeout + 1.0
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    with lock:
+        return [
+            results.get(p.name) or Check(f"ping {p.name}", False, f"{p.model}: no answer within {timeout:g} s")
+            for p in personas
+        ]
+
+
+def checks(app: App, ping_timeout: float | None = None) -> list[Check]:
+    """Every check, in order; later ones are skipped when what they need failed.
+
+    ``ping_timeout``: also send each persona's model a one-token request, bounded by it.
+    """
     found = [
         Check("config", True, app.config.source),
+        Check("data directory", True, str(app.config.data_dir)),
+    ]
+    if app.config.ignored_env:
+        found.append(
+            Check(
+                "environment",
+                True,
+                f"ignored (not settings agentd reads): {', '.join(app.config.ignored_env)}; "
+                "overrides are spelled AGENTD_<SECTION>__<KEY>",
+            )
+        )
+    found += [
         _run("sqlite driver", _driver),
         _run("sqlite-vec", _sqlite_vec),
     ]
@@ -107,9 +207,17 @@ def checks(app: App) -> list[Check]:
         if emb is None:
             return "none configured: automatic retrieval and recall are off"
         start = time.perf_counter()
+        load = getattr(emb, "load", None)
+        if load is not None:  # a local model: loaded (and its weights checked) on first use
+            load()
+        loaded = (time.perf_counter() - start) * 1000
+        start = time.perf_counter()
         emb.embed(["doctor probe"])
         ms = (time.perf_counter() - start) * 1000
-        return f"{emb.model_id}, {emb.dimension}-d, one query in {ms:.1f} ms (weights checked by sha256)"
+        return (
+            f"{emb.model_id}, {emb.dimension}-d, loaded in {loaded:.0f} ms (weights checked by sha256), "
+            f"one query in {ms:.1f} ms"
+        )
 
     found.append(_run("embedder", embedder))
 
@@ -125,7 +233,7 @@ def checks(app: App) -> list[Check]:
             return f"no database yet at {path} (it is created on first use)"
         engine = create_engine(url, app.config.database.busy_timeout_ms)
         try:
-            revision, head = migrate.current_revision(engine), migrate.head_revision()
+            revision, head = migrate.current_revision(engine), migrate.scripted_head() or migrate.head_revision()
             if revision != head:
                 return f"{url} at revision {revision or 'none'}; {head} is pending (`agentd db upgrade`)"
             store = Store(engine, url)
@@ -151,24 +259,36 @@ def checks(app: App) -> list[Check]:
     personas_check = _run("personas", personas)
     found.append(personas_check)
     if personas_check.ok:
-        from agentd.llm.models import missing_credentials
-
-        for p in app.personas.values():
-            missing = missing_credentials(p.model, p.api_key_env)
-            detail = f"{p.model}: " + (f"missing {', '.join(missing)}" if missing else "credentials present")
-            found.append(Check(f"llm {p.name}", not missing, detail))
+        found += [_credentials(p) for p in app.personas.values()]
+        if ping_timeout is not None:
+            found += ping_all(list(app.personas.values()), ping_timeout)
     return found
 
 
 @click.command()
+@click.option("--ping", is_flag=True, help="Also send each persona's model a one-token request.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=20.0,
+    show_default=True,
+    help="Seconds each --ping may take.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
-def doctor(app: App, as_json: bool) -> None:
-    """Check the driver, sqlite-vec, the embedder, the database and LLM credentials."""
-    report = checks(app)
+def doctor(app: App, ping: bool, timeout: float, as_json: bool) -> None:
+    """Check that everything agentd needs is here and working.
+
+    The config, the data directory, the SQLite driver and sqlite-vec, the embedder,
+    the database, and each persona's model key; with --ping, that each persona's
+    model answers. Exits 1 when a check fails.
+    """
+    report = checks(app, timeout if ping else None)
     if as_json:
         print_json([{"check": c.name, "ok": c.ok, "detail": c.detail} for c in report])
     else:
+        from rich.table import Table
+
         table = Table("check", "", "detail")
         for c in report:
             table.add_row(c.name, "[green]ok[/]" if c.ok else "[red]FAIL[/]", c.detail)

@@ -2,27 +2,85 @@
 
 Every command that shows data takes ``--json``. Errors print one line naming
 what is wrong and exit with 2 (bad input or config) or 1 (anything else).
+
+Commands are imported when they run, not when ``agentd`` starts: ``agentd
+--help`` and shell completion read the one-line summaries in :data:`COMMANDS`,
+so a command's imports (the store, the embedder, litellm, the web server) are
+paid only by that command.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
 from functools import update_wrapper
 from typing import Any, TypeVar
 
 import click
+from click.shell_completion import CompletionItem
 
 from agentd import __version__
 from agentd._exceptions import AgentdError, ConfigError, InvalidInput, NotFound
-from agentd.app import App
-from agentd.config import load_config
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: Each command: the module that defines it (as an attribute of the same name) and its
+#: one-line summary for ``agentd --help`` (tests/test_cli_startup.py checks they agree).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "adapter": ("agentd.cli.adapter", "Bridge a chat network to a running daemon (`agentd serve`)."),
+    "budget": ("agentd.cli.budget", "Show what PERSONA's prompt in a channel would be made of right now."),
+    "chat": ("agentd.cli.chat", "Chat with PERSONA; recalled memories are shown before each streamed reply."),
+    "db": ("agentd.cli.db", "The database: schema migrations."),
+    "doctor": ("agentd.cli.doctor", "Check that everything agentd needs is here and working."),
+    "init": ("agentd.cli.init", "Write an annotated agentd.toml and the example personas into DIR."),
+    "inspect": (
+        "agentd.cli.inspect",
+        (
+            "Show what reply MESSAGE_ID (or the reply to user message MESSAGE_ID) was given: the recalled memories "
+            "with their scores, the budget, the model and its usage."
+        ),
+    ),
+    "memory": ("agentd.cli.memory", "Long-term memories: add, search, list, forget, import, reembed."),
+    "personas": ("agentd.cli.personas", "List the personas with their model and context window."),
+    "post": ("agentd.cli.post", "Post TEXT to CHANNEL on a running daemon and print the persona's reply."),
+    "serve": ("agentd.cli.serve", "Run the daemon: the HTTP API with server-sent events, on the actor runtime."),
+}
+
 
 class _Group(click.Group):
-    """Maps agentd's errors to one clear line on stderr and an exit status."""
+    """Loads each command on first use, and maps agentd's errors to one clear line on
+    stderr and an exit status."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module = importlib.import_module(COMMANDS[cmd_name][0])
+            self.add_command(getattr(module, cmd_name), cmd_name)
+        return self.commands.get(cmd_name)
+
+    def _summary(self, name: str, limit: int) -> str:
+        if name in self.commands:
+            return self.commands[name].get_short_help_str(limit)
+        # Shortened as click shortens a loaded command's help.
+        return click.Command(name, help=COMMANDS[name][1]).get_short_help_str(limit)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        with formatter.section("Commands"):
+            formatter.write_dl([(n, self._summary(n, limit)) for n in names])
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        items = [
+            CompletionItem(n, help=self._summary(n, 45)) for n in self.list_commands(ctx) if n.startswith(incomplete)
+        ]
+        # The group's own options (--config, --help, ...), as click would complete them.
+        return items + click.Command.shell_complete(self, ctx, incomplete)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -43,9 +101,11 @@ def pass_app(f: F) -> F:
         root = ctx.find_root()
         app = root.meta.get("agentd.app")
         if app is None:
-            config = load_config(root.params.get("config_path"))
+            from agentd.app import App
+            from agentd.config import load_config
             from agentd.log import configure
 
+            config = load_config(root.params.get("config_path"))
             configure(config.logging)
             app = App(config)
             root.meta["agentd.app"] = app
@@ -62,7 +122,8 @@ def pass_app(f: F) -> F:
     "config_path",
     type=click.Path(dir_okay=False),
     envvar="AGENTD_CONFIG",
-    help="Config file (default: $AGENTD_CONFIG, else ./agentd.toml, else built-in defaults).",
+    help="Config file (default: $AGENTD_CONFIG, else ./agentd.toml, else $AGENTD_HOME/agentd.toml or "
+    "~/.config/agentd/agentd.toml, else built-in defaults).",
 )
 def cli(config_path: str | None) -> None:
     """agentd hosts LLM personas across chat channels, each with a long-term memory.
@@ -72,28 +133,11 @@ def cli(config_path: str | None) -> None:
       agentd chat buddy --message "remember that I like Python"
       agentd memory search "what language?" --persona buddy
       agentd serve
+
+    \b
+    Shell completion (bash; zsh and fish likewise):
+      eval "$(_AGENTD_COMPLETE=bash_source agentd)"
     """
-
-
-def _register() -> None:
-    from agentd.cli import adapter, budget, chat, db, doctor, inspect, memory, personas, post, serve
-
-    for command in (
-        memory.memory,
-        db.db,
-        doctor.doctor,
-        personas.personas,
-        budget.budget,
-        chat.chat,
-        inspect.inspect,
-        serve.serve,
-        post.post,
-        adapter.adapter,
-    ):
-        cli.add_command(command)
-
-
-_register()
 
 
 def main() -> None:

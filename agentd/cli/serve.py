@@ -3,11 +3,35 @@
 from __future__ import annotations
 
 import gc
+import sys
+import threading
+from typing import TYPE_CHECKING
 
 import click
 
-from agentd.app import App
 from agentd.cli.main import pass_app
+
+if TYPE_CHECKING:
+    from agentd.app import App
+
+
+def _start(app: App, what: str) -> threading.Thread:
+    """Run ``app.preload_<what>()`` on a thread; a failure is logged (the first request that
+    needs the part reports it properly). Not a daemon thread: a model half-loaded by native
+    code must not be cut off at exit."""
+
+    def preload() -> None:
+        import structlog
+
+        log = structlog.get_logger("agentd.serve")
+        try:
+            getattr(app, f"preload_{what}")()
+        except Exception as exc:
+            log.warning("preload_failed", part=what, error=f"{type(exc).__name__}: {exc}")
+
+    thread = threading.Thread(target=preload, name=f"agentd-preload-{what}")
+    thread.start()
+    return thread
 
 
 @click.command()
@@ -23,17 +47,37 @@ def serve(app: App, host: str | None, port: int | None) -> None:
     [daemon] shutdown_grace_seconds (else are stored as interrupted), messages not
     yet answered are answered after the next start.
     """
-    from agentd.api.guard import check_bind
+    from agentd.api.listen import CannotListen, bind_socket
 
     cfg = app.config.daemon
     host = host or cfg.host
-    check_bind(host, cfg.api_key)  # before loading anything heavy
-    from agentd.api.server import DaemonServer
+    # Bind before loading anything heavy: a port in use is reported at once.
+    try:
+        sock = bind_socket(host, cfg.port if port is None else port)
+    except CannotListen as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    # The embedding model and the tokenizers load (native code, mostly) while the web
+    # framework is imported and the runtime built: the daemon answers its first request warm.
+    models = _start(app, "models")
+    try:
+        from agentd.api.server import DaemonServer
 
-    server = DaemonServer(app, host, cfg.port if port is None else port)
+        server = DaemonServer(app, host, int(sock.getsockname()[1]), sock=sock)
+    except BaseException:
+        sock.close()
+        models.join()
+        raise
+    models.join()
     # Everything loaded so far lives as long as the process: keep it out of the collector's
     # full passes (shorter pauses while serving, and a faster exit).
     gc.freeze()
     # One line on stdout that scripts (and the tests) can wait for.
     click.echo(f"agentd listening on {server.url} (OpenAPI at {server.url}/docs)", nl=True)
-    server.run()
+    # litellm takes seconds to import (Python, all of it): after the daemon answers; the first
+    # reply from a real model waits for the import if it comes sooner.
+    llm = _start(app, "litellm")
+    try:
+        server.run()
+    finally:
+        llm.join()

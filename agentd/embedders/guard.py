@@ -98,6 +98,13 @@ class GuardedEmbedder:
             self._dimension = self._bounded(lambda: int(self._inner.dimension), self.timeout, "dimension probe")
         return self._dimension
 
+    def load(self) -> None:
+        """Load a model that loads on first use (``agentd.app.LoadedOnFirstUse``) now, on this
+        thread and outside any timeout: its one-time load is not a slow call."""
+        load = getattr(self._inner, "load", None)
+        if load is not None:
+            load()
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Texts to store, embedded within the timeout and checked."""
         return self._call(self._inner.embed, texts)

@@ -18,7 +18,6 @@ retried: it cannot fail that way.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,8 +28,8 @@ import structlog
 from agentd._exceptions import LLMAuthError, LLMError, LLMMalformed, LLMTruncated
 from agentd.llm import litellm_module
 from agentd.llm.errors import backoff, is_transient, map_error, retry_after
-from agentd.llm.models import missing_credentials
-from agentd.llm.offline import ensure_registered, is_offline, litellm_name
+from agentd.llm.models import missing_credentials, request_key
+from agentd.llm.offline import OfflineChat, is_offline
 
 log = structlog.get_logger("agentd.llm")
 
@@ -114,11 +113,18 @@ class ChatModel(Protocol):
 
 
 class LitellmChat:
-    """The :class:`ChatModel` every persona uses: litellm, streaming, with tools."""
+    """The :class:`ChatModel` every persona uses: litellm, streaming, with tools.
+
+    Calls for the offline model go to :class:`~agentd.llm.offline.OfflineChat`, and
+    litellm is imported on the first call for any other model.
+    """
 
     def __init__(self) -> None:
-        self._litellm = litellm_module()
-        ensure_registered()
+        self._offline = OfflineChat()
+
+    @property
+    def _litellm(self) -> Any:
+        return litellm_module()
 
     def stream(
         self,
@@ -129,7 +135,10 @@ class LitellmChat:
         should_stop: Callable[[], bool] = lambda: False,
     ) -> ModelTurn:
         """Stream one completion, trying again after a transient failure before the first token."""
-        missing = missing_credentials(settings.model, settings.api_key_env)
+        if is_offline(settings.model):
+            return self._offline.stream(settings, messages, tools, on_text, should_stop)
+        api_key = request_key(settings.model, settings.api_key_env, settings.api_base)
+        missing = [] if api_key else missing_credentials(settings.model)
         if missing:
             raise LLMAuthError(
                 f"model {settings.model!r} needs {', '.join(missing)}, which is not set in the environment"
@@ -190,7 +199,7 @@ class LitellmChat:
     ) -> ModelTurn:
         """One streamed call; tool-call deltas are reassembled by index."""
         kwargs: dict[str, Any] = {
-            "model": litellm_name(settings.model),
+            "model": settings.model,
             "messages": list(messages),
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -204,8 +213,9 @@ class LitellmChat:
             kwargs["temperature"] = settings.temperature
         if settings.api_base:
             kwargs["api_base"] = settings.api_base
-        if settings.api_key_env:
-            kwargs["api_key"] = os.environ.get(settings.api_key_env, "")
+        api_key = request_key(settings.model, settings.api_key_env, settings.api_base)
+        if api_key:
+            kwargs["api_key"] = api_key
         text: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         usage = Usage()

@@ -1,7 +1,8 @@
-"""The built-in offline model, registered with litellm as the custom provider ``offline``.
+"""The built-in offline model, ``model = "offline"`` in a persona file.
 
-It needs no key and no network, so the daemon, the CLI and the demo work on a
-fresh machine. It is deterministic and shows what it was given: it quotes the
+It needs no key, no network and no litellm (``LitellmChat`` hands it every call
+for an ``offline`` model), so the daemon, the CLI and the demo work on a fresh
+machine and a turn starts fast. It is deterministic and shows what it was given: it quotes the
 message, lists the recalled memories it received with their relevance, and says
 how many earlier exchanges were recalled. Asked to remember something it calls
 the ``remember`` tool; asked what it remembers, ``recall``; asked to have another
@@ -12,19 +13,16 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-import time
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from agentd.llm import litellm_module
+if TYPE_CHECKING:  # agentd.llm.chat imports this module: its types are imported where used
+    from agentd.llm.chat import ModelSettings, ModelTurn, Usage
 
 PROVIDER = "offline"
-MODEL = "offline/agentd"
+#: Its context window, in tokens (counted as litellm counts unknown models: cl100k_base).
 CONTEXT_WINDOW = 32_768
-_registered = threading.Event()
-_lock = threading.Lock()
 
 _REMEMBER = re.compile(
     r"^\s*(?:please\s+)?(?:remember|note|don'?t forget|do not forget)\s*(?:that|:)?\s+(.+?)\s*[.!]?\s*$", re.I | re.S
@@ -43,11 +41,6 @@ _DECISION = re.compile(r"\b(decided|agreed|will|going to|chose)\b", re.I)
 def is_offline(model: str) -> bool:
     """True for ``offline`` and ``offline/<anything>``."""
     return model == PROVIDER or model.startswith(PROVIDER + "/")
-
-
-def litellm_name(model: str) -> str:
-    """The model string litellm is called with (``offline`` becomes ``offline/agentd``)."""
-    return MODEL if model == PROVIDER else model
 
 
 def _content(message: dict[str, Any]) -> str:
@@ -148,98 +141,43 @@ def plan(
     return " ".join(lines), []
 
 
-def _chunks(text: str, calls: list[tuple[str, dict[str, Any]]], usage: dict[str, int]) -> Iterator[dict[str, Any]]:
-    for word in re.findall(r"\S+\s*|\s+", text):
-        yield {"text": word, "is_finished": False, "finish_reason": "", "usage": None, "index": 0, "tool_use": None}
-    for i, (name, args) in enumerate(calls):
-        yield {
-            "text": "",
-            "is_finished": False,
-            "finish_reason": "",
-            "usage": None,
-            "index": 0,
-            "tool_use": {
-                "id": f"call_{uuid.uuid4().hex[:12]}",
-                "type": "function",
-                "function": {"name": name, "arguments": json.dumps(args)},
-                "index": i,
-            },
-        }
-    yield {
-        "text": "",
-        "is_finished": True,
-        "finish_reason": "tool_calls" if calls else "stop",
-        "usage": usage,
-        "index": 0,
-        "tool_use": None,
-    }
+def _usage(messages: Sequence[dict[str, Any]], text: str, calls: list[tuple[str, dict[str, Any]]]) -> Usage:
+    """Token usage as litellm's ``token_counter`` frames a chat request (4 per message, 3 to prime)."""
+    from agentd.llm.chat import Usage
+    from agentd.llm.tokens import counter_for
+
+    counter = counter_for(PROVIDER)
+    prompt = 3 + sum(4 + counter.count(_content(m)) for m in messages)
+    completion = counter.count(text + "".join(json.dumps(a) for _, a in calls)) or 1
+    return Usage(prompt, completion)
 
 
-def _usage(messages: list[dict[str, Any]], text: str, calls: list[tuple[str, dict[str, Any]]]) -> dict[str, int]:
-    litellm = litellm_module()
-    prompt = int(litellm.token_counter(model=MODEL, messages=messages))
-    completion = int(litellm.token_counter(model=MODEL, text=text + "".join(json.dumps(a) for _, a in calls))) or 1
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+class OfflineChat:
+    """The offline model as a :class:`~agentd.llm.chat.ChatModel`: no key, no network, no litellm.
 
+    It streams its reply word by word, as a real model would, and stops early when
+    ``should_stop`` says so.
+    """
 
-def _handler_class() -> type:
-    from litellm.llms.custom_llm import CustomLLM
-    from litellm.types.utils import ModelResponse
+    def stream(
+        self,
+        settings: ModelSettings,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        on_text: Callable[[str], None],
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> ModelTurn:
+        """Answer deterministically from ``messages`` (see :func:`plan`)."""
+        from agentd.llm.chat import ModelTurn, ToolCallRequest
 
-    class OfflineModel(CustomLLM):
-        """litellm custom handler for ``offline/*``."""
-
-        def streaming(  # type: ignore[override]  # litellm passes everything by keyword
-            self, model: str, messages: list[Any], *args: Any, **kwargs: Any
-        ) -> Iterator[dict[str, Any]]:
-            tools = (kwargs.get("optional_params") or {}).get("tools")
-            text, calls = plan(messages, tools)
-            yield from _chunks(text, calls, _usage(messages, text, calls))
-
-        def completion(self, model: str, messages: list[Any], *args: Any, **kwargs: Any) -> ModelResponse:
-            tools = (kwargs.get("optional_params") or {}).get("tools")
-            text, calls = plan(messages, tools)
-            message: dict[str, Any] = {"role": "assistant", "content": text or None}
-            if calls:
-                message["tool_calls"] = [
-                    {"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
-                    for i, (n, a) in enumerate(calls)
-                ]
-            return ModelResponse(
-                id=f"offline-{uuid.uuid4().hex[:12]}",
-                created=int(time.time()),
-                model=MODEL,
-                choices=[{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-                usage=_usage(messages, text, calls),
-            )
-
-    return OfflineModel
-
-
-def ensure_registered() -> None:
-    """Register the provider and its model information with litellm (once)."""
-    if _registered.is_set():
-        return
-    with _lock:
-        if _registered.is_set():
-            return
-        litellm = litellm_module()
-        providers = [p for p in getattr(litellm, "custom_provider_map", []) if p.get("provider") != PROVIDER]
-        setattr(  # noqa: B010  (litellm_module() is typed as a plain module)
-            litellm, "custom_provider_map", [*providers, {"provider": PROVIDER, "custom_handler": _handler_class()()}]
+        text, calls = plan(list(messages), list(tools))
+        said: list[str] = []
+        for word in re.findall(r"\S+\s*|\s+", text):
+            said.append(word)
+            on_text(word)
+            if should_stop():
+                return ModelTurn("".join(said), (), _usage(messages, "".join(said), []), None, True)
+        requests = tuple(
+            ToolCallRequest(f"call_{uuid.uuid4().hex[:12]}", name, json.dumps(args)) for name, args in calls
         )
-        litellm.register_model(
-            {
-                MODEL: {
-                    "max_input_tokens": CONTEXT_WINDOW,
-                    "max_output_tokens": 4096,
-                    "max_tokens": CONTEXT_WINDOW,
-                    "input_cost_per_token": 0.0,
-                    "output_cost_per_token": 0.0,
-                    "litellm_provider": PROVIDER,
-                    "mode": "chat",
-                    "supports_function_calling": True,
-                }
-            }
-        )
-        _registered.set()
+        return ModelTurn(text, requests, _usage(messages, text, calls), "tool_calls" if calls else "stop")

@@ -1,44 +1,118 @@
-"""The model's own tokenizer, through litellm."""
+"""Token counts with the model's own tokenizer, without importing litellm.
+
+With Hugging Face downloads turned off (``agentd.llm`` does that), litellm counts
+every model with tiktoken: ``o200k_base`` for names containing ``gpt-4o``,
+tiktoken's own encoding for the OpenAI model names it knows, ``cl100k_base`` for
+everything else (the offline model included). This module makes the same choice
+with tiktoken directly — but reads a model named with a provider prefix
+(``openai/gpt-4.1``) by its own name, where litellm falls back to ``cl100k_base``:
+OpenAI counts that model with its own encoding — and it loads the encodings from
+the BPE files litellm ships,
+so a count costs neither litellm's import (seconds) nor the network. An encoding
+litellm does not ship (old GPT-3 models) falls back to ``cl100k_base`` rather than
+being downloaded.
+
+Like litellm, text is encoded in pieces of :data:`CHUNK_CHARS` characters (which
+bounds tiktoken's work on pathological input); a word cut at a piece's edge may
+count one token more than the whole text would, so the count errs on the safe
+side of the model's own by well under 2%. tests/test_models.py checks the counts
+against litellm's.
+"""
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.util
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from agentd.llm import litellm_module
-from agentd.llm.offline import litellm_name
+if TYPE_CHECKING:
+    import tiktoken
+
+#: What litellm uses when it knows nothing better.
+DEFAULT_ENCODING = "cl100k_base"
+#: Characters encoded at a time, as litellm does (its TIKTOKEN_ENCODE_CHUNK_SIZE_CHARS).
+CHUNK_CHARS = int(os.environ.get("TIKTOKEN_ENCODE_CHUNK_SIZE_CHARS") or 1024)
+_BPE_URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
+_lock = threading.Lock()
 
 
-@functools.lru_cache(maxsize=64)
+@functools.cache
+def _bundled_dir() -> Path | None:
+    """litellm's directory of tiktoken BPE files, found without importing litellm."""
+    custom = os.environ.get("CUSTOM_TIKTOKEN_CACHE_DIR")  # litellm honours it too
+    if custom:
+        return Path(custom)
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations)), "litellm_core_utils", "tokenizers")
+    return path if path.is_dir() else None
+
+
+def _available(encoding: str) -> bool:
+    """True when the encoding's BPE file is on disk (tiktoken names its cache files by URL hash)."""
+    folder = _bundled_dir()
+    if folder is None:
+        return False
+    return (folder / hashlib.sha1(_BPE_URL.format(encoding).encode()).hexdigest()).is_file()
+
+
+@functools.lru_cache(maxsize=256)
+def encoding_name(model: str) -> str:
+    """The tiktoken encoding litellm counts ``model`` with (and agentd does)."""
+    import tiktoken
+
+    if "gpt-4o" in model:
+        name = "o200k_base"
+    else:
+        try:
+            name = tiktoken.encoding_name_for_model(model.rsplit("/", 1)[-1])
+        except KeyError:
+            name = DEFAULT_ENCODING
+    return name if name == DEFAULT_ENCODING or _available(name) else DEFAULT_ENCODING
+
+
+_encodings: dict[str, tiktoken.Encoding] = {}
+
+
+def _encoding(name: str) -> tiktoken.Encoding:
+    """The encoding, loaded once (a second thread asking meanwhile waits for that load)."""
+    with _lock:
+        if name not in _encodings:
+            folder = _bundled_dir()
+            if folder is not None:
+                # tiktoken reads its BPE files from this directory instead of fetching them;
+                # litellm sets the same variable to the same directory when it is imported.
+                os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
+            import tiktoken
+
+            _encodings[name] = tiktoken.get_encoding(name)
+        return _encodings[name]
+
+
 def tokenizer_name(model: str) -> str:
-    """A name for the tokenizer litellm uses for ``model`` (models sharing one share cached counts)."""
-    litellm_module()
-    name = litellm_name(model)
-    try:
-        # With Hugging Face downloads disabled (agentd.llm), litellm counts every
-        # model with this tiktoken encoding.
-        from litellm.litellm_core_utils.token_counter import openai_tokenizer_encoding_name
-
-        return f"tiktoken:{openai_tokenizer_encoding_name(name)}"
-    except (ImportError, AttributeError):  # another litellm release: key the cache on the model
-        return f"litellm:{name}"
+    """A name for ``model``'s tokenizer (models sharing one share cached counts)."""
+    return f"tiktoken:{encoding_name(model)}"
 
 
-class LitellmTokenCounter:
-    """Counts with ``litellm.token_counter`` for one model."""
+class TiktokenCounter:
+    """Counts tokens of text for one model, as litellm's ``token_counter`` does."""
 
     def __init__(self, model: str) -> None:
-        self._litellm = litellm_module()
-        self._model = litellm_name(model)
         self.name = tokenizer_name(model)
+        self._encoding = _encoding(encoding_name(model))
 
     def count(self, text: str) -> int:
         """Tokens in ``text`` by the model's tokenizer."""
-        if not text:
-            return 0
-        return int(self._litellm.token_counter(model=self._model, text=text))
+        encode = self._encoding.encode_ordinary
+        return sum(len(encode(text[i : i + CHUNK_CHARS])) for i in range(0, len(text), CHUNK_CHARS))
 
 
 @functools.lru_cache(maxsize=64)
-def counter_for(model: str) -> LitellmTokenCounter:
+def counter_for(model: str) -> TiktokenCounter:
     """One shared counter per model."""
-    return LitellmTokenCounter(model)
+    return TiktokenCounter(model)

@@ -1,15 +1,15 @@
-"""Seed 003's memory context: the best memories for a query, filled greedily by score
+"""The memory service's context (``POST /v1/memory/context``): the best memories for a query, filled greedily by score
 into a token budget and written as the ``## Known Facts (from memory)`` block.
 
 :func:`search` is what both ``POST /v1/memory/search`` and ``POST /v1/memory/context``
 call; it goes through :meth:`MemoryService.search` (the one search function), once
 per persona searched, so ranking, time decay and scoping are the same everywhere.
 
-Token counting: each memory costs ``ceil(len(text) / 4)`` tokens (the seed's
+Token counting: each memory costs ``ceil(len(text) / 4)`` tokens (the estimate the
 estimate) or its line's count by a real tokenizer, whichever is larger, so the
 block never exceeds the budget for English, code or CJK text. The heading is not
-counted (as in the seed). Filling stops at the first memory that does not fit
-(the seed's ``break``): a lower-scored memory never displaces a higher-scored one.
+counted (as the memory-service specification says). Filling stops at the first memory that does not fit
+(the specification's ``break``): a lower-scored memory never displaces a higher-scored one.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def known_fact_line(text: str) -> str:
 
 
 def estimate_tokens(text: str) -> int:
-    """Seed 003's estimate: ``ceil(len(text) / 4)``."""
+    """The memory service's estimate: ``ceil(len(text) / 4)``."""
     return math.ceil(len(text) / 4)
 
 
@@ -50,7 +50,7 @@ class KnownFacts:
     token_budget: int
 
     def as_json(self) -> dict[str, Any]:
-        """Seed 003's response: ``{context, memoriesUsed, tokensUsed, tokenBudget}``."""
+        """The response of ``/context``: ``{context, memoriesUsed, tokensUsed, tokenBudget}``."""
         return {
             "context": self.context,
             "memoriesUsed": len(self.hits),

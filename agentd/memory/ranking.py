@@ -25,7 +25,7 @@ INTENT_RELEVANCE = 0.75
 
 
 def seed_timestamp(moment: datetime) -> str:
-    """Seed 002's ``created_at``: UTC, whole seconds, ``Z`` (``2025-01-15T10:30:00Z``)."""
+    """The recall skill's ``created_at``: UTC, whole seconds, ``Z`` (``2025-01-15T10:30:00Z``)."""
     utc = moment.astimezone(UTC) if moment.tzinfo else moment
     return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -47,7 +47,8 @@ class MemoryHit:
     bm25: float = 0.0
 
     def as_result(self) -> dict[str, Any]:
-        """Seed 002's result item, plus id, scope, relevance and metadata."""
+        """The recall skill's result item (text, category, score, created_at),
+        plus id, scope, relevance and metadata."""
         return {
             "id": self.memory.id,
             "text": self.memory.text,
@@ -60,7 +61,7 @@ class MemoryHit:
         }
 
     def as_recall_result(self) -> dict[str, Any]:
-        """Exactly seed 002's result item: ``{text, category, score, created_at}``."""
+        """Exactly the recall skill's result item: ``{text, category, score, created_at}``."""
         return {
             "text": self.memory.text,
             "category": self.memory.category,

@@ -1,4 +1,4 @@
-"""The context assembler (seed 001): a deterministic prompt, by priority, under the window.
+"""The context assembler: a deterministic prompt, by priority, under the window.
 
 Priority, highest first:
 
@@ -9,7 +9,7 @@ Priority, highest first:
    memories, whole, newest first, within that many tokens;
 5. recalled memories — whole memories, best first, until one does not fit (one
    already in the profile is not repeated);
-6. recalled user exchanges (seed 004) — whole snippets, newest first;
+6. recalled earlier exchanges with this user — whole snippets, newest first;
 7. recent channel history — whole messages, newest first, until one does not
    fit; sent in chronological order.
 
@@ -58,7 +58,7 @@ class HistoryItem:
 
 @dataclass(frozen=True)
 class Snippet:
-    """One recalled earlier exchange (seed 004): its prompt line and the messages it quotes."""
+    """One recalled earlier exchange with this user: its prompt line and the messages it quotes."""
 
     text: str
     message_ids: tuple[int, ...] = ()
@@ -82,13 +82,13 @@ class PromptRequest:
     output_reserve: int
     project: Project | None = None
     memories: Sequence[MemoryHit] = ()
-    #: Seed-004 snippets, newest first.
+    #: Recalled earlier exchanges with this user, newest first.
     user_history: Sequence[Snippet] = ()
     #: Recent channel messages, newest first.
     history: Sequence[HistoryItem] = ()
     history_available: int = 0
     tools: Sequence[dict[str, Any]] = ()
-    #: Cap on the memories section, in tokens (subagents get a smaller one, seed 003).
+    #: Cap on the memories section, in tokens (subagents get a smaller one).
     memory_budget: int | None = None
     #: The user's profile memories, in priority order (newest first).
     profile: Sequence[Memory] = ()
@@ -206,7 +206,7 @@ class ContextAssembler:
                 left -= cost
         memories_dropped = len(recalled) - len(kept_memories)
 
-        # Recalled exchanges with this user (seed 004): one system message of whole snippets.
+        # Recalled exchanges with this user: one system message of whole snippets.
         snippet_costs: list[int] = []
         kept_snippets: list[Snippet] = []
         header = PER_MESSAGE + count(USER_HISTORY_HEADING)

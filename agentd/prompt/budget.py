@@ -8,7 +8,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ContextBudget:
-    """The accounting of one assembly (seed 001's struct, extended).
+    """The accounting of one assembly: tokens per section, what fit and what was dropped.
 
     ``total_tokens`` counts everything sent: messages with their framing, and the
     tool definitions. ``total_tokens + output_reserve <= window`` always holds.

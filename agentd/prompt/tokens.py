@@ -1,6 +1,6 @@
 """Token counting behind one small interface.
 
-Seed 001 allows ``len(text) / 4``; agentd does better and counts with the model's
+A ``len(text) / 4`` estimate would be allowed; agentd does better and counts with the model's
 own tokenizer as litellm selects it (tiktoken's o200k/cl100k, or the Hugging
 Face tokenizer litellm ships for a model family), so CJK text and source code —
 where ``len / 4`` undercounts by 2-4x — are counted right. Message framing is

@@ -1,4 +1,4 @@
-"""User history recall (seed 004): the user's own earlier exchanges, and search seeds.
+"""User history recall: the user's own earlier exchanges, and search seeds.
 
 Pipeline, per reply:
 
@@ -44,7 +44,7 @@ from agentd.store import Store
 from agentd.text import quote
 from agentd.words import content_words, dedupe, is_content, words
 
-#: How many seeds are harvested (seed 004: "the first five").
+#: How many seeds are harvested ("the first five" de-duplicated words).
 SEED_COUNT = 5
 _WS = re.compile(r"\s+")
 _GRAPHEME = regex.compile(r"\X")
@@ -108,8 +108,8 @@ def is_sparse(query: str, below: int) -> bool:
 
 def seeded_query(query: str, recalled: HistoryRecall, sparse_below: int) -> str:
     """The memory query: ``query`` with the recalled seeds appended when it is sparse, or the
-    seeds alone when it has no content word (seed 004: seeds supply the base query when the
-    goal is empty); ``query`` unchanged otherwise."""
+    seeds alone when it has no content word (seeds supply the base query when the goal is
+    empty); ``query`` unchanged otherwise."""
     if not recalled.seeds:
         return query
     if not content_words(query):

@@ -3,7 +3,7 @@
 Looked up in order: the persona's own ``context_window``; ``[models.context_windows]``
 exact names; its glob patterns (``claude-*``; the longest matching pattern wins);
 litellm's model information (``max_input_tokens``); finally the defaults
-(``claude_context_window`` = 200k for Claude models, as seed 001 says, else
+(``claude_context_window`` = 200k for Claude models, else
 ``default_context_window``).
 """
 

@@ -29,7 +29,7 @@ class RecallStatus(StrEnum):
 
 @dataclass(frozen=True)
 class MemorySnippet:
-    """One recalled memory as the user sees it (seed 000: text, category, score)."""
+    """One recalled memory as the user sees it (text, category, score)."""
 
     text: str
     category: str
@@ -69,7 +69,7 @@ class MemoryContext(Event):
 
 @dataclass(frozen=True)
 class HistorySnippet:
-    """One earlier exchange with this user that was recalled (seed 004)."""
+    """One earlier exchange with this user that was recalled."""
 
     message_id: int
     user: str

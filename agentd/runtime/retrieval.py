@@ -1,4 +1,4 @@
-"""Automatic retrieval (seed 000): best effort, bounded in time, never an error for the user."""
+"""Automatic retrieval: best effort, bounded in time, never an error for the user."""
 
 from __future__ import annotations
 
@@ -56,8 +56,14 @@ class Retriever:
         if not query.strip():
             return Retrieval((), RecallStatus.OK, 0.0, query)
         memory = self._memory
+        load = getattr(memory.embedder, "load", None)
         start = time.perf_counter()
         try:
+            if load is not None:
+                # A model loaded on first use (agentd.app.LoadedOnFirstUse) is loaded before the
+                # clock starts: its one-time load is not a slow query.
+                load()
+                start = time.perf_counter()
             future = self._pool.submit(_search, memory, query, reach, limit)
             hits, near = future.result(timeout=self._timeout)
         except FutureTimeout:

@@ -7,11 +7,15 @@ persona files are checked against the table's names.
 
 from __future__ import annotations
 
-from agentd.memory import MemoryService
+from typing import TYPE_CHECKING
+
 from agentd.personas import Persona, Personas
 from agentd.skills import delegate, memory
 from agentd.skills.memory import RecallSkill, RememberSkill
 from agentd.skills.registry import Caller, DelegateRunner, Skill, SkillDeps, SkillFactory, SkillRegistry
+
+if TYPE_CHECKING:  # loading personas checks skill names; it must not load the store
+    from agentd.memory import MemoryService
 
 #: Every skill a persona may enable, by the name persona files use.
 SKILLS: dict[str, SkillFactory] = {

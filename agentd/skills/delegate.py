@@ -1,4 +1,4 @@
-"""``delegate(persona, task)``: run another persona as a subagent (seed 003)."""
+"""``delegate(persona, task)``: run another persona as a subagent."""
 
 from __future__ import annotations
 

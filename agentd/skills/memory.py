@@ -1,13 +1,15 @@
-"""``remember`` and ``recall``: the model's explicit access to long-term memory (seed 002)."""
+"""``remember`` and ``recall``: the model's explicit access to long-term memory."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentd._exceptions import EmbedderNotConfigured, InvalidInput, NotFound, SkillExecutionFailed, SkillInvalidInput
-from agentd.memory import MemoryService
 from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.skills.registry import Caller, SkillDeps, function_tool
+
+if TYPE_CHECKING:
+    from agentd.memory import MemoryService
 
 #: Where ``remember`` may store, relative to the conversation.
 REMEMBER_SCOPES = ("user", "channel", "global")
@@ -75,7 +77,11 @@ class RememberSkill:
 
 
 class RecallSkill:
-    """``recall(query, limit=5)``: search long-term memory (seed 002's format and errors)."""
+    """``recall(query, limit=5)``: search long-term memory.
+
+    Results carry text, category, score and created_at; bad arguments are InvalidInput,
+    a failed search ExecutionFailed.
+    """
 
     name = "recall"
 
@@ -83,7 +89,7 @@ class RecallSkill:
         self._memory = memory
 
     def definition(self) -> dict[str, Any]:
-        """The tool definition (seed 002's input schema)."""
+        """The tool definition: ``query`` (required) and ``limit``."""
         return function_tool(
             self.name,
             "Search long-term memory for stored facts, preferences or context relevant to a query.",
@@ -104,7 +110,7 @@ class RecallSkill:
                 'recall needs an embedding model; configure [embedding] provider = "local" or "litellm"'
             )
         limit = _int_arg(arguments, "limit", self._memory.config.recall_limit, 1, 100)
-        # Seed 002: the top ``limit`` by score, with no threshold unless configured.
+        # The recall skill's contract: the top ``limit`` by score, with no threshold unless configured.
         threshold = self._memory.config.recall_min_score or 0.0
         try:
             hits = self._memory.search(

@@ -1,4 +1,4 @@
-"""Skills: tools the model may call, with OpenAI-format definitions (seed 002)."""
+"""Skills: tools the model may call, with OpenAI-format definitions."""
 
 from __future__ import annotations
 

@@ -87,6 +87,14 @@ def create_engine(url: str, busy_timeout_ms: int = 5000) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: sa.Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(WRITE) else "BEGIN")
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(WRITE) else "BEGIN")
+        except sa.exc.OperationalError as exc:
+            if "locked" not in str(exc.orig):
+                raise
+            raise StoreError(
+                f"the database {path or url} is locked by another writer (waited {busy_timeout_ms} ms, "
+                "[database] busy_timeout_ms): let it finish or stop it, then try again"
+            ) from exc
 
     return engine

@@ -1,0 +1,121 @@
+"""The README as a user reads it: every error code is listed, every file it (and docs/) points
+at exists, the persona files it shows load, the local-server example answers against a fake
+OpenAI-compatible server on loopback, and the systemd unit's command line parses."""
+
+from __future__ import annotations
+
+import configparser
+import json
+import re
+import shlex
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from agentd._exceptions import CATALOGUE
+from agentd.cli.main import cli
+from agentd.personas import load_persona_file
+from agentd.skills import SKILLS
+from tests.conftest import REPO, agentd_cli, write_home
+from tests.fakeopenai import FakeOpenAI, Turn
+
+README = (REPO / "README.md").read_text(encoding="utf-8")
+GUIDES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def _section(title: str) -> str:
+    start = README.index(f"\n## {title}\n")
+    end = README.find("\n## ", start + 1)
+    return README[start : end if end != -1 else None]
+
+
+def test_the_http_api_section_lists_every_error_code_with_its_status() -> None:
+    api = _section("The HTTP API")
+    for code, info in CATALOGUE.items():
+        assert re.search(rf"^\| `{re.escape(code.value)}` \| {info.status} \|", api, re.M), code.value
+
+
+@pytest.mark.parametrize("guide", GUIDES, ids=lambda p: p.name)
+def test_every_file_a_guide_points_at_is_in_the_repository(guide: Path) -> None:
+    text = guide.read_text(encoding="utf-8")
+    links = [m for m in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text) if "://" not in m]
+    quoted = re.findall(r"`((?:agentd|bench|docs|examples|migrations|personas|tests)/[\w./-]+)`", text)
+    missing = []
+    for ref in [*links, *quoted]:
+        ref = ref.split(":")[0].rstrip(".")
+        if "*" in ref or "<" in ref:
+            continue
+        if not (guide.parent / ref).exists() and not (REPO / ref).exists():
+            missing.append(ref)
+    assert not missing, f"{guide.name} points at files that are not in the repository: {missing}"
+    assert "../shared" not in text and "/work/" not in text and "DESIGN.md" not in text
+    assert not re.search(r"\bseeds? 00\d", text, re.I)
+
+
+def _persona_blocks() -> list[str]:
+    return [b for b in re.findall(r"```toml\n(.*?)```", README, re.S) if re.search(r'^name = "', b, re.M)]
+
+
+def test_the_persona_files_it_shows_load(tmp_path: Path) -> None:
+    blocks = _persona_blocks()
+    assert len(blocks) >= 4  # the full file, OpenAI, Anthropic, a local server
+    for block in blocks:
+        data = tomllib.loads(block)
+        path = tmp_path / f"{data['name']}.toml"
+        path.write_text(block.replace('# project_dir = "../myproject"', ""))
+        persona = load_persona_file(path, tuple(SKILLS))
+        assert persona.model and persona.system_prompt
+
+
+def test_the_full_persona_file_shows_every_key() -> None:
+    from agentd.personas import _PersonaFile
+
+    full = _persona_blocks()[0]
+    for key in _PersonaFile.model_fields:
+        assert re.search(rf"^(# )?{key} = ", full, re.M), key
+
+
+def test_the_real_model_examples_name_the_key_their_provider_needs(tmp_path: Path) -> None:
+    """What `agentd doctor` says for the OpenAI and Anthropic examples, without a key set."""
+    section = _section("Real models")
+    blocks = [b for b in re.findall(r"```toml\n(.*?)```", section, re.S) if "api_base" not in b]
+    personas = {tomllib.loads(b)["model"].split("/")[0]: b for b in blocks}
+    config = write_home(
+        tmp_path,
+        personas={
+            "openai": personas["openai"].replace('"buddy"', '"openai"'),
+            "anthropic": personas["anthropic"].replace('"buddy"', '"anthropic"'),
+        },
+    )
+    result = agentd_cli("doctor", "--json", config=config, env={"OPENAI_API_KEY": "", "ANTHROPIC_API_KEY": ""})
+    report = {c["check"]: c for c in json.loads(result.stdout)}
+    assert "OPENAI_API_KEY" in report["llm openai"]["detail"] and not report["llm openai"]["ok"]
+    assert "ANTHROPIC_API_KEY" in report["llm anthropic"]["detail"] and not report["llm anthropic"]["ok"]
+
+
+def test_the_local_server_example_answers_with_no_key_variable(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    """The README's local-server persona, pointed at a fake OpenAI-compatible server on loopback."""
+    block = next(b for b in _persona_blocks() if "api_base" in b and not b.lstrip().startswith("#"))
+    local = re.sub(r'^api_base = "[^"]*"', f'api_base = "{fake_openai.url}"', block, flags=re.M)
+    assert local != block
+    config = write_home(tmp_path, personas={"local": local})
+    env = {"OPENAI_API_KEY": ""}
+    ping = agentd_cli("doctor", "--ping", "--json", config=config, env=env)
+    report = {c["check"]: c for c in json.loads(ping.stdout)}
+    assert report["ping local"]["ok"], report["ping local"]
+    fake_openai.queue(Turn(text="Hello from a local model."))
+    chat = agentd_cli("chat", "local", "--message", "hello", config=config, env=env)
+    assert chat.returncode == 0, chat.stderr
+    assert "Hello from a local model." in chat.stdout
+    assert all(auth == "Bearer agentd-no-key" for auth in fake_openai.authorizations)
+
+
+def test_the_systemd_unit_runs_a_command_agentd_has() -> None:
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.read(REPO / "examples" / "agentd.service")
+    argv = shlex.split(unit["Service"]["ExecStart"])
+    assert argv[0].endswith("/agentd")
+    ctx = cli.make_context("agentd", argv[1:], resilient_parsing=True)
+    assert ctx.protected_args + ctx.args == ["serve"] or ctx.args[:1] == ["serve"]
+    assert "AGENTD_HOME=" in unit["Service"]["Environment"]
