@@ -27,6 +27,8 @@ EXACT_LIMIT = 8192
 EF_SEARCH = 200
 #: Tuples an iterative HNSW scan may visit before it gives up on the filter.
 MAX_SCAN_TUPLES = 50_000
+#: The longest a rebuild's statements (copying, building the HNSW graph) may run.
+MAINTENANCE_TIMEOUT_MS = 3_600_000
 #: HNSW build parameters (pgvector's defaults).
 HNSW_OPTIONS = "m = 16, ef_construction = 64"
 
@@ -133,7 +135,9 @@ class PgVectors:
         _insert(conn, STAGING, rows)
 
     def finish_rebuild(self, conn: sa.Connection, dimension: int) -> None:
-        # Building the graph once over every vector is much faster than growing it row by row.
+        # Building the graph once over every vector is much faster than growing it row by row,
+        # and at a million vectors takes longer than one ordinary statement may.
+        conn.exec_driver_sql("SELECT set_config('statement_timeout', %s, true)", (str(MAINTENANCE_TIMEOUT_MS),))
         conn.exec_driver_sql(f"DROP INDEX IF EXISTS {HNSW}")
         self.reset(conn, dimension)
         conn.exec_driver_sql(
