@@ -55,7 +55,8 @@ class DaemonConfig(_Section):
 
 
 class DatabaseConfig(_Section):
-    """``[database]``: the SQLite file (relative paths are relative to the config file)."""
+    """``[database]``: the store's URL: ``sqlite:///FILE`` (the default; relative paths are relative to
+    the config file) or ``postgresql+psycopg://USER@HOST/DATABASE`` (pgvector and full-text search)."""
 
     url: str = "sqlite:///agentd.db"
     busy_timeout_ms: int = Field(default=5000, ge=0)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 
@@ -26,11 +26,9 @@ from agentd.store.schema import ChannelRow, ContextRecordRow, MemoryRow, Message
 #: Rows read and written per batch.
 BATCH = 1000
 #: Tables copied row for row, in an order that satisfies their references; the key pages through them.
-TABLES: tuple[tuple[sa.Table, str], ...] = (
-    (ChannelRow.__table__, "name"),  # type: ignore[arg-type]
-    (MessageRow.__table__, "id"),  # type: ignore[arg-type]
-    (MemoryRow.__table__, "id"),  # type: ignore[arg-type]
-    (ContextRecordRow.__table__, "id"),  # type: ignore[arg-type]
+TABLES: tuple[tuple[sa.Table, str], ...] = tuple(
+    (cast(sa.Table, row.__table__), key)
+    for row, key in ((ChannelRow, "name"), (MessageRow, "id"), (MemoryRow, "id"), (ContextRecordRow, "id"))
 )
 #: Tables whose ids come from a sequence on PostgreSQL (moved past the copied ids).
 _SEQUENCED = ("messages", "memories", "context_records")
