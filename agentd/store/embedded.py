@@ -12,6 +12,7 @@ a production store is a PostgreSQL server someone runs).
 
 from __future__ import annotations
 
+import atexit
 import os
 import pwd
 import shutil
@@ -117,6 +118,7 @@ class EmbeddedPostgres:
 
     def stop(self) -> None:
         """Stop the server (fast shutdown) and remove its directory."""
+        atexit.unregister(self.stop)
         if (self.data / "postmaster.pid").exists():
             self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "-t", str(int(TIMEOUT)), "stop")
         shutil.rmtree(self._root, ignore_errors=True)
