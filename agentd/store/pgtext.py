@@ -122,7 +122,7 @@ class PgText:
             lexemes = _bounded(lexemes, df, TERM_BUDGET)
         for lexeme in lexemes:
             if df[lexeme] > TERM_BUDGET > 0:  # the rarest term, kept alone over the budget: count it exactly
-                df[lexeme] = _postings(conn, lexeme, None)
+                df[lexeme] = _postings(conn, [lexeme], None)[lexeme]
         keys = [scope_token(persona, s) for s in scopes] if scopes else [persona_token(persona)]
         match = f"({' | '.join(keys)}) & ({' | '.join(lexeme_query(x) for x in lexemes)})"
         avgdl = tokens / documents
@@ -148,7 +148,7 @@ class PgText:
         return [(int(mid), float(score)) for mid, score in rows]
 
     def _frequencies(self, conn: sa.Connection, lexemes: Sequence[str]) -> dict[str, int]:
-        """Document frequency of each lexeme, counted up to the budget (past it: "common")."""
+        """Document frequency of each lexeme, counted up to the budget (past it: "common"), in one query."""
         cache = _common.setdefault(conn.engine, {})
         now = time.monotonic()
         cap = TERM_BUDGET + 1 if TERM_BUDGET > 0 else None
@@ -157,8 +157,7 @@ class PgText:
             seen = cache.get(lexeme)
             if seen is not None and seen[2] > now and (seen[1] or (cap is not None and seen[0] >= cap)):
                 found[lexeme] = seen[0]
-                continue
-            n = _postings(conn, lexeme, cap)
+        for lexeme, n in _postings(conn, [x for x in lexemes if x not in found], cap).items():
             found[lexeme] = n
             if n >= COMMON_MIN:
                 if len(cache) >= _COMMON_MAX:
@@ -167,14 +166,19 @@ class PgText:
         return found
 
 
-def _postings(conn: sa.Connection, lexeme: str, cap: int | None) -> int:
-    """How many memories hold ``lexeme`` (in text or context), counted up to ``cap``."""
-    if cap is None:
-        sql, params = f"SELECT count(*) FROM {TABLE} WHERE words @@ %s::tsquery", (lexeme_query(lexeme),)
-    else:
-        sql = f"SELECT count(*) FROM (SELECT 1 FROM {TABLE} WHERE words @@ %s::tsquery LIMIT %s) AS c"
-        params = (lexeme_query(lexeme), cap)  # type: ignore[assignment]
-    return int(conn.exec_driver_sql(sql, params).scalar_one())
+def _postings(conn: sa.Connection, lexemes: Sequence[str], cap: int | None) -> dict[str, int]:
+    """How many memories hold each lexeme (in text or context), counted up to ``cap``: one round trip."""
+    if not lexemes:
+        return {}
+    matches = f"SELECT 1 FROM {TABLE} WHERE words @@ q.query"
+    if cap is not None:
+        matches += f" LIMIT {int(cap)}"
+    rows = conn.exec_driver_sql(
+        f"SELECT q.lexeme, (SELECT count(*) FROM ({matches}) AS c) "
+        "FROM unnest(%s::text[], %s::tsquery[]) AS q(lexeme, query)",
+        (list(lexemes), [lexeme_query(x) for x in lexemes]),
+    )
+    return {str(lexeme): int(n) for lexeme, n in rows}
 
 
 def _bounded(lexemes: Sequence[str], df: dict[str, int], budget: int) -> list[str]:
