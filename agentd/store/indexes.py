@@ -60,6 +60,9 @@ class VectorIndex(Protocol):
     def missing(self, conn: sa.Connection) -> list[int]:
         """Ids of memories that have no vector."""
 
+    def invalid(self, conn: sa.Connection, dimension: int) -> list[int]:
+        """Ids of stored vectors that are not finite unit vectors of ``dimension`` (reads every vector)."""
+
     def begin_rebuild(self, conn: sa.Connection, dimension: int) -> None:
         """Start staging a new set of ``dimension``-d vectors beside the live ones."""
 

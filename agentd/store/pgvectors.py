@@ -124,6 +124,16 @@ class PgVectors:
         )
         return [int(r[0]) for r in rows]
 
+    def invalid(self, conn: sa.Connection, dimension: int) -> list[int]:
+        # pgvector refuses NaN and infinity, and the column's type fixes the dimension:
+        # only the length can be wrong.
+        rows = conn.exec_driver_sql(
+            f"SELECT memory_id FROM {TABLE} WHERE NOT abs(vector_norm(embedding) - 1) <= 1e-3 "
+            "OR vector_dims(embedding) <> %s ORDER BY memory_id",
+            (dimension,),
+        )
+        return [int(r[0]) for r in rows]
+
     def begin_rebuild(self, conn: sa.Connection, dimension: int) -> None:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {STAGING}")
         conn.exec_driver_sql(

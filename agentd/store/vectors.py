@@ -355,6 +355,9 @@ class SqliteVectors:
         rows = conn.exec_driver_sql(f"SELECT id FROM memories WHERE id NOT IN (SELECT rowid FROM {TABLE})")
         return [int(r[0]) for r in rows]
 
+    def invalid(self, conn: sa.Connection, dimension: int) -> list[int]:
+        return invalid(conn, dimension)
+
     def begin_rebuild(self, conn: sa.Connection, dimension: int) -> None:
         drop(conn, STAGING)
         conn.exec_driver_sql(create_sql(dimension, STAGING))
