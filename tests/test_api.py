@@ -1,6 +1,6 @@
 """The daemon over real HTTP: chat as server-sent events, channel adapters, bad input,
 auth, and many concurrent posts. uvicorn serves on a free loopback port; litellm
-talks to the fake OpenAI server; the store is a real SQLite file."""
+talks to the fake OpenAI server; the store is a real SQLite file or PostgreSQL database."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from agentd.scopes import GLOBAL
 from tests.conftest import write_home
 from tests.fakeopenai import Turn, embedding_config, fake_persona
 from tests.support import follow, wait_for
+
+pytestmark = pytest.mark.both_backends
 
 # -- chat ------------------------------------------------------------------------------------------------
 

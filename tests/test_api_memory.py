@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from agentd.memory.known_facts import KNOWN_FACTS_HEADING
 from agentd.scopes import Scope
+
+pytestmark = pytest.mark.both_backends
 
 ALICE = [
     "Alice's favourite programming language is Python",

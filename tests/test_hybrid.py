@@ -11,6 +11,8 @@ from agentd.app import App
 from agentd.memory.dates import query_dates
 from agentd.scopes import GLOBAL, Reach, Scope
 
+pytestmark = pytest.mark.both_backends
+
 BUDDY = Reach("buddy")
 
 TRIPS = {

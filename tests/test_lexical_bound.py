@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from agentd.store import lexical
+from agentd.store import Store, lexical, pgtext
 from agentd.store.engine import create_engine
+from tests.conftest import PostgresDatabases
 
 P = "p"
 
@@ -103,3 +104,46 @@ def test_the_default_budget_is_the_module_constant(engine: sa.Engine, monkeypatc
         assert ids(lexical.search(conn, ["coffee", "zanzibar"], P, [], 10)) == [39]
         monkeypatch.setattr(lexical, "TERM_BUDGET", 0)
         assert len(lexical.search(conn, ["coffee", "zanzibar"], P, [], 10)) == 10
+
+
+# -- PostgreSQL: the same bound in agentd.store.pgtext ------------------------------------------
+
+
+@pytest.fixture
+def pg_store(postgres: PostgresDatabases) -> Iterator[Store]:
+    """The same 40 memories, in the PostgreSQL text index."""
+    store = Store.open(postgres.fresh())
+    rows = []
+    for i in range(1, 41):
+        words = ["coffee"] * (i <= 30) + ["tea"] * (30 < i <= 38) + ["note", f"n{i}"]
+        if i == 39:
+            words.append("zanzibar")
+        if i in (5, 40):
+            words.append("harbour")
+        rows.append((i, P, "global" if i % 2 else "channel:a", " ".join(words), ""))
+    with store.write() as conn:
+        store.words.insert(conn, rows)
+    yield store
+    pgtext._common.pop(store.engine, None)
+    store.close()
+
+
+def test_postgresql_past_the_budget_drops_the_common_term(pg_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pg_store.read() as conn:
+        monkeypatch.setattr(pgtext, "TERM_BUDGET", 0)
+        full = pg_store.words.search(conn, ["coffee", "zanzibar"], P, [], 10)
+        assert len(full) == 10 and 39 in ids(full)
+        monkeypatch.setattr(pgtext, "TERM_BUDGET", 31)  # 30 + 1 postings: within it
+        assert pg_store.words.search(conn, ["coffee", "zanzibar"], P, [], 10) == full
+        monkeypatch.setattr(pgtext, "TERM_BUDGET", 30)
+        assert ids(pg_store.words.search(conn, ["coffee", "zanzibar"], P, [], 10)) == [39]
+        monkeypatch.setattr(pgtext, "TERM_BUDGET", 10)  # tea (8) fits, coffee (30) does not
+        assert pg_store.words.search(conn, ["coffee", "tea"], P, ["channel:a"], 50) == (
+            pg_store.words.search(conn, ["tea"], P, ["channel:a"], 50)
+        )
+        assert sorted(ids(pg_store.words.search(conn, ["tea"], P, [], 50))) == list(range(31, 39))
+        # The rarest term is kept even alone over the budget, scored with its exact document frequency.
+        monkeypatch.setattr(pgtext, "TERM_BUDGET", 5)
+        bounded = pg_store.words.search(conn, ["coffee"], P, [], 50)
+        monkeypatch.setattr(pgtext, "TERM_BUDGET", 0)
+        assert bounded == pg_store.words.search(conn, ["coffee"], P, [], 50) and len(bounded) == 30

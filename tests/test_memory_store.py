@@ -19,6 +19,8 @@ from agentd.store import Store
 from tests.conftest import newest_migration
 from tests.fakeopenai import FakeOpenAI
 
+pytestmark = pytest.mark.both_backends
+
 BUDDY = Reach("buddy")
 
 
@@ -114,8 +116,9 @@ def test_forget_removes_row_vector_and_words(app: App) -> None:
     app.memory.forget(mem.id)
     assert app.memory.search("Python", BUDDY, min_relevance=0.0) == []
     with app.store.read() as conn:
-        assert conn.exec_driver_sql("SELECT count(*) FROM memory_vectors").scalar_one() == 0
-        assert conn.exec_driver_sql("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH 'python'").scalar_one() == 0
+        assert app.store.vectors.count(conn) == 0
+        assert app.store.words.count(conn) == 0
+        assert app.store.words.search(conn, ["python"], "buddy", [], 5) == []
     with pytest.raises(NotFound):
         app.memory.forget(mem.id)
 
@@ -220,9 +223,10 @@ def test_concurrent_writers_all_land(app: App) -> None:
     assert errors == []
     assert app.memory.count("buddy") == 120
     with app.store.read() as conn:
-        assert conn.exec_driver_sql("SELECT count(*) FROM memory_vectors").scalar_one() == 120
+        assert app.store.vectors.count(conn) == app.store.words.count(conn) == 120
 
 
+@pytest.mark.sqlite_only
 def test_the_database_is_created_upgraded_and_in_wal_mode(app: App, config: Config) -> None:
     app.memory.count()
     with app.store.read() as conn:
@@ -232,6 +236,22 @@ def test_the_database_is_created_upgraded_and_in_wal_mode(app: App, config: Conf
     assert (config.base_dir / "agentd.db").is_file()
 
 
+def test_a_postgresql_store_is_created_upgraded_and_keeps_its_statistics(app: App, backend: str) -> None:
+    """On PostgreSQL: at the newest revision, pgvector's HNSW index exists, bm25's counts follow adds and forgets."""
+    if backend != "postgres":
+        assert app.store.backend == "sqlite"
+        return
+    ids = [app.memory.add("buddy", GLOBAL, f"User note {i} about rivers")[0].id for i in range(3)]
+    app.memory.forget(ids[1])
+    with app.store.read() as conn:
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one() == newest_migration()
+        assert conn.exec_driver_sql("SELECT to_regclass('memory_vectors_hnsw') IS NOT NULL").scalar_one()
+        documents, tokens = conn.exec_driver_sql("SELECT documents, tokens FROM memory_words_stats").one()
+        assert documents == app.store.words.count(conn) == 2
+        assert tokens == conn.exec_driver_sql("SELECT sum(length) FROM memory_words").scalar_one() > 0
+
+
+@pytest.mark.sqlite_only
 def test_an_unreadable_database_path_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "dir.db").mkdir()
     with pytest.raises(StoreError, match="is not a file"):
@@ -285,5 +305,6 @@ def test_rows_vectors_and_words_stay_consistent(app: App) -> None:
     app.memory.forget(ids[4])
     with app.store.read() as conn:
         rows = {r[0] for r in conn.execute(sa.text("SELECT id FROM memories"))}
-        vecs = {r[0] for r in conn.exec_driver_sql("SELECT rowid FROM memory_vectors")}
+        vecs = {r[0] for r in app.store.vectors.fetch(conn, ids)}
+        assert app.store.words.count(conn) == len(rows)
     assert rows == vecs == set(ids) - {ids[4]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from agentd.memory import MemoryService
 from agentd.scopes import GLOBAL, Reach
 from agentd.store import Store, migrate
 from agentd.store.engine import create_engine
-from tests.conftest import newest_migration
+from tests.conftest import REPO, PostgresDatabases, newest_migration
 
 
 def test_a_store_at_the_first_revision_upgrades_with_its_memories_searchable(
@@ -55,3 +56,57 @@ def test_a_store_at_the_first_revision_upgrades_with_its_memories_searchable(
         assert [h.memory.text for h in best] == ["User likes Python"]
     finally:
         store.close()
+
+
+def test_a_postgresql_store_at_the_first_revision_upgrades_with_its_memories_searchable(
+    postgres: PostgresDatabases, embedder: LocalEmbedder
+) -> None:
+    """Rows written at 0001 with that revision's own DDL stay searchable at the newest revision."""
+    url = postgres.fresh(migrated=False)
+    engine = create_engine(url)
+    assert migrate.upgrade(engine, embedder.dimension, target="0001") == (None, "0001")
+    texts = ["User likes Python", "User's dog is named Max"]
+    vectors = embedder.embed(texts)
+    with engine.begin() as conn:
+        for mid, (text, vec) in enumerate(zip(texts, vectors, strict=True), start=1):
+            conn.exec_driver_sql(
+                "INSERT INTO memories (id, persona, scope, category, text, content_hash, metadata, created_at) "
+                "VALUES (%s, 'buddy', 'global', 'fact', %s, %s, NULL, '2026-01-01 00:00:00')",
+                (mid, text, f"hash{mid}"),
+            )
+            conn.exec_driver_sql(
+                "INSERT INTO memory_vectors (memory_id, persona, scope, embedding) "
+                "VALUES (%s, 'buddy', 'global', %s::vector)",
+                (mid, "[" + ",".join(str(float(x)) for x in vec) + "]"),
+            )
+        conn.exec_driver_sql("SELECT setval(pg_get_serial_sequence('memories', 'id'), 2)")
+    engine.dispose()
+
+    store = Store.open(url, dimension=embedder.dimension)
+    try:
+        with store.read() as conn:
+            assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one() == newest_migration()
+        service = MemoryService(store, embedder, MemoryConfig(), personas=["buddy"], check_embedding=False)
+        reach = Reach("buddy", channel=None, user=None)
+        best = service.search("What programming language should I learn?", reach, limit=1, mode="dense")
+        assert [h.memory.text for h in best] == ["User likes Python"]
+        # New memories get ids after the old ones, and words as the current code writes them.
+        added, _ = service.add("buddy", GLOBAL, "The dog Max sleeps in the garden")
+        assert added.id == 3
+        found = service.search("dog Max", reach, limit=3, min_relevance=0.0, mode="lexical")
+        assert [h.memory.id for h in found] == [3]
+    finally:
+        store.close()
+
+
+def test_the_revisions_import_no_application_code() -> None:
+    """Frozen history: a revision holds its own DDL; it never imports agentd."""
+    for path in sorted((REPO / "migrations" / "versions").glob("[0-9]*_*.py")):
+        tree = ast.parse(path.read_text())
+        imported = [
+            alias.name if isinstance(node, ast.Import) else node.module or ""
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for alias in (node.names if isinstance(node, ast.Import) else [None])  # type: ignore[list-item]
+        ]
+        assert not [m for m in imported if m.split(".")[0] == "agentd"], path.name

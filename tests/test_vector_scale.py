@@ -21,6 +21,8 @@ from agentd.memory import MemoryService
 from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.store import Store, migrate, vectors
 from agentd.store.engine import create_engine
+from agentd.store.pgvectors import PgVectors
+from tests.conftest import PostgresDatabases
 from tests.fakeopenai import FakeOpenAI
 
 QUERY = "Which programming language does the user write at work?"
@@ -45,6 +47,7 @@ def _bits_match_floats(conn: sa.Connection) -> bool:
 # -- scope isolation across partitions --------------------------------------------------
 
 
+@pytest.mark.both_backends
 def test_a_search_sees_only_its_persona_channel_user_and_global(app: App) -> None:
     """The same text in every scope: each reach gets exactly its own scopes, global always."""
     text = "User writes Go microservices at work"
@@ -64,6 +67,7 @@ def test_a_search_sees_only_its_persona_channel_user_and_global(app: App) -> Non
         assert {h.memory.persona for h in hits} == {"buddy"}, reach
 
 
+@pytest.mark.both_backends
 def test_a_multi_scope_search_merges_partitions_into_one_exact_top_k(app: App, embedder: LocalEmbedder) -> None:
     """sqlite-vec answers IN/OR on partition keys with unmerged per-partition lists; agentd merges.
 
@@ -91,7 +95,7 @@ def test_a_multi_scope_search_merges_partitions_into_one_exact_top_k(app: App, e
     k = 4
     expected = [ids[j] for j in np.argsort(-sims, kind="stable")[:k]]
     with app.store.read() as conn:
-        got = vectors.nearest(conn, qvec, "buddy", ["global", "channel:a", "user:x"], k)
+        got = app.store.vectors.nearest(conn, qvec, "buddy", ["global", "channel:a", "user:x"], k)
     assert [mid for mid, _ in got] == expected
     assert len({app.memory.get(mid).scope for mid in expected}) >= 2  # the top k really spans partitions
     assert [round(s, 4) for _, s in got] == [round(float(s), 4) for s in sorted(sims, reverse=True)[:k]]
@@ -276,4 +280,33 @@ def test_upgrading_an_existing_store_fills_the_bit_table(tmp_path: Path) -> None
         assert _ids(conn, vectors.COARSE) == set(range(1, 301))
         assert _bits_match_floats(conn)
         assert vectors.nearest(conn, vecs[41], "p", (), 1)[0][0] == 42
+    store.close()
+
+
+# -- PostgreSQL: pgvector ----------------------------------------------------------------------
+
+
+def test_postgresql_persona_wide_search_through_hnsw_keeps_to_its_persona(postgres: PostgresDatabases) -> None:
+    """Past the exact limit a persona-wide search walks the HNSW graph (iterative scan, filtered by
+    persona): the nearest vectors, k of them, none of another persona; scoped searches stay exact."""
+    vecs = _unit(1200, seed=11)
+    store = Store.open(postgres.fresh(), dimension=384)
+    index = store.vectors
+    assert isinstance(index, PgVectors)
+    rows = [(i + 1, ("p", "q")[i % 2], f"channel:c{i % 7}", v) for i, v in enumerate(vecs)]
+    with store.write() as conn:
+        index.insert(conn, rows)
+        index.delete(conn, 5)
+    noise = np.random.default_rng(2).normal(0, 0.01, 384).astype(np.float32)
+    with store.read() as conn:
+        for target in (1, 3, 601, 1199):
+            query = vecs[target - 1] + noise
+            approx = index.nearest(conn, query, "p", (), 20, exact_limit=0)
+            exact = index.nearest(conn, query, "p", (), 20, exact=True)
+            assert approx[0][0] == exact[0][0] == target
+            assert len(approx) == 20 and all(mid % 2 == 1 and mid != 5 for mid, _ in approx)
+            assert len({m for m, _ in approx} & {m for m, _ in exact}) >= 18
+            scoped = index.nearest(conn, query, "p", ["channel:c1", "channel:c4"], 5)
+            members = {i + 1 for i in range(len(vecs)) if i % 2 == 0 and i % 7 in (1, 4)}
+            assert {m for m, _ in scoped} <= members and len(scoped) == 5
     store.close()

@@ -73,7 +73,7 @@ SHOWN_IDS = 20
 
 def _vectors(app: App) -> Check | None:
     """Stored vectors that are not finite unit vectors of the store's dimension (read-only)."""
-    from agentd.store import Store, vectors
+    from agentd.store import Store
     from agentd.store.engine import create_engine, sqlite_path
 
     url = app.config.database_url
@@ -87,7 +87,7 @@ def _vectors(app: App) -> Check | None:
         if space is None:
             return None
         with store.read() as conn:
-            bad = vectors.invalid(conn, space.dimension)
+            bad = store.vectors.invalid(conn, space.dimension)
     except AgentdError as exc:
         return Check("vectors", False, str(exc))
     finally:

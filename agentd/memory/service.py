@@ -29,8 +29,7 @@ from agentd.memory.ranking import INTENT_RELEVANCE, MemoryHit, Ranked, rank
 from agentd.relevance import DEFAULT_WORDS, Recency
 from agentd.scopes import Reach, Scope
 from agentd.store import Store
-from agentd.store import lexical as lexical_table
-from agentd.store import vectors as vector_table
+from agentd.store.lexical import CONTEXT_KEY
 from agentd.store.memories import Memory, NewMemory
 from agentd.store.schema import utcnow
 
@@ -111,10 +110,10 @@ class MemoryService:
             raise InvalidInput("category", "must be 1-64 letters, digits, spaces, '_', '.' or '-'")
         if not isinstance(item.metadata, dict):
             raise InvalidInput("metadata", "must be a JSON object")
-        context = item.metadata.get(lexical_table.CONTEXT_KEY)
+        context = item.metadata.get(CONTEXT_KEY)
         if context is not None and (not isinstance(context, str) or len(context) > self._config.max_text_chars):
             raise InvalidInput(
-                f"metadata.{lexical_table.CONTEXT_KEY}",
+                f"metadata.{CONTEXT_KEY}",
                 f"must be a string of at most {self._config.max_text_chars} characters",
             )
         if not isinstance(item.scope, Scope):
@@ -193,13 +192,12 @@ class MemoryService:
         """Rebuild every vector with the configured embedder; return how many were embedded.
 
         The store is re-bound to the configured model. Vectors are staged batch by
-        batch in a side table and swapped in one short transaction at the end.
+        batch beside the live ones and swapped in one transaction at the end.
         """
         embedder = self._require_embedder()
-        staging = vector_table.TABLE + "_next"
+        vectors = self._store.vectors
         with self._store.write() as conn:
-            vector_table.drop(conn, staging)
-            conn.exec_driver_sql(vector_table.create_sql(embedder.dimension, staging))
+            vectors.begin_rebuild(conn, embedder.dimension)
             total = self._store.memories.count(conn)
         progress(0, total)
         done = 0
@@ -208,29 +206,19 @@ class MemoryService:
         for mems in batches:
             vecs = self._embed([m.text for m in mems])
             with self._store.write() as conn:
-                vector_table.insert(
-                    conn, ((m.id, m.persona, str(m.scope), v) for m, v in zip(mems, vecs, strict=True)), staging
+                vectors.insert_staged(
+                    conn, [(m.id, m.persona, str(m.scope), v) for m, v in zip(mems, vecs, strict=True)]
                 )
             done += len(mems)
             progress(done, total)
         with self._store.write() as conn:
             self._store.rebind_embedding(conn, embedder.model_id, embedder.dimension)
-            conn.exec_driver_sql(
-                f"INSERT INTO {vector_table.TABLE}(rowid, persona, scope, embedding) "
-                f"SELECT rowid, persona, scope, embedding FROM {staging} "
-                "WHERE rowid IN (SELECT id FROM memories)"
-            )
-            vector_table.drop(conn, staging)
-            # The bit table still holds the old model's signs: re-derive it.
-            vector_table.rebuild_coarse(conn)
-            # Memories added while re-embedding ran are embedded now (both tables).
-            late = conn.exec_driver_sql(
-                f"SELECT id FROM memories WHERE id NOT IN (SELECT rowid FROM {vector_table.TABLE})"
-            ).fetchall()
+            # Memories added while re-embedding ran are embedded now.
+            late = vectors.missing(conn)
             if late:
-                mems = list(self._store.memories.fetch(conn, [r[0] for r in late]).values())
+                mems = list(self._store.memories.fetch(conn, late).values())
                 vecs = self._embed([m.text for m in mems])
-                vector_table.insert(conn, ((m.id, m.persona, str(m.scope), v) for m, v in zip(mems, vecs, strict=True)))
+                vectors.insert(conn, [(m.id, m.persona, str(m.scope), v) for m, v in zip(mems, vecs, strict=True)])
                 done += len(mems)
         return done
 
@@ -330,8 +318,8 @@ class MemoryService:
         if mode != "lexical":
             qvec = self.embed_query(query) if vector is None else vector
         with self._store.read() as conn:
-            nearest = vector_table.nearest(conn, qvec, reach.persona, scopes, pool) if qvec is not None else []
-            matched = lexical_table.search(conn, terms, reach.persona, scopes, pool) if terms else []
+            nearest = self._store.vectors.nearest(conn, qvec, reach.persona, scopes, pool) if qvec is not None else []
+            matched = self._store.words.search(conn, terms, reach.persona, scopes, pool) if terms else []
             candidates = self._fusion.merge(nearest, matched)
             # Rank on ids and dates; load whole rows (text, metadata) for the winners only.
             ranked = rank(

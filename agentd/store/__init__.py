@@ -1,10 +1,13 @@
 """The store: the only part of agentd that speaks SQL.
 
-``Store.open`` creates the SQLite file if needed, upgrades its schema to the
-newest migration and loads sqlite-vec into every connection. Callers get
-connections from :meth:`Store.read` (a plain transaction) or :meth:`Store.write`
-(``BEGIN IMMEDIATE``: writers queue instead of failing) and hand them to the
-repositories (``store.memories``, ``store.messages``, ``store.contexts``).
+``Store.open`` creates the database if needed (a SQLite file, or the schema in
+an existing PostgreSQL database) and upgrades it to the newest migration.
+Callers get connections from :meth:`Store.read` (a plain transaction) or
+:meth:`Store.write` (on SQLite ``BEGIN IMMEDIATE``: writers queue instead of
+failing) and hand them to the repositories (``store.memories``,
+``store.messages``, ``store.contexts``). The memories' two search indexes are
+``store.vectors`` and ``store.words`` (:mod:`agentd.store.indexes`): sqlite-vec
+and FTS5 on SQLite, pgvector and PostgreSQL full-text search on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from agentd._exceptions import EmbeddingMismatch, StoreError
-from agentd.store import migrate, vectors
-from agentd.store.engine import WRITE, create_engine, sqlite_path
+from agentd.store import migrate
+from agentd.store.engine import WRITE, backend, create_engine, sqlite_path
+from agentd.store.indexes import TextIndex, VectorIndex
 from agentd.store.memories import Memory, MemoryRepo, NewMemory, content_hash
 from agentd.store.schema import EmbeddingSpaceRow, table, utcnow
 
@@ -42,7 +46,8 @@ class Store:
         #: Why the last write failed, until one succeeds again (``None``: writes work).
         self.write_failure: str | None = None
         self._writer = engine.execution_options(**{WRITE: True})
-        self.memories = MemoryRepo()
+        self.vectors, self.words = indexes(engine)
+        self.memories = MemoryRepo(self.vectors, self.words)
         from agentd.store.contexts import ContextRepo
         from agentd.store.messages import MessageRepo
 
@@ -61,8 +66,16 @@ class Store:
         except DBAPIError as exc:
             engine.dispose()
             path = sqlite_path(url)
-            raise StoreError(f"cannot open the database at {path or url}: {exc.orig}") from exc
+            where = path or sa.engine.make_url(url).render_as_string(hide_password=True)
+            raise StoreError(f"cannot open the database at {where}: {exc.orig}") from exc
+        # Connections opened before the migration created pgvector's type have no adapter for it.
+        engine.dispose()
         return cls(engine, url)
+
+    @property
+    def backend(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return backend(self.engine)
 
     def close(self) -> None:
         """Close every pooled connection."""
@@ -113,23 +126,33 @@ class Store:
                 if row.model_id != model_id or row.dimension != dimension:
                     raise EmbeddingMismatch(row.model_id, row.dimension, model_id, dimension)
                 return
-            has_memories = conn.execute(sa.text("SELECT EXISTS (SELECT 1 FROM memories)")).scalar_one()
-            if has_memories and vectors.table_dimension(conn) is not None:
-                # Memories stored with no embedder configured have no vectors yet.
-                count = conn.exec_driver_sql(f"SELECT count(*) FROM {vectors.TABLE}").scalar_one()
-                if count:
-                    raise EmbeddingMismatch("unknown", vectors.table_dimension(conn) or 0, model_id, dimension)
-            if vectors.table_dimension(conn) != dimension:
-                vectors.drop(conn)
-                conn.exec_driver_sql(vectors.create_sql(dimension))
+            held = self.vectors.dimension(conn)
+            # Memories stored with no embedder configured have no vectors yet.
+            if held is not None and self.vectors.count(conn):
+                raise EmbeddingMismatch("unknown", held, model_id, dimension)
+            if held != dimension:
+                self.vectors.reset(conn, dimension)
             conn.execute(sa.insert(_SPACE).values(id=1, model_id=model_id, dimension=dimension, updated_at=utcnow()))
 
     def rebind_embedding(self, conn: sa.Connection, model_id: str, dimension: int) -> None:
-        """Inside a write transaction: empty the vector table and bind a new model."""
-        vectors.drop(conn)
-        conn.exec_driver_sql(vectors.create_sql(dimension))
+        """Inside a write transaction: the staged vectors (``store.vectors.begin_rebuild``) replace the
+        live ones, and the store is bound to ``model_id``."""
+        self.vectors.finish_rebuild(conn, dimension)
         conn.execute(sa.delete(_SPACE))
         conn.execute(sa.insert(_SPACE).values(id=1, model_id=model_id, dimension=dimension, updated_at=utcnow()))
 
 
-__all__ = ["EmbeddingSpace", "Memory", "NewMemory", "Store", "content_hash"]
+def indexes(engine: sa.Engine) -> tuple[VectorIndex, TextIndex]:
+    """The vector and text index of ``engine``'s backend."""
+    if backend(engine) == "postgresql":
+        from agentd.store.pgtext import PgText
+        from agentd.store.pgvectors import PgVectors
+
+        return PgVectors(), PgText()
+    from agentd.store.lexical import SqliteText
+    from agentd.store.vectors import SqliteVectors
+
+    return SqliteVectors(), SqliteText()
+
+
+__all__ = ["EmbeddingSpace", "Memory", "NewMemory", "Store", "TextIndex", "VectorIndex", "content_hash"]

@@ -1,6 +1,10 @@
-"""The SQLAlchemy engine over an extension-capable SQLite driver.
+"""The SQLAlchemy engine: SQLite (the default) or PostgreSQL, and how connections are set up.
 
-This Python's ``sqlite3`` is built without ``enable_load_extension``, so agentd
+Every connection agentd opens is made here, so what a backend needs on each
+connection (sqlite-vec, pragmas, pgvector's type adapters, timeouts) lives in
+one place. :func:`backend` tells the two apart.
+
+**SQLite.** This Python's ``sqlite3`` is built without ``enable_load_extension``, so agentd
 hands SQLAlchemy the ``sqlean`` driver (same DB-API, SQLite 3.50, extensions
 allowed) through ``module=`` and loads sqlite-vec into every new connection.
 
@@ -9,6 +13,13 @@ exists; sqlite-vec's chunked blobs read faster with it), WAL, a busy timeout,
 foreign keys, and a memory map over the whole file. Transactions begin explicitly: readers with
 ``BEGIN`` (they never block writers in WAL), writers with ``BEGIN IMMEDIATE`` so
 two writers queue on the busy timeout instead of deadlocking on a lock upgrade.
+
+**PostgreSQL** (``postgresql+psycopg://…``; needs ``pip install 'agentd[postgres]'``):
+psycopg 3 with pgvector's adapters (vectors travel as numpy arrays),
+``lock_timeout`` set to the busy timeout, every statement bounded by
+:data:`STATEMENT_TIMEOUT_MS`, connections checked before use. Writers begin
+like readers (READ COMMITTED); the repositories use ``ON CONFLICT`` where two
+writers could race.
 """
 
 from __future__ import annotations
@@ -26,6 +37,10 @@ from agentd._exceptions import StoreError
 
 #: Execution option that marks a connection as a writer (``BEGIN IMMEDIATE``).
 WRITE = "agentd_write"
+#: PostgreSQL: the longest one statement may run (maintenance such as an HNSW build sets its own).
+STATEMENT_TIMEOUT_MS = 120_000
+#: PostgreSQL: seconds to wait for a connection to the server.
+CONNECT_TIMEOUT_S = 10
 
 PRAGMAS = (
     "PRAGMA page_size = 65536",
@@ -50,11 +65,26 @@ def sqlite_path(url: str) -> Path | None:
     return Path(parsed.database)
 
 
+def backend(url_or_engine: str | Engine | sa.Connection) -> str:
+    """``"sqlite"`` or ``"postgresql"``."""
+    if isinstance(url_or_engine, str):
+        return sa.engine.make_url(url_or_engine).get_backend_name()
+    return url_or_engine.dialect.name
+
+
+def driver_sql(conn: sa.Connection, sql: str) -> str:
+    """``sql`` written with ``?`` placeholders, in the connection's driver's own style."""
+    return sql if conn.dialect.paramstyle == "qmark" else sql.replace("?", "%s")
+
+
 def create_engine(url: str, busy_timeout_ms: int = 5000) -> Engine:
-    """An engine for ``url`` whose connections can run sqlite-vec and FTS5."""
+    """An engine for ``url``: SQLite with sqlite-vec and FTS5, or PostgreSQL with pgvector."""
     parsed = sa.engine.make_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        raise StoreError(f"database.url {url!r}: only sqlite:/// URLs are supported")
+    name = parsed.get_backend_name()
+    if name == "postgresql":
+        return _postgres_engine(parsed, busy_timeout_ms)
+    if name != "sqlite":
+        raise StoreError(f"database.url {url!r}: use sqlite:///FILE or postgresql+psycopg://USER@HOST/DATABASE")
     path = sqlite_path(url)
     if path is not None:
         try:
@@ -96,5 +126,39 @@ def create_engine(url: str, busy_timeout_ms: int = 5000) -> Engine:
                 f"the database {path or url} is locked by another writer (waited {busy_timeout_ms} ms, "
                 "[database] busy_timeout_ms): let it finish or stop it, then try again"
             ) from exc
+
+    return engine
+
+
+def _postgres_engine(parsed: sa.URL, busy_timeout_ms: int) -> Engine:
+    if parsed.get_driver_name() not in ("psycopg", "postgresql"):  # "postgresql://" means the default driver
+        raise StoreError(
+            f"database.url: the PostgreSQL driver is psycopg (postgresql+psycopg://…), not {parsed.drivername}"
+        )
+    try:
+        import psycopg
+        from pgvector.psycopg import register_vector
+    except ImportError as exc:
+        raise StoreError("PostgreSQL needs psycopg and pgvector: pip install 'agentd[postgres]'") from exc
+    options = f"-c lock_timeout={int(busy_timeout_ms)} -c statement_timeout={STATEMENT_TIMEOUT_MS}"
+    engine = sa.create_engine(
+        parsed.set(drivername="postgresql+psycopg"),
+        connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "options": options},
+        pool_size=8,
+        max_overflow=32,
+        pool_timeout=60,
+        pool_pre_ping=True,
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # A new database has no vector type until migration 0001 creates the
+        # extension; Store.open renews the pool after migrating.
+        try:
+            register_vector(dbapi_conn)
+        except psycopg.ProgrammingError:
+            dbapi_conn.rollback()
+        else:
+            dbapi_conn.commit()
 
     return engine

@@ -18,6 +18,8 @@ index costs the most while its idf (≈ log(N/df)) says the least. When the
 terms together have more than :data:`TERM_BUDGET` postings, the commonest are
 dropped and the rarest kept (always at least one); below it the query is
 exactly the full OR of the terms. See :func:`search`.
+
+:class:`SqliteText` is this module as the store's :class:`~agentd.store.indexes.TextIndex`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
+
+from agentd.store.indexes import WordsRow
 
 TABLE = "memory_fts"
 CREATE_SQL = (
@@ -194,3 +198,21 @@ def search(
         (CONTEXT_WEIGHT, match, k),
     ).fetchall()
     return [(int(mid), float(score)) for mid, score in rows]
+
+
+class SqliteText:
+    """The FTS5 table as a :class:`~agentd.store.indexes.TextIndex`."""
+
+    def insert(self, conn: sa.Connection, rows: Iterable[WordsRow]) -> None:
+        insert(conn, rows)
+
+    def delete(self, conn: sa.Connection, memory_id: int) -> None:
+        delete(conn, memory_id)
+
+    def count(self, conn: sa.Connection) -> int:
+        return int(conn.exec_driver_sql(f"SELECT count(*) FROM {TABLE}").scalar_one())
+
+    def search(
+        self, conn: sa.Connection, terms: Sequence[str], persona: str, scopes: Sequence[str], k: int
+    ) -> list[tuple[int, float]]:
+        return search(conn, terms, persona, scopes, k)

@@ -12,9 +12,11 @@ from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from agentd.scopes import Scope
-from agentd.store import lexical, vectors
+from agentd.store.indexes import TextIndex, VectorIndex, VectorRow, WordsRow
+from agentd.store.lexical import context_of
 from agentd.store.schema import MemoryRow, inserted_id, table, utcnow
 
 _T = table(MemoryRow)
@@ -83,42 +85,52 @@ def _memory(row: sa.Row[Any]) -> Memory:
 
 
 class MemoryRepo:
-    """SQL for memories: rows in ``memories``, vectors in sqlite-vec, words in FTS5."""
+    """SQL for memories: rows in ``memories``, vectors and words in the store's two indexes."""
+
+    def __init__(self, vectors: VectorIndex, words: TextIndex) -> None:
+        self._vectors = vectors
+        self._words = words
 
     def add(self, conn: sa.Connection, items: Sequence[NewMemory], vecs: np.ndarray | None) -> list[tuple[int, bool]]:
         """Insert ``items``; return ``(id, created)`` each (``created`` False for a duplicate)."""
         out: list[tuple[int, bool]] = []
         now = utcnow()
-        vec_rows, fts_rows = [], []
+        vec_rows: list[VectorRow] = []
+        word_rows: list[WordsRow] = []
         for i, item in enumerate(items):
             digest = content_hash(item.text)
             scope = str(item.scope)
-            existing = conn.execute(
-                sa.select(_T.c.id).where(_T.c.persona == item.persona, _T.c.scope == scope, _T.c.content_hash == digest)
-            ).scalar_one_or_none()
+            key = (_T.c.persona == item.persona, _T.c.scope == scope, _T.c.content_hash == digest)
+            existing = conn.execute(sa.select(_T.c.id).where(*key)).scalar_one_or_none()
             if existing is not None:
                 out.append((existing, False))
                 continue
-            mid = inserted_id(
-                conn.execute(
-                    sa.insert(_T).values(
-                        persona=item.persona,
-                        scope=scope,
-                        category=item.category,
-                        text=item.text,
-                        content_hash=digest,
-                        metadata=item.metadata or None,
-                        created_at=item.created_at or now,
-                        source_message_id=item.source_message_id,
-                    )
-                )
-            )
+            values = {
+                "persona": item.persona,
+                "scope": scope,
+                "category": item.category,
+                "text": item.text,
+                "content_hash": digest,
+                "metadata": item.metadata or None,
+                "created_at": item.created_at or now,
+                "source_message_id": item.source_message_id,
+            }
+            if conn.dialect.name == "postgresql":
+                # Writers do not queue on PostgreSQL: the same text added concurrently
+                # waits for the other transaction, then finds its row.
+                stmt = pg_insert(_T).values(**values).on_conflict_do_nothing().returning(_T.c.id)
+                mid = conn.execute(stmt).scalar_one_or_none()
+                if mid is None:
+                    out.append((conn.execute(sa.select(_T.c.id).where(*key)).scalar_one(), False))
+                    continue
+            else:
+                mid = inserted_id(conn.execute(sa.insert(_T).values(**values)))
             out.append((mid, True))
-            fts_rows.append((mid, item.persona, scope, item.text, lexical.context_of(item.metadata)))
+            word_rows.append((mid, item.persona, scope, item.text, context_of(item.metadata)))
             if vecs is not None:
                 vec_rows.append((mid, item.persona, scope, vecs[i]))
-        vectors.insert(conn, vec_rows)
-        lexical.insert(conn, fts_rows)
+        self._vectors.insert(conn, vec_rows)
+        self._words.insert(conn, word_rows)
         return out
 
     def get(self, conn: sa.Connection, memory_id: int) -> Memory | None:
@@ -144,6 +156,12 @@ class MemoryRepo:
         more than the query here).
         """
         found: dict[int, datetime] = {}
+        if conn.dialect.name == "postgresql":  # the driver returns naive UTC datetimes
+            rows = conn.exec_driver_sql(
+                f"SELECT id, created_at FROM {_T.name} WHERE id = ANY(%s)", ([int(i) for i in ids],)
+            )
+            found.update((mid, when.replace(tzinfo=UTC)) for mid, when in rows)
+            return found
         for start in range(0, len(ids), 500):
             chunk = [int(i) for i in ids[start : start + 500]]
             marks = ",".join("?" * len(chunk))
@@ -177,8 +195,8 @@ class MemoryRepo:
         """Remove the row, its vector and its words; False if there was none."""
         gone = conn.execute(sa.delete(_T).where(_T.c.id == memory_id)).rowcount
         if gone:
-            vectors.delete(conn, memory_id)
-            lexical.delete(conn, memory_id)
+            self._vectors.delete(conn, memory_id)
+            self._words.delete(conn, memory_id)
         return bool(gone)
 
     def iter_all(self, conn: sa.Connection, batch: int = 256) -> Iterator[list[Memory]]:

@@ -8,8 +8,10 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from agentd.store.engine import driver_sql
 from agentd.store.schema import ChannelRow, MessageRow, inserted_id, table, utcnow
 
 _M = table(MessageRow)
@@ -78,7 +80,8 @@ class MessageRepo:
 
     def ensure_channel(self, conn: sa.Connection, name: str) -> None:
         """Create the channel row if it does not exist yet."""
-        conn.execute(sqlite_insert(_C).values(name=name, created_at=utcnow()).on_conflict_do_nothing())
+        insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+        conn.execute(insert(_C).values(name=name, created_at=utcnow()).on_conflict_do_nothing())
 
     def add(
         self,
@@ -174,8 +177,11 @@ class MessageRepo:
         """``(id, role, content, token_count, token_counter)`` of up to ``limit`` conversation
         messages before ``before_id``, newest first (the assembler's hot path: plain tuples)."""
         rows = conn.exec_driver_sql(
-            "SELECT id, role, content, token_count, token_counter FROM messages "
-            "WHERE channel = ? AND role IN ('user', 'assistant') AND id < ? ORDER BY id DESC LIMIT ?",
+            driver_sql(
+                conn,
+                "SELECT id, role, content, token_count, token_counter FROM messages "
+                "WHERE channel = ? AND role IN ('user', 'assistant') AND id < ? ORDER BY id DESC LIMIT ?",
+            ),
             (channel, before_id if before_id is not None else 2**62, limit),
         ).fetchall()
         return [(int(r[0]), str(r[1]), str(r[2]), r[3], r[4]) for r in rows]
@@ -196,8 +202,11 @@ class MessageRepo:
         """``(id, content)`` of up to ``limit`` of ``author``'s user messages in ``channel`` before
         ``before_id``, newest first (history recall's hot path: plain tuples)."""
         rows = conn.exec_driver_sql(
-            "SELECT id, content FROM messages WHERE channel = ? AND author = ? AND id < ? AND role = 'user' "
-            "ORDER BY id DESC LIMIT ?",
+            driver_sql(
+                conn,
+                "SELECT id, content FROM messages WHERE channel = ? AND author = ? AND id < ? AND role = 'user' "
+                "ORDER BY id DESC LIMIT ?",
+            ),
             (channel, author, before_id, limit),
         ).fetchall()
         return [(r[0], r[1]) for r in rows]

@@ -19,8 +19,9 @@ candidates, and ``bench/search.py`` prints how often they are. Smaller
 searches (most channels and users) stay exact.
 
 Both tables change together: :func:`insert` and :func:`delete` write both, and
-:func:`rebuild_coarse` re-derives the bit table from the float one (migration
-0003 and re-embedding).
+:func:`rebuild_coarse` re-derives the bit table from the float one (re-embedding,
+rebinding). :class:`SqliteVectors` is this module as the store's
+:class:`~agentd.store.indexes.VectorIndex`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,11 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 
+from agentd.store.indexes import VectorRow
+
 TABLE = "memory_vectors"
+#: Where re-embedding stages the new model's vectors until they replace the live ones.
+STAGING = TABLE + "_next"
 COARSE = "memory_vectors_bits"
 #: Vectors per chunk. Small, because most (persona, scope) partitions are small
 #: and a k-NN query reads whole chunks (bench/search.py measures this).
@@ -309,3 +314,64 @@ def _best(rows: Iterable[Sequence[Any]], k: int) -> list[tuple[int, float]]:
     # A vector without a distance (see _knn) is never a neighbour.
     ordered = sorted(((int(mid), float(dist)) for mid, dist in rows if _has_distance(dist)), key=lambda r: (r[1], r[0]))
     return [(mid, 1.0 - dist) for mid, dist in ordered[:k]]
+
+
+class SqliteVectors:
+    """The sqlite-vec tables as a :class:`~agentd.store.indexes.VectorIndex`."""
+
+    def dimension(self, conn: sa.Connection) -> int | None:
+        return table_dimension(conn)
+
+    def reset(self, conn: sa.Connection, dimension: int) -> None:
+        # The bit table follows at the next insert (see insert: _coarse_usable).
+        drop(conn)
+        conn.exec_driver_sql(create_sql(dimension))
+
+    def insert(self, conn: sa.Connection, rows: Iterable[VectorRow]) -> None:
+        insert(conn, rows)
+
+    def delete(self, conn: sa.Connection, memory_id: int) -> None:
+        delete(conn, memory_id)
+
+    def count(self, conn: sa.Connection) -> int:
+        if table_dimension(conn) is None:
+            return 0
+        return int(conn.exec_driver_sql(f"SELECT count(*) FROM {TABLE}").scalar_one())
+
+    def nearest(
+        self, conn: sa.Connection, vector: np.ndarray, persona: str, scopes: Sequence[str], k: int, exact: bool = False
+    ) -> list[tuple[int, float]]:
+        return nearest(conn, vector, persona, scopes, k, exact=exact)
+
+    def fetch(self, conn: sa.Connection, ids: Sequence[int]) -> list[VectorRow]:
+        rows = conn.exec_driver_sql(
+            f"SELECT c.value, v.persona, v.scope, v.embedding FROM json_each(?) AS c "
+            f"CROSS JOIN {TABLE} AS v ON v.rowid = c.value",
+            (json.dumps([int(i) for i in ids]),),
+        ).fetchall()
+        return [(int(m), str(p), str(s), np.frombuffer(e, np.float32)) for m, p, s, e in rows]
+
+    def missing(self, conn: sa.Connection) -> list[int]:
+        rows = conn.exec_driver_sql(f"SELECT id FROM memories WHERE id NOT IN (SELECT rowid FROM {TABLE})")
+        return [int(r[0]) for r in rows]
+
+    def invalid(self, conn: sa.Connection, dimension: int) -> list[int]:
+        return invalid(conn, dimension)
+
+    def begin_rebuild(self, conn: sa.Connection, dimension: int) -> None:
+        drop(conn, STAGING)
+        conn.exec_driver_sql(create_sql(dimension, STAGING))
+
+    def insert_staged(self, conn: sa.Connection, rows: Iterable[VectorRow]) -> None:
+        insert(conn, rows, STAGING)
+
+    def finish_rebuild(self, conn: sa.Connection, dimension: int) -> None:
+        drop(conn)
+        conn.exec_driver_sql(create_sql(dimension))
+        conn.exec_driver_sql(
+            f"INSERT INTO {TABLE}(rowid, persona, scope, embedding) "
+            f"SELECT rowid, persona, scope, embedding FROM {STAGING} WHERE rowid IN (SELECT id FROM memories)"
+        )
+        drop(conn, STAGING)
+        # The bit table still holds the old model's signs: re-derive it.
+        rebuild_coarse(conn)
