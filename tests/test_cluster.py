@@ -220,25 +220,48 @@ def test_three_daemons_answer_every_accepted_message_once_across_a_sigkill(clust
 
 
 def test_a_reply_is_stored_once_even_if_two_daemons_answer(postgres: PostgresDatabases) -> None:
-    """The store's own guard (migration 0006): a second complete reply to a message is refused."""
+    """The store's own guard (migration 0006): a second complete reply to a message is refused, also
+    when the insert runs as a prepared statement with a generic plan (psycopg prepares a query
+    after its fifth run; the index's predicate must still be recognised)."""
     from agentd._exceptions import AlreadyAnswered
     from agentd.store import Store
 
-    store = Store.open(postgres.fresh())
+    url = postgres.fresh()
+    with psycopg.connect(_dsn(url), autocommit=True) as conn:
+        conn.execute(f"ALTER DATABASE {sa.engine.make_url(url).database} SET plan_cache_mode = force_generic_plan")
+    store = Store.open(url)
     try:
-        with store.write() as conn:
-            asked = store.messages.add(conn, channel="c", role="user", author="u", content="hi", status="pending")
-        with store.write() as conn:
-            store.messages.add(
-                conn, channel="c", role="assistant", author="p", content="one", status="complete", reply_to=asked.id
-            )
-        with pytest.raises(AlreadyAnswered), store.write() as conn:
-            store.messages.add(
-                conn, channel="c", role="assistant", author="p", content="two", status="complete", reply_to=asked.id
-            )
+        asked = []
+        for i in range(12):
+            with store.write() as conn:
+                asked.append(
+                    store.messages.add(conn, channel="c", role="user", author="u", content=f"q{i}", status="pending")
+                )
+            with store.write() as conn:
+                store.messages.add(
+                    conn,
+                    channel="c",
+                    role="assistant",
+                    author="p",
+                    content="one",
+                    status="complete",
+                    reply_to=asked[-1].id,
+                )
+        for message in asked:
+            with pytest.raises(AlreadyAnswered), store.write() as conn:
+                store.messages.add(
+                    conn,
+                    channel="c",
+                    role="assistant",
+                    author="p",
+                    content="two",
+                    status="complete",
+                    reply_to=message.id,
+                )
         with store.read() as conn:
-            replies = store.messages.replies_to(conn, [asked.id])
-        assert replies[asked.id].content == "one"
+            replies = store.messages.replies_to(conn, [m.id for m in asked])
+            counted = conn.execute(sa.text("SELECT count(*) FROM messages WHERE role = 'assistant'")).scalar_one()
+        assert {r.content for r in replies.values()} == {"one"} and counted == len(asked)
     finally:
         store.close()
 

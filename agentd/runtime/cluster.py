@@ -99,6 +99,12 @@ class Cluster:
         """This daemon's name in the cluster."""
         return self._link.name
 
+    @property
+    def serial(self) -> threading.RLock:
+        """Held while turns are dispatched. The runtime holds it from storing a message to routing it,
+        so a sweep never finds that message pending and dispatches it first."""
+        return self._lock
+
     def owned(self) -> frozenset[ActorKey]:
         """The (persona, channel) pairs this daemon answers now."""
         return self._link.owned()

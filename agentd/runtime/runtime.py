@@ -14,6 +14,7 @@ shutdown may end it first, and whoever ends it first stores the outcome.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import uuid
@@ -124,7 +125,8 @@ class Runtime:
             raise InvalidInput("message", f"is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}")
         # Store and dispatch under one lock: concurrent submits reach the actors in id order,
         # so a channel's messages are answered in the order they were stored.
-        with self._submit_lock:
+        # Several daemons: no sweep of the pending messages runs between storing and routing.
+        with self._submit_lock, self._cluster.serial if self._cluster is not None else contextlib.nullcontext():
             stored = self._writer.accept(
                 p,
                 channel,

@@ -17,8 +17,9 @@ from agentd.store.schema import ChannelRow, MessageRow, inserted_id, table, utcn
 
 _M = table(MessageRow)
 _C = table(ChannelRow)
-#: The predicate of the unique index ``uq_messages_one_reply`` (PostgreSQL).
-_ONE_REPLY = sa.and_(_M.c.role == "assistant", _M.c.status == "complete")
+#: The predicate of the unique index ``uq_messages_one_reply`` (PostgreSQL). Literal SQL: with bound
+#: parameters a prepared statement's generic plan cannot prove it matches the index.
+_ONE_REPLY = sa.text("role = 'assistant' AND status = 'complete'")
 #: Roles that make up a channel's conversation (what history is built from).
 CONVERSATION_ROLES = ("user", "assistant")
 
