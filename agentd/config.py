@@ -206,6 +206,7 @@ class RuntimeConfig(_Section):
     subagent_token_budget: int = Field(default=1000, ge=1)
     subagent_limit: int = Field(default=10, ge=1)
     #: Re-dispatch user messages that were accepted but never answered (e.g. after a crash).
+    #: SQLite only: on PostgreSQL, taking over a channel always answers its pending messages.
     resume_pending: bool = True
 
 

@@ -13,6 +13,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -130,25 +131,30 @@ def test_three_daemons_answer_every_accepted_message_once_across_a_sigkill(clust
     accepted: dict[int, str] = {}
     victim_keys: set[int] = set()
     killed_at = 0.0
-    for i in range(MESSAGES):
-        if i == MESSAGES // 2:
-            victim_keys = _locked_keys(dsn, names[victim])
-            daemons[victim].proc.send_signal(signal.SIGKILL)
-            killed_at = time.monotonic()
-            daemons[victim].proc.wait(10)
-            watcher.start()
-            victim_channels = [c for c in CHANNELS if lock_key(("echo", c)) in victim_keys]
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                left_pending = conn.execute(
-                    "SELECT count(*) FROM messages WHERE status = 'pending' AND channel = ANY(%s)", (victim_channels,)
-                ).fetchone()
+
+    def post(i: int) -> tuple[int, str]:
         target = i % 3
         if target == victim and killed_at:
             target = (target + 1) % 3  # the dead daemon accepts nothing; its share goes to the next
         channel = CHANNELS[i % len(CHANNELS)]
         response = clients[target].post(f"/v1/channels/{channel}/messages", json={"user": "u", "text": f"m{i}"})
         assert response.status_code == 202, response.text
-        accepted[response.json()["id"]] = channel
+        return int(response.json()["id"]), channel
+
+    # Six clients post at once, so work is queued on every daemon when the victim is killed.
+    with ThreadPoolExecutor(6) as pool:
+        accepted.update(pool.map(post, range(MESSAGES // 2)))
+        victim_keys = _locked_keys(dsn, names[victim])
+        daemons[victim].proc.send_signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+        daemons[victim].proc.wait(10)
+        watcher.start()
+        victim_channels = [c for c in CHANNELS if lock_key(("echo", c)) in victim_keys]
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            left_pending = conn.execute(
+                "SELECT count(*) FROM messages WHERE status = 'pending' AND channel = ANY(%s)", (victim_channels,)
+            ).fetchone()
+        accepted.update(pool.map(post, range(MESSAGES // 2, MESSAGES)))
     assert victim_keys, "the victim owned no channel before it was killed"
 
     watcher.join(60)
@@ -264,6 +270,43 @@ def test_a_reply_is_stored_once_even_if_two_daemons_answer(postgres: PostgresDat
         assert {r.content for r in replies.values()} == {"one"} and counted == len(asked)
     finally:
         store.close()
+
+
+def test_a_daemon_that_loses_its_lock_connection_gives_up_its_channels(tmp_path, postgres) -> None:
+    """The server ends one daemon's lock session (as it does for a silent host after lease_seconds):
+    that daemon forgets its channels within a heartbeat, and the other takes them over and answers
+    there. Two runtimes in this process, each with its own App, on one database."""
+    from agentd.app import App
+    from agentd.config import load_config
+    from agentd.runtime import Runtime
+
+    url = postgres.fresh()
+    apps = [App(load_config(write_home(tmp_path / f"h{i}", CONFIG, {"echo": ECHO}, url), environ={})) for i in range(2)]
+    first, second = (Runtime(a) for a in apps)
+    try:
+        events = list(first.chat("echo", "c01", "u", "hello"))
+        assert events[-1].type == "done"
+        name = first.health()["cluster"]["daemon"]
+        assert first.health()["cluster"]["channels"] == 1
+        with psycopg.connect(_dsn(url), autocommit=True) as conn:
+            ended = conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                (f"agentd {name} lock",),
+            ).fetchall()
+        assert ended == [(True,)]
+        wait_for(lambda: first.health()["cluster"]["channels"] == 0, 10, "the first daemon to give up c01")
+        events = list(second.chat("echo", "c01", "u", "again"))
+        assert events[-1].type == "done" and "again" in events[-1].text
+        assert second.health()["cluster"]["channels"] == 1
+        # The first daemon now forwards c01 to the second, and relays its reply.
+        events = list(first.chat("echo", "c01", "u", "via the first"))
+        assert events[-1].type == "done" and "via the first" in events[-1].text
+        assert first.health()["cluster"]["channels"] == 0
+    finally:
+        for rt in (first, second):
+            rt.stop(2)
+        for a in apps:
+            a.close()
 
 
 def test_lock_keys_differ_per_persona_and_channel() -> None:

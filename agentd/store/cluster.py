@@ -35,6 +35,8 @@ import psycopg
 import sqlalchemy as sa
 import structlog
 
+from agentd._exceptions import StoreError
+
 log = structlog.get_logger("agentd.cluster")
 
 #: (persona, channel).
@@ -99,10 +101,16 @@ class ClusterLink:
 
     def start(self) -> ClusterLink:
         """Open the lock connection, start listening and sending."""
-        self._lock_conn = self._connect("lock")
-        listen = self._connect("listen")  # listening before anything is sent: nothing falls in a gap
-        listen.execute(f"LISTEN {TURNS}")
-        listen.execute(f"LISTEN {EVENTS}")
+        try:
+            self._lock_conn = self._connect("lock")
+            listen = self._connect("listen")  # listening before anything is sent: nothing falls in a gap
+            listen.execute(f"LISTEN {TURNS}")
+            listen.execute(f"LISTEN {EVENTS}")
+        except psycopg.Error as exc:
+            if self._lock_conn is not None:
+                self._lock_conn.close()
+            where = self._engine.url.render_as_string(hide_password=True)
+            raise StoreError(f"cannot connect to {where} to work with the other daemons: {exc}") from exc
         for target, name, arg in ((self._listen, "listen", listen), (self._send, "notify", None)):
             thread = threading.Thread(target=target, args=(arg,), name=f"agentd-cluster-{name}", daemon=True)
             thread.start()
