@@ -302,6 +302,13 @@ def test_a_daemon_that_loses_its_lock_connection_gives_up_its_channels(tmp_path,
         events = list(first.chat("echo", "c01", "u", "via the first"))
         assert events[-1].type == "done" and "via the first" in events[-1].text
         assert first.health()["cluster"]["channels"] == 0
+        # An event larger than a NOTIFY payload travels as a row of cluster_events.
+        long = " ".join(f"w{i}" for i in range(3000))
+        events = list(first.chat("echo", "c01", "u", long))
+        assert events[-1].type == "done" and long in events[-1].text
+        with psycopg.connect(_dsn(url), autocommit=True) as conn:
+            rows = conn.execute("SELECT count(*) FROM cluster_events").fetchone()
+        assert rows is not None and rows[0] >= 1
     finally:
         for rt in (first, second):
             rt.stop(2)
