@@ -224,6 +224,14 @@ class StoreError(AgentdError):
     code = ErrorCode.STORE_ERROR
 
 
+class AlreadyAnswered(StoreError):
+    """A complete reply to this user message is stored already (another daemon answered it first)."""
+
+    def __init__(self, user_message_id: int) -> None:
+        self.user_message_id = user_message_id
+        super().__init__(f"message {user_message_id} already has a complete reply")
+
+
 class EmbeddingMismatch(StoreError):
     """The store holds vectors of one embedding model and another is configured."""
 

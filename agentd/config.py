@@ -206,7 +206,23 @@ class RuntimeConfig(_Section):
     subagent_token_budget: int = Field(default=1000, ge=1)
     subagent_limit: int = Field(default=10, ge=1)
     #: Re-dispatch user messages that were accepted but never answered (e.g. after a crash).
+    #: SQLite only: on PostgreSQL, taking over a channel always answers its pending messages.
     resume_pending: bool = True
+
+
+class ClusterConfig(_Section):
+    """``[cluster]``: several daemons on one PostgreSQL (ignored on SQLite).
+
+    Each (persona, channel) is answered by one daemon at a time, the holder of a
+    PostgreSQL advisory lock on its own connection (see docs/postgres.md).
+    """
+
+    #: How often a daemon checks its lock connection and looks for pending messages no
+    #: daemon is answering (a dead daemon's channels are taken over within about this time).
+    heartbeat_seconds: float = Field(default=1.0, gt=0, le=60)
+    #: How long a silent peer (a host gone without closing its connections) keeps its
+    #: channels: the TCP keepalive and user timeout of the lock connection, on both ends.
+    lease_seconds: float = Field(default=10.0, ge=2, le=600)
 
 
 class LoggingConfig(_Section):
@@ -272,6 +288,7 @@ class _Root(_Section):
     history: HistoryConfig = HistoryConfig()
     models: ModelsConfig = ModelsConfig()
     runtime: RuntimeConfig = RuntimeConfig()
+    cluster: ClusterConfig = ClusterConfig()
     logging: LoggingConfig = LoggingConfig()
     personas: PersonasConfig = PersonasConfig()
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
@@ -297,6 +314,7 @@ class Config:
     personas_dir: Path
     channels: dict[str, ChannelConfig]
     adapters: AdaptersConfig = AdaptersConfig()
+    cluster: ClusterConfig = ClusterConfig()
     #: ``AGENTD_*`` variables in the environment that agentd does not read (typos, perhaps).
     ignored_env: tuple[str, ...] = ()
 
@@ -467,5 +485,6 @@ def load_config(
         personas_dir=personas_dir,
         channels=dict(root.channels),
         adapters=root.adapters,
+        cluster=root.cluster,
         ignored_env=ignored,
     )

@@ -228,3 +228,8 @@ class Health(_Out):
     reason: str | None = None
     actors: list[dict[str, Any]] | None = None
     store: StoreHealth | None = None
+    cluster: dict[str, Any] | None = Field(
+        None,
+        description="PostgreSQL only: this daemon's name among those sharing the store, and how many "
+        "(persona, channel) pairs it answers now.",
+    )

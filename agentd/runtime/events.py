@@ -9,6 +9,7 @@ Events are frozen dataclasses; ``as_json()`` carries the event's ``type``
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from dataclasses import fields as dataclass_fields
 from enum import StrEnum
 from typing import Any, ClassVar
 
@@ -138,3 +139,26 @@ class Error(Event):
     user_message_id: int | None = None
     #: The partial reply stored as ``interrupted``, if any.
     message_id: int | None = None
+
+
+_TYPES: dict[str, type[Event]] = {
+    k.type: k for k in (MemoryContext, HistoryContext, TokenDelta, ToolCall, ToolResult, Done, Error)
+}
+
+
+def event_from_json(data: dict[str, Any]) -> Event:
+    """The event ``as_json()`` described (how another daemon's events arrive: see ``runtime.cluster``)."""
+    kind = _TYPES[str(data["type"])]
+    names = {f.name for f in dataclass_fields(kind)}
+    fields = {k: v for k, v in data.items() if k in names}
+    if kind is MemoryContext:
+        fields["memories"] = tuple(MemorySnippet(**m) for m in fields.get("memories", ()))
+        fields["near_misses"] = tuple(MemorySnippet(**m) for m in fields.get("near_misses", ()))
+        fields["status"] = RecallStatus(fields.get("status", "ok"))
+    elif kind is HistoryContext:
+        fields["snippets"] = tuple(HistorySnippet(**s) for s in fields.get("snippets", ()))
+        fields["seeds"] = tuple(fields.get("seeds", ()))
+        fields["status"] = RecallStatus(fields.get("status", "ok"))
+    elif kind is Error:
+        fields["code"] = ErrorCode(fields.get("code", ErrorCode.INTERNAL_ERROR))
+    return kind(**fields)

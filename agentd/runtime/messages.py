@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from agentd.runtime.events import Event
+from agentd.store.messages import Message
 
 #: Receives a turn's events, in order, from the actor's thread.
 Sink = Callable[[Event], None]
@@ -97,6 +99,22 @@ class Turn:
     def key(self) -> ActorKey:
         """The actor that answers this turn."""
         return (self.persona, self.channel)
+
+
+def resumed_turn(msg: Message, sink: Sink) -> Turn:
+    """The turn that answers a stored user message still ``pending`` (with its stored options)."""
+    assert msg.persona is not None
+    return Turn(
+        msg.request_id or uuid.uuid4().hex,
+        msg.persona,
+        msg.channel,
+        msg.author,
+        msg.id,
+        msg.content,
+        sink,
+        bool(msg.options.get("disable_memory")),
+        disable_tools=bool(msg.options.get("disable_tools")),
+    )
 
 
 @dataclass(frozen=True)

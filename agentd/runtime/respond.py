@@ -22,7 +22,7 @@ from typing import Any
 
 import structlog
 
-from agentd._exceptions import AgentdError, ErrorCode, SkillError, StoreError
+from agentd._exceptions import AgentdError, AlreadyAnswered, ErrorCode, SkillError, StoreError
 from agentd.config import Config
 from agentd.llm.chat import ChatModel, ModelSettings, ToolCallRequest, Usage
 from agentd.personas import Persona
@@ -206,6 +206,12 @@ class Responder:
                 reply_id = self._writer.answered(
                     self._persona, self._channel, turn.message_id, Reply(text, record, summary)
                 )
+            except AlreadyAnswered:
+                # Another daemon answered this message first (several daemons on one PostgreSQL):
+                # its reply stands, this one is dropped, and the turn ends without a second answer.
+                log.warning("turn_already_answered")
+                turn.sink(Error(ErrorCode.INTERRUPTED, "another daemon answered this message first", turn.message_id))
+                return Outcome(None, text, False, prepared)
             except StoreError as exc:
                 return self._unstored(turn, exc, log, prepared)
             turn.sink(Done(reply_id, turn.message_id, usage.as_json(), ctx.budget.as_json(), text))

@@ -14,13 +14,14 @@ shutdown may end it first, and whoever ends it first stores the outcome.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pykka
 import structlog
@@ -31,13 +32,16 @@ from agentd.llm.chat import ChatModel
 from agentd.personas import Persona
 from agentd.runtime.actor import PersonaActor
 from agentd.runtime.events import Done, Error, Event, MemoryContext
-from agentd.runtime.messages import ActorKey, Dispatch, Draft, Health, Sink, Turn, TurnState
+from agentd.runtime.messages import ActorKey, Dispatch, Draft, Health, Sink, Turn, TurnState, resumed_turn
 from agentd.runtime.record import TurnWriter
 from agentd.runtime.respond import Responder
 from agentd.runtime.supervisor import Supervisor
 from agentd.runtime.turn import PreparedTurn, TurnPreparer
 from agentd.scopes import check_identifier
 from agentd.skills import Caller
+
+if TYPE_CHECKING:
+    from agentd.runtime.cluster import Cluster
 
 log = structlog.get_logger("agentd.runtime")
 
@@ -78,6 +82,15 @@ class Runtime:
         self._submit_lock = threading.Lock()
         self._subagents: dict[int, Turn] = {}
         self._supervisor = Supervisor.start(self._spawn, app.config.runtime, self._unanswerable)
+        self._cluster: Cluster | None = None
+        if app.store.backend == "postgresql":  # several daemons may share it (agentd.runtime.cluster)
+            from agentd.runtime.cluster import Cluster
+
+            try:
+                self._cluster = Cluster(app.store, app.config.cluster, tuple(app.personas), self).start()
+            except BaseException:
+                self._supervisor.stop()
+                raise
 
     # -- the public API -------------------------------------------------------------------
 
@@ -112,7 +125,8 @@ class Runtime:
             raise InvalidInput("message", f"is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}")
         # Store and dispatch under one lock: concurrent submits reach the actors in id order,
         # so a channel's messages are answered in the order they were stored.
-        with self._submit_lock:
+        # Several daemons: no sweep of the pending messages runs between storing and routing.
+        with self._submit_lock, self._cluster.serial if self._cluster is not None else contextlib.nullcontext():
             stored = self._writer.accept(
                 p,
                 channel,
@@ -123,19 +137,21 @@ class Runtime:
                 options=_options(disable_memory, disable_tools),
             )
             assert stored.request_id is not None
-            self._dispatch(
-                Turn(
-                    stored.request_id,
-                    p.name,
-                    channel,
-                    user,
-                    stored.id,
-                    text,
-                    sink or _discard,
-                    disable_memory,
-                    disable_tools=disable_tools,
-                )
+            turn = Turn(
+                stored.request_id,
+                p.name,
+                channel,
+                user,
+                stored.id,
+                text,
+                sink or _discard,
+                disable_memory,
+                disable_tools=disable_tools,
             )
+            if self._cluster is not None:
+                self._cluster.route(turn)  # here, or by the daemon that owns the channel
+            else:
+                self._dispatch(turn)
         return Accepted(stored.id, stored.request_id, p.name, channel)
 
     def chat(
@@ -169,27 +185,23 @@ class Runtime:
         return self._preparer.prepare(self._app.personas[persona], channel, user, message)
 
     def resume_pending(self, sink: Sink | None = None) -> int:
-        """Answer user messages that were accepted but never answered (e.g. before a crash)."""
+        """Answer user messages that were accepted but never answered (e.g. before a crash).
+
+        Several daemons on one PostgreSQL: only those of the channels this daemon owns or
+        can take (the others' owners answer theirs).
+        """
+        if self._cluster is not None:
+            resumed = self._cluster.sweep()
+            if resumed:
+                log.info("resumed_pending", count=resumed)
+            return resumed
         with self._app.store.read() as conn:
             pending = self._app.store.messages.with_status(conn, "pending")
         resumed = 0
         for msg in pending:
             if msg.persona is None or msg.persona not in self._app.personas:
                 continue
-            request_id = msg.request_id or uuid.uuid4().hex
-            self._dispatch(
-                Turn(
-                    request_id,
-                    msg.persona,
-                    msg.channel,
-                    msg.author,
-                    msg.id,
-                    msg.content,
-                    sink or _discard,
-                    bool(msg.options.get("disable_memory")),
-                    disable_tools=bool(msg.options.get("disable_tools")),
-                )
-            )
+            self._dispatch(resumed_turn(msg, sink or _discard))
             resumed += 1
         if resumed:
             log.info("resumed_pending", count=resumed)
@@ -199,6 +211,8 @@ class Runtime:
         """Every actor's state (asked of the supervisor, with a timeout)."""
         answer = self._supervisor.ask(Health(), timeout=timeout)
         assert isinstance(answer, dict)
+        if self._cluster is not None:
+            answer = {**answer, "cluster": {"daemon": self._cluster.name, "channels": len(self._cluster.owned())}}
         return answer
 
     def wait_idle(self, timeout: float) -> bool:
@@ -229,6 +243,8 @@ class Runtime:
             self._supervisor.stop(timeout=5)
         except pykka.Timeout:
             log.warning("supervisor_stop_timeout")
+        if self._cluster is not None:
+            self._cluster.close()  # releases this daemon's channels to the others
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     # -- delegation (the DelegateRunner the delegate skill calls) ---------------------------
@@ -282,6 +298,30 @@ class Runtime:
             "memories_used": len(recalled.memories) if recalled else 0,
         }
 
+    # -- the cluster's host (agentd.runtime.cluster.Host) -------------------------------------
+
+    @property
+    def accepting(self) -> bool:
+        """False once :meth:`stop` began."""
+        return self._accepting
+
+    def dispatch(self, turn: Turn) -> None:
+        """Send a turn to its local actor (the cluster decided this daemon answers it)."""
+        self._dispatch(turn)
+
+    def inflight_messages(self) -> set[int]:
+        """The message ids of the turns in flight in this runtime."""
+        with self._changed:
+            return {t.message_id for t in self._inflight.values()}
+
+    def deliver(self, turn: Turn, event: Event) -> None:
+        """Another daemon's event: to this runtime's listeners, as if the turn ran here."""
+        for listener in self._listeners:
+            try:
+                listener(turn, event)
+            except Exception:
+                log.exception("listener_failed", request_id=turn.request_id)
+
     # -- internals ----------------------------------------------------------------------------
 
     def _cancel_of(self, message_id: int | None) -> threading.Event | None:
@@ -326,6 +366,8 @@ class Runtime:
                     target(event)
                 except Exception:  # a broken listener must not break the turn
                     log.exception("listener_failed", request_id=turn.request_id)
+            if self._cluster is not None:
+                self._cluster.publish(turn, event)
             if isinstance(event, Done | Error):
                 with self._changed:
                     self._inflight.pop(turn.request_id, None)

@@ -11,11 +11,15 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from agentd._exceptions import AlreadyAnswered
 from agentd.store.engine import driver_sql
 from agentd.store.schema import ChannelRow, MessageRow, inserted_id, table, utcnow
 
 _M = table(MessageRow)
 _C = table(ChannelRow)
+#: The predicate of the unique index ``uq_messages_one_reply`` (PostgreSQL). Literal SQL: with bound
+#: parameters a prepared statement's generic plan cannot prove it matches the index.
+_ONE_REPLY = sa.text("role = 'assistant' AND status = 'complete'")
 #: Roles that make up a channel's conversation (what history is built from).
 CONVERSATION_ROLES = ("user", "assistant")
 
@@ -117,7 +121,19 @@ class MessageRepo:
             "options": dict(options) if options else None,
             "created_at": utcnow(),
         }
-        mid = inserted_id(conn.execute(sa.insert(_M).values(**values)))
+        if conn.dialect.name == "postgresql" and role == "assistant" and status == "complete" and reply_to:
+            # Several daemons: at most one complete reply per message (migration 0006's index).
+            found = conn.execute(
+                pg_insert(_M)
+                .values(**values)
+                .on_conflict_do_nothing(index_elements=["reply_to"], index_where=_ONE_REPLY)
+                .returning(_M.c.id)
+            ).scalar_one_or_none()
+            if found is None:
+                raise AlreadyAnswered(reply_to)
+            mid = int(found)
+        else:
+            mid = inserted_id(conn.execute(sa.insert(_M).values(**values)))
         if role in CONVERSATION_ROLES:
             conn.execute(sa.update(_C).where(_C.c.name == channel).values(message_count=_C.c.message_count + 1))
         return Message(id=mid, **{**values, "options": dict(options or {})})  # type: ignore[arg-type]
@@ -222,6 +238,24 @@ class MessageRepo:
             assert msg.reply_to is not None
             found.setdefault(msg.reply_to, msg)
         return found
+
+    def pending(self, conn: sa.Connection, key: tuple[str, str] | None = None, limit: int = 1000) -> list[Message]:
+        """User messages accepted and not yet answered (of one (persona, channel) when ``key`` is given),
+        oldest first; delegated tasks (answered inline by their caller) are left out."""
+        query = sa.select(_M).where(_M.c.status == "pending", _M.c.role == "user", _M.c.source != "delegate")
+        if key is not None:
+            query = query.where(_M.c.persona == key[0], _M.c.channel == key[1])
+        return [_message(r) for r in conn.execute(query.order_by(_M.c.id).limit(limit))]
+
+    def pending_keys(self, conn: sa.Connection, limit: int = 1000) -> list[tuple[str, str]]:
+        """The (persona, channel) pairs with messages waiting for a reply (see :meth:`pending`)."""
+        query = (
+            sa.select(_M.c.persona, _M.c.channel)
+            .where(_M.c.status == "pending", _M.c.role == "user", _M.c.source != "delegate", _M.c.persona.is_not(None))
+            .distinct()
+            .limit(limit)
+        )
+        return [(str(r[0]), str(r[1])) for r in conn.execute(query)]
 
     def with_status(self, conn: sa.Connection, status: str, limit: int = 10_000) -> list[Message]:
         """Messages in ``status`` (e.g. accepted user messages still ``pending``), oldest first."""

@@ -20,6 +20,8 @@ from agentd._exceptions import StoreError
 if TYPE_CHECKING:
     from alembic.config import Config as AlembicConfig
 
+#: The advisory lock PostgreSQL migrations run under (any constant no other lock of agentd uses).
+MIGRATION_LOCK = 0x6167656E7464  # "agentd"
 _REVISION = re.compile(r"^(down_revision|revision)\s*(?::[^=]*)?=\s*['\"]([^'\"]*)['\"]", re.M)
 
 
@@ -89,5 +91,10 @@ def upgrade(engine: sa.Engine, dimension: int, target: str | None = None) -> tup
     from alembic import command
 
     with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # Several daemons starting at once on one database: one migrates, the others wait
+            # for it (the lock ends with this transaction) and then find nothing left to do.
+            conn.execute(sa.text("SET LOCAL lock_timeout = '120s'"))
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         command.upgrade(_alembic_config(conn, dimension), target)
     return before, target
