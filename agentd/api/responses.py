@@ -210,6 +210,9 @@ class BudgetResponse(_Out):
         default_factory=list, description="The user's profile memories given on every turn ([memory] profile_tokens)."
     )
     user_history: list[str]
+    episodes: list[MemoryHitOut] = Field(
+        default_factory=list, description="Earlier exchanges recalled by meaning ([episodes]), best first."
+    )
 
 
 class StoreHealth(_Out):

@@ -175,6 +175,23 @@ def forget(app: App, memory_id: int, as_json: bool) -> None:
         out.print(f"forgot memory {mem.id} ({mem.persona} / {mem.scope}): {mem.text}")
 
 
+@memory.command()
+@click.argument("memory_id", type=int)
+@_json
+@pass_app
+def history(app: App, memory_id: int, as_json: bool) -> None:
+    """Show how memory MEMORY_ID changed: each decision of fact extraction (ADD, UPDATE with
+    the old text, DELETE, NONE) and its reason, oldest first (also for a deleted memory)."""
+    entries = app.memory.history(memory_id)
+    if as_json:
+        print_json({"memory_id": memory_id, "history": [e.as_json() for e in entries]})
+        return
+    table = Table("when", "event", "old text", "new text", "reason")
+    for e in entries:
+        table.add_row(e.created_at.isoformat(timespec="seconds"), e.event, e.old_text or "", e.new_text or "", e.reason)
+    out.print(table)
+
+
 @memory.command(name="import")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--persona", "-p", help="Persona for lines that name none.")

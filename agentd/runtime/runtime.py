@@ -32,6 +32,7 @@ from agentd.llm.chat import ChatModel
 from agentd.personas import Persona
 from agentd.runtime.actor import PersonaActor
 from agentd.runtime.events import Done, Error, Event, MemoryContext
+from agentd.runtime.learning import Learning
 from agentd.runtime.messages import ActorKey, Dispatch, Draft, Health, Sink, Turn, TurnState, resumed_turn
 from agentd.runtime.record import TurnWriter
 from agentd.runtime.respond import Responder
@@ -74,7 +75,9 @@ class Runtime:
         self._llm = llm
         self._listeners = list(listeners)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentd-retrieval")
-        self._preparer = TurnPreparer.for_app(app, self._pool, delegate=self)
+        self._learning = Learning(app, llm)
+        self._listeners.append(self._learning.listener())
+        self._preparer = TurnPreparer.for_app(app, self._pool, delegate=self, episodes=self._learning.episodes)
         self._writer = TurnWriter(app.store, app.builder)
         self._accepting = True
         self._inflight: dict[str, Turn] = {}
@@ -91,6 +94,7 @@ class Runtime:
             except BaseException:
                 self._supervisor.stop()
                 raise
+        self._learning.start()
 
     # -- the public API -------------------------------------------------------------------
 
@@ -220,6 +224,10 @@ class Runtime:
         with self._changed:
             return self._changed.wait_for(lambda: not self._inflight, timeout=timeout)
 
+    def learning_idle(self, timeout: float) -> bool:
+        """Wait until the background jobs (episodes, extraction) have caught up; False on timeout."""
+        return self._learning.wait_idle(timeout)
+
     def stop(self, grace: float | None = None) -> None:
         """Stop accepting, let in-flight replies finish within ``grace`` seconds, store
         the rest as interrupted, and stop every actor."""
@@ -243,6 +251,7 @@ class Runtime:
             self._supervisor.stop(timeout=5)
         except pykka.Timeout:
             log.warning("supervisor_stop_timeout")
+        self._learning.stop()
         if self._cluster is not None:
             self._cluster.close()  # releases this daemon's channels to the others
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -199,6 +199,44 @@ class MemoryRepo:
             self._words.delete(conn, memory_id)
         return bool(gone)
 
+    def update_text(self, conn: sa.Connection, memory_id: int, text: str, vector: np.ndarray | None) -> bool:
+        """Replace a memory's text (its hash, vector and words with it); False if there was none.
+
+        The text of another memory of the same persona and scope is not duplicated:
+        the caller deletes this one instead (see the unique key).
+        """
+        row = conn.execute(sa.select(_T).where(_T.c.id == memory_id)).first()
+        if row is None:
+            return False
+        memory = _memory(row)
+        conn.execute(sa.update(_T).where(_T.c.id == memory_id).values(text=text, content_hash=content_hash(text)))
+        scope = str(memory.scope)
+        self._vectors.delete(conn, memory_id)
+        self._words.delete(conn, memory_id)
+        if vector is not None:
+            self._vectors.insert(conn, [(memory_id, memory.persona, scope, vector)])
+        self._words.insert(conn, [(memory_id, memory.persona, scope, text, context_of(memory.metadata))])
+        return True
+
+    def find(self, conn: sa.Connection, persona: str, scope: Scope, text: str) -> int | None:
+        """The id of the memory with this text (by its hash) in persona and scope, if any."""
+        return conn.execute(
+            sa.select(_T.c.id).where(
+                _T.c.persona == persona, _T.c.scope == str(scope), _T.c.content_hash == content_hash(text)
+            )
+        ).scalar_one_or_none()
+
+    def expired(self, conn: sa.Connection, persona: str, scope: Scope, before: datetime | None, keep: int) -> list[int]:
+        """Ids in persona and scope created before ``before`` (if given), and beyond the newest ``keep``
+        (if positive): what a retention removes."""
+        found: set[int] = set()
+        base = sa.select(_T.c.id).where(_T.c.persona == persona, _T.c.scope == str(scope))
+        if before is not None:
+            found.update(int(i) for i in conn.execute(base.where(_T.c.created_at < before)).scalars())
+        if keep > 0:
+            found.update(int(i) for i in conn.execute(base.order_by(_T.c.id.desc()).offset(keep)).scalars())
+        return sorted(found)
+
     def iter_all(self, conn: sa.Connection, batch: int = 256) -> Iterator[list[Memory]]:
         """Every memory in id order, in batches (for re-embedding)."""
         last = 0
