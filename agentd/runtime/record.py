@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
 from agentd.memory.ranking import MemoryHit
@@ -154,8 +155,10 @@ class TurnWriter:
         source: str,
         reply_to: int | None = None,
         options: Mapping[str, Any] | None = None,
+        at: datetime | None = None,
     ) -> Message:
-        """Store a user message (``pending``) with its token count; durable when this returns."""
+        """Store a user message (``pending``) with its token count; durable when this returns.
+        ``at``: when it was said (a replayed conversation), default now."""
         tokens, counter = self._builder.count_message(persona, text)
         with self._store.write() as conn:
             return self._store.messages.add(
@@ -172,6 +175,7 @@ class TurnWriter:
                 token_count=tokens,
                 token_counter=counter,
                 options=options,
+                created_at=at,
             )
 
     def answered(self, persona: Persona, channel: str, user_message_id: int, reply: Reply) -> int:

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pykka
@@ -113,10 +114,13 @@ class Runtime:
         sink: Sink | None = None,
         source: str = "chat",
         disable_tools: bool = False,
+        at: datetime | None = None,
     ) -> Accepted:
         """Validate and store a user message, then hand it to its actor.
 
         ``disable_tools``: the persona's skills are not offered to the model for this turn.
+        ``at``: when the message was said (a conversation replayed with its times; UTC-aware),
+        default now.
         """
         if not self._accepting:
             raise ShuttingDown("agentd is shutting down and accepts no new messages")
@@ -127,6 +131,8 @@ class Runtime:
             raise InvalidInput("message", "must not be empty or whitespace")
         if len(text) > MAX_MESSAGE_CHARS:
             raise InvalidInput("message", f"is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}")
+        if at is not None and at.tzinfo is None:
+            raise InvalidInput("at", "must be a timezone-aware time")
         # Store and dispatch under one lock: concurrent submits reach the actors in id order,
         # so a channel's messages are answered in the order they were stored.
         # Several daemons: no sweep of the pending messages runs between storing and routing.
@@ -139,6 +145,7 @@ class Runtime:
                 request_id=uuid.uuid4().hex,
                 source=source,
                 options=_options(disable_memory, disable_tools),
+                at=at,
             )
             assert stored.request_id is not None
             turn = Turn(

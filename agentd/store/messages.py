@@ -103,8 +103,9 @@ class MessageRepo:
         token_count: int | None = None,
         token_counter: str | None = None,
         options: Mapping[str, Any] | None = None,
+        created_at: datetime | None = None,
     ) -> Message:
-        """Insert one message (and its channel if new)."""
+        """Insert one message (and its channel if new); ``created_at`` defaults to now."""
         self.ensure_channel(conn, channel)
         values = {
             "channel": channel,
@@ -119,7 +120,7 @@ class MessageRepo:
             "token_count": token_count,
             "token_counter": token_counter,
             "options": dict(options) if options else None,
-            "created_at": utcnow(),
+            "created_at": created_at or utcnow(),
         }
         if conn.dialect.name == "postgresql" and role == "assistant" and status == "complete" and reply_to:
             # Several daemons: at most one complete reply per message (migration 0006's index).
