@@ -17,6 +17,7 @@ from agentd._exceptions import ConfigError
 from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
+from agentd.memory.episodes import Episodes
 from agentd.runtime import Done, MemoryContext, Runtime
 from agentd.scopes import Reach, Scope
 from agentd.store.memories import Memory
@@ -239,3 +240,46 @@ def test_the_config_section_is_validated(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="keep") as info:
         load_config(home, environ={})
     assert "episodes" in str(info.value)
+
+
+def test_an_answer_resumed_after_an_interrupted_one_is_indexed_with_the_complete_reply(make: Any) -> None:
+    """A reply cut off (kept as ``interrupted``) and answered again later: the episode is the
+    message with its complete reply, and a message still pending holds the cursor."""
+    app, _rt = make()
+    store = app.store
+    with store.write() as conn:
+        asked = store.messages.add(
+            conn,
+            channel="general",
+            role="user",
+            author="alice",
+            persona="talker",
+            content="Remind me: the plumber comes on Tuesday.",
+            status="answered",
+        )
+        for status, text in (("interrupted", "Noted, the plu"), ("complete", "Noted, the plumber comes Tuesday.")):
+            store.messages.add(
+                conn,
+                channel="general",
+                role="assistant",
+                author="talker",
+                persona="talker",
+                content=text,
+                status=status,
+                reply_to=asked.id,
+            )
+        store.messages.add(
+            conn,
+            channel="general",
+            role="user",
+            author="alice",
+            persona="talker",
+            content="And the electrician?",
+            status="pending",
+        )
+    # Nothing nudged the runtime's worker (these were written directly): index as it does.
+    assert Episodes(store, app.memory, app.config.episodes).index("general") == 1
+    (episode,) = episodes_in(app, Scope.episodes(Scope.channel("general")))
+    assert episode.text.endswith("talker: Noted, the plumber comes Tuesday.")
+    with store.read() as conn:
+        assert store.cursors.get(conn, "episodes", "general") == asked.id

@@ -65,13 +65,14 @@ def exchanges(store: Store, channel: str, after_id: int, limit: int) -> tuple[li
     with store.read() as conn:
         messages = store.messages.after(conn, channel, after_id, limit * _SCAN_FACTOR)
         users = [m for m in messages if m.role == "user"]
-        replies = store.messages.replies_to(conn, [m.id for m in users if m.status == "answered"])
+        # The complete reply (an answer resumed after a crash may follow an interrupted one).
+        replies = store.messages.replies_to(conn, [m.id for m in users if m.status == "answered"], "complete")
     for msg in users:
         if msg.status == "pending":
             break
         reply = replies.get(msg.id)
         if msg.status == "answered":
-            if reply is None or reply.status != "complete":
+            if reply is None:
                 break  # written in the same transaction as the status: not expected; look again later
             found.append(Exchange(msg, reply))
         cursor = msg.id

@@ -110,7 +110,12 @@ def _search(
     """
     vector = memory.embed_query(query)
     hits = list(memory.search(query, reach, limit, vector=vector))
-    found = episodes.search(query, reach, episode_limit, vector=vector) if episodes is not None else []
+    found: list[MemoryHit] = []
+    if episodes is not None:
+        try:
+            found = episodes.search(query, reach, episode_limit, vector=vector)
+        except AgentdError as exc:  # episodes are best effort too: the memories found still count
+            log.warning("episodes_skipped", reason="error", code=exc.code, error=exc.message, persona=reach.persona)
     threshold = memory.config.min_score
     floor = max(0.0, threshold - NEAR_MISS_MARGIN)
     if floor >= threshold:

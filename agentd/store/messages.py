@@ -228,11 +228,15 @@ class MessageRepo:
         ).fetchall()
         return [(r[0], r[1]) for r in rows]
 
-    def replies_to(self, conn: sa.Connection, message_ids: Sequence[int]) -> dict[int, Message]:
-        """The first assistant reply to each of ``message_ids``."""
+    def replies_to(
+        self, conn: sa.Connection, message_ids: Sequence[int], status: str | None = None
+    ) -> dict[int, Message]:
+        """The first assistant reply to each of ``message_ids`` (in ``status``, if given)."""
         if not message_ids:
             return {}
         query = sa.select(_M).where(_M.c.reply_to.in_(list(message_ids)), _M.c.role == "assistant").order_by(_M.c.id)
+        if status is not None:
+            query = query.where(_M.c.status == status)
         found: dict[int, Message] = {}
         for row in conn.execute(query):
             msg = _message(row)
