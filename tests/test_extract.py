@@ -184,3 +184,23 @@ def test_answers_that_are_not_the_json_asked_for() -> None:
     assert [d.event for d in parse_decisions('{"memories": [{"event": "MERGE"}, 3, {"event": "NONE"}]}')] == ["NONE"]
     with pytest.raises(InvalidInput, match="not the JSON asked for"):
         parse_decisions("I could not find any facts.")
+
+
+@pytest.mark.both_backends
+def test_the_history_of_a_memory_over_the_api(daemons: Any, fake_openai: FakeOpenAI) -> None:
+    running = daemons(EXTRACT, personas={"fake": fake_persona(fake_openai.url, skills="[]")})
+    fake_openai.queue(Turn(text="Noted."), answer({"event": "ADD", "text": "Plays the oboe", "reason": "stated"}))
+    events = running.chat("I play the oboe in a band.", channel="dm-alice")
+    assert events[-1].event == "done"
+
+    def stored() -> list[dict[str, Any]]:
+        got = running.client.get("/v1/memories", params={"persona": "fake", "scope": "user:alice"})
+        return list(got.json()["memories"])
+
+    (memory,) = wait_for(stored, 30, "the extracted fact")
+    answered = running.client.get(f"/v1/memories/{memory['id']}/history")
+    assert answered.status_code == 200, answered.text
+    (entry,) = answered.json()["history"]
+    assert (entry["event"], entry["new_text"], entry["reason"]) == ("ADD", "Plays the oboe", "stated")
+    missing = running.client.get("/v1/memories/999999/history")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
