@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import structlog
 
+from agentd._exceptions import InvalidInput, NotFound
 from agentd.config import EpisodesConfig
 from agentd.memory.ranking import MemoryHit
 from agentd.memory.service import MemoryService
@@ -121,7 +122,12 @@ class Episodes:
         batch, cursor = exchanges(self._store, channel, start, self._config.batch_size)
         if cursor == start:
             return 0, False
-        items = [self._memory.validate(self._episode(channel, e)) for e in batch]
+        items: list[NewMemory] = []
+        for exchange in batch:
+            try:
+                items.append(self._memory.validate(self._episode(channel, exchange)))
+            except (InvalidInput, NotFound) as exc:  # a persona since removed: nothing to keep it for
+                log.info("episode_skipped", message_id=exchange.message.id, reason=str(exc))
         vectors = self._memory.embed_passages([i.text for i in items])
         if should_stop():
             return 0, False

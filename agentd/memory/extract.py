@@ -161,7 +161,12 @@ class Extractor:
         self._limit = RateLimit(config.extract_per_minute, stop)
 
     def index(self, channel: str, should_stop: Callable[[], bool] = lambda: False) -> int:
-        """Extract from every exchange of ``channel`` not done yet; return how many were done."""
+        """Extract from every exchange of ``channel`` not done yet; return how many were done.
+
+        One exchange at a time: its model call, then its decisions and the cursor in one
+        transaction. An exchange not to learn from (``disable_memory``, the offline model)
+        only moves the cursor. A stopping daemon writes nothing more.
+        """
         done = 0
         while not should_stop() and not self._stop.is_set():
             with self._store.read() as conn:
@@ -169,25 +174,19 @@ class Extractor:
             batch, cursor = exchanges(self._store, channel, start, 1)
             if cursor == start:
                 break
-            if batch and not self._wanted(batch[0]):
-                batch = []
-            if batch:
-                exchange = batch[0]
-                settings = self._settings_for(exchange.reply.persona or exchange.reply.author)
-                if settings is None:
-                    batch = []
-                elif not self._limit.wait():
-                    break
-                else:
-                    candidates = self._candidates(exchange)
-                    decisions = self._ask(settings, exchange, candidates)
-                    if self._stop.is_set():
-                        break  # a stopping daemon writes nothing more; the next start does it again
-                    if not self._apply(channel, start, cursor, exchange, candidates, decisions):
-                        continue
-                    done += 1
-                    continue
-            self._advance(channel, start, cursor)
+            exchange = batch[0] if batch else None
+            settings = self._settings_for(exchange.reply.persona or exchange.reply.author) if exchange else None
+            if exchange is None or settings is None or not self._wanted(exchange):
+                self._advance(channel, start, cursor)  # failed, interrupted, or not to learn from
+                continue
+            if not self._limit.wait():
+                break
+            candidates = self._candidates(exchange)
+            decisions = self._ask(settings, exchange, candidates)
+            if self._stop.is_set():
+                break  # the next start asks again
+            if self._apply(channel, start, cursor, exchange, candidates, decisions):
+                done += 1
         return done
 
     # -- internals ---------------------------------------------------------------------
