@@ -7,6 +7,7 @@ server's, through litellm.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,13 @@ def test_an_exchange_gone_from_the_recent_history_is_recalled_by_meaning(make: A
     assert shown.returncode == 0, shown.stderr
     assert "earlier conversations recalled" in shown.stdout and "Lisbon" in shown.stdout
     assert "episodes" in shown.stdout  # the ContextBudget line
+    # Listed on demand, never among the memories.
+    home = tmp_path / "home" / "agentd.toml"
+    listed = agentd_cli("memory", "list", "-p", "talker", "--episodes", "channel:general", "--json", config=home)
+    assert listed.returncode == 0, listed.stderr
+    assert {m["category"] for m in json.loads(listed.stdout)} == {"episode"} and len(json.loads(listed.stdout)) >= 7
+    plain = agentd_cli("memory", "list", "-p", "talker", "--json", config=home)
+    assert plain.returncode == 0 and json.loads(plain.stdout) == []
 
 
 def episodes_source(app: App, memory_id: int) -> int | None:

@@ -135,6 +135,12 @@ def search(
 @click.option("--channel", "-c", help="Only this channel's memories.")
 @click.option("--user", "-u", help="Only this user's memories.")
 @click.option("--global", "global_", is_flag=True, help="Only the persona's global memories.")
+@click.option(
+    "--episodes",
+    "episodes_of",
+    metavar="channel:NAME|user:ID",
+    help="The episodes (indexed exchanges) of a channel or of a user's direct channels instead.",
+)
 @click.option("--limit", "-n", type=click.IntRange(1, 100_000), default=100, show_default=True)
 @click.option("--offset", type=click.IntRange(0), default=0)
 @_json
@@ -145,12 +151,17 @@ def list_(
     channel: str | None,
     user: str | None,
     global_: bool,
+    episodes_of: str | None,
     limit: int,
     offset: int,
     as_json: bool,
 ) -> None:
-    """List a persona's memories, newest first."""
+    """List a persona's memories, newest first (episodes only with --episodes)."""
     scope = _scope(channel, user, global_, required=False)
+    if episodes_of is not None:
+        if scope is not None:
+            raise InvalidInput("scope", "give --episodes alone, without --channel, --user or --global")
+        scope = Scope.episodes(Scope.parse(episodes_of))
     mems = app.memory.list_memories(persona, scope, limit, offset)
     if as_json:
         print_json([m.as_json() for m in mems])

@@ -244,7 +244,7 @@ class MemoryService:
     def list_memories(
         self, persona: str, scope: Scope | None = None, limit: int = 100, offset: int = 0
     ) -> list[Memory]:
-        """A persona's memories, newest first."""
+        """A persona's memories, newest first (episodes only when ``scope`` is an episodes scope)."""
         self.check_persona(persona)
         with self._store.read() as conn:
             return self._store.memories.page(conn, persona, scope, limit, offset)
@@ -259,9 +259,9 @@ class MemoryService:
         return entries
 
     def count(self, persona: str | None = None) -> int:
-        """How many memories are stored."""
+        """How many memories are stored (episodes are not counted)."""
         with self._store.read() as conn:
-            return self._store.memories.count(conn, persona)
+            return self._store.memories.count(conn, persona, episodes=False)
 
     def profile(self, persona: str, user: str | None) -> tuple[Memory, ...]:
         """The user's profile: their own memories (user scope) in ``memory.profile_categories``,

@@ -20,6 +20,8 @@ from agentd.store.lexical import context_of
 from agentd.store.schema import MemoryRow, inserted_id, table, utcnow
 
 _T = table(MemoryRow)
+#: How every episodes scope starts (``episodes:channel:NAME``, ``episodes:user:ID``).
+EPISODES_PREFIX = "episodes:"
 _WS = re.compile(r"\s+")
 
 
@@ -177,18 +179,22 @@ class MemoryRepo:
         limit: int = 100,
         offset: int = 0,
     ) -> list[Memory]:
-        """A persona's memories, newest first, optionally in one scope."""
+        """A persona's memories, newest first, in one scope (any scope but the episodes' when none)."""
         query = sa.select(_T).where(_T.c.persona == persona)
         if scope is not None:
             query = query.where(_T.c.scope == str(scope))
+        else:
+            query = query.where(_T.c.scope.not_like(EPISODES_PREFIX + "%"))
         query = query.order_by(_T.c.id.desc()).limit(limit).offset(offset)
         return [_memory(r) for r in conn.execute(query)]
 
-    def count(self, conn: sa.Connection, persona: str | None = None) -> int:
-        """How many memories (of one persona, or in all)."""
+    def count(self, conn: sa.Connection, persona: str | None = None, episodes: bool = True) -> int:
+        """How many memories (of one persona, or in all; episodes too unless ``episodes`` is False)."""
         query = sa.select(sa.func.count()).select_from(_T)
         if persona is not None:
             query = query.where(_T.c.persona == persona)
+        if not episodes:
+            query = query.where(_T.c.scope.not_like(EPISODES_PREFIX + "%"))
         return int(conn.execute(query).scalar_one())
 
     def delete(self, conn: sa.Connection, memory_id: int) -> bool:
