@@ -38,7 +38,8 @@ ingest rate.
 ``--path real`` measures the path a real conversation takes instead (``both``:
 the two, one after the other): each conversation is replayed as messages posted
 to a channel through the runtime (``Runtime.submit``; each speaker a user, the
-session date as the message time, the built-in offline model replying), episodic
+session date as the message time, the built-in offline model replying, each turn
+with its automatic retrieval as in a live conversation), episodic
 memory indexes the exchanges in the background (``[episodes]``, ``--keep``), and
 each question is asked through the preparation of a turn (``Runtime.preview``:
 the same automatic retrieval, with ``[episodes] min_score = 0`` and ``top_k`` the
@@ -462,7 +463,7 @@ def run_real(
                 at = turn.date + timedelta(seconds=seen[turn.session]) if turn.date is not None else None
                 seen[turn.session] += 1
                 user = re.sub(r"\s+", "_", turn.speaker) or "speaker"
-                accepted = rt.submit(PERSONA, channel, user, turn.text or "(no text)", disable_memory=True, at=at)
+                accepted = rt.submit(PERSONA, channel, user, turn.text or "(no text)", at=at)
                 dia_of[accepted.message_id] = turn.dia_id
         if not rt.wait_idle(3600):
             raise SystemExit("the replayed turns were not all answered within an hour")

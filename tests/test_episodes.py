@@ -291,3 +291,13 @@ def test_an_answer_resumed_after_an_interrupted_one_is_indexed_with_the_complete
     assert episode.text.endswith("talker: Noted, the plumber comes Tuesday.")
     with store.read() as conn:
         assert store.cursors.get(conn, "episodes", "general") == asked.id
+
+
+def test_a_message_sent_with_disable_memory_is_not_kept_as_an_episode(make: Any) -> None:
+    app, rt = make()
+    events = list(rt.chat("talker", "general", "alice", "Off the record: I dislike the new logo.", disable_memory=True))
+    assert isinstance(events[-1], Done)
+    say(rt, "general", "alice", "On the record: the launch is on Friday.")
+    assert rt.learning_idle(30)
+    kept = episodes_in(app, Scope.episodes(Scope.channel("general")))
+    assert [m.text.split("\n")[0] for m in kept] == ["alice: On the record: the launch is on Friday."]

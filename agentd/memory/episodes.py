@@ -10,8 +10,9 @@ scopes, and episode search looks nowhere else: each is its own prompt section.
 Living in the memories table, episodes get the vector and full-text indexes,
 hybrid ranking, recency and the isolation of reaches for free.
 
-An episode's time is its user message's; the channel's earlier messages
-(``context_messages``) are indexed with it as context (never shown). Indexing runs
+A message sent with ``disable_memory`` is not kept. An episode's time is its user
+message's; the channel's earlier messages (``context_messages``) are indexed with it
+as context (never shown). Indexing runs
 in the background (:class:`agentd.runtime.background.JobWorker`), a batch at a
 time: the episodes and the job's cursor are written in one transaction, so after
 a crash indexing resumes where it stopped, skipping nothing and adding nothing
@@ -124,6 +125,8 @@ class Episodes:
             return 0, False
         items: list[NewMemory] = []
         for exchange in batch:
+            if exchange.message.options.get("disable_memory"):
+                continue  # opting out of memory for a message opts out of keeping it as an episode
             try:
                 items.append(self._memory.validate(self._episode(channel, exchange)))
             except (InvalidInput, NotFound) as exc:  # a persona since removed: nothing to keep it for
