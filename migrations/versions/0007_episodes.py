@@ -8,15 +8,15 @@ records every change an extraction decided (ADD, UPDATE with the old text,
 DELETE, NONE) with its reason; it outlives the memory it describes. Both
 dialects; frozen history: the DDL is written out here.
 
-Revision ID: 0005
-Revises: 0003
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-11-23
 """
 
 from alembic import op
 
-revision = "0005"
-down_revision = "0003"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
