@@ -158,6 +158,48 @@ class MemoryConfig(_Section):
     profile_tokens: int = Field(default=0, ge=0, le=100_000)
     #: Categories of the user's memories that make up their profile (case-insensitive).
     profile_categories: list[str] = Field(default_factory=lambda: ["profile", "preference"])
+    #: Facts extracted from each exchange by a model, kept current (ADD/UPDATE/DELETE/NONE):
+    #: ``off`` (the default) or ``model``. One extra model call per exchange, in the background.
+    extract: Literal["off", "model"] = "off"
+    #: The model that extracts (a litellm model string); empty: the persona's own.
+    extract_model: str = ""
+    #: Environment variable holding the key of ``extract_model`` (empty: the persona's when it is theirs).
+    extract_api_key_env: str = ""
+    extract_api_base: str = ""
+    #: What facts are taken from: the user's message only (``user``), or the persona's reply too.
+    extract_from: Literal["user", "exchange"] = "user"
+    #: At most this many extraction calls per minute (the rest wait their turn; none is skipped).
+    extract_per_minute: int = Field(default=6, ge=1, le=600)
+    #: Stored memories of the user's scope shown to the model with each exchange, to decide against.
+    extract_candidates: int = Field(default=5, ge=0, le=50)
+
+
+class EpisodesConfig(_Section):
+    """``[episodes]``: every exchange indexed in the background and recalled by meaning."""
+
+    enabled: bool = True
+    #: What an episode's searchable text is: the user's message and the reply (``exchange``),
+    #: or the user's message alone with the reply as indexed context (``user``).
+    keep: Literal["exchange", "user"] = "exchange"
+    #: Earlier messages of the channel indexed (never shown) with each episode, for its words.
+    context_messages: int = Field(default=2, ge=0, le=20)
+    #: Episodes older than this many days are removed (0: kept).
+    retention_days: float = Field(default=0.0, ge=0)
+    #: At most this many episodes per channel or user scope; the oldest go first (0: no limit).
+    max_per_scope: int = Field(default=0, ge=0)
+    #: Exchanges indexed per batch (one embedding call, one transaction).
+    batch_size: int = Field(default=32, ge=1, le=1024)
+    #: Episodes recalled per turn (they share the memories' token budget).
+    top_k: int = Field(default=3, ge=0, le=50)
+    #: Relevance below which an episode is not recalled (unset: ``[memory] min_score``).
+    min_score: float | None = Field(default=None, ge=0.0, le=1.0)
+    #: A channel whose name starts with one of these is direct (one user): its episodes are the
+    #: user's own, recalled in any of their direct channels and never in a group channel.
+    direct_prefixes: list[str] = Field(default_factory=lambda: ["dm-"])
+
+    def is_direct(self, channel: str) -> bool:
+        """Whether ``channel`` is a direct (one-user) channel."""
+        return any(channel.startswith(p) for p in self.direct_prefixes if p)
 
 
 class HistoryConfig(_Section):
@@ -286,6 +328,7 @@ class _Root(_Section):
     embedding: EmbeddingConfig = EmbeddingConfig()
     memory: MemoryConfig = MemoryConfig()
     history: HistoryConfig = HistoryConfig()
+    episodes: EpisodesConfig = EpisodesConfig()
     models: ModelsConfig = ModelsConfig()
     runtime: RuntimeConfig = RuntimeConfig()
     cluster: ClusterConfig = ClusterConfig()
@@ -315,6 +358,7 @@ class Config:
     channels: dict[str, ChannelConfig]
     adapters: AdaptersConfig = AdaptersConfig()
     cluster: ClusterConfig = ClusterConfig()
+    episodes: EpisodesConfig = EpisodesConfig()
     #: ``AGENTD_*`` variables in the environment that agentd does not read (typos, perhaps).
     ignored_env: tuple[str, ...] = ()
 
@@ -486,5 +530,6 @@ def load_config(
         channels=dict(root.channels),
         adapters=root.adapters,
         cluster=root.cluster,
+        episodes=root.episodes,
         ignored_env=ignored,
     )

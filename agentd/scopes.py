@@ -15,7 +15,7 @@ from typing import Literal
 
 from agentd._exceptions import InvalidInput
 
-ScopeKind = Literal["global", "channel", "user"]
+ScopeKind = Literal["global", "channel", "user", "episodes"]
 #: Python's whitespace (``str.isspace``), spelled out: regex engines disagree on ``\s``
 #: (JavaScript's lacks U+001C-U+001F and U+0085, Rust's lacks U+001C-U+001F), and the API's
 #: schema, pydantic and this module must reject exactly the same characters.
@@ -46,6 +46,12 @@ class Scope:
                 raise InvalidInput("scope", "the global scope takes no id")
         elif self.kind in ("channel", "user"):
             check_identifier(f"scope.{self.kind}", self.id)
+        elif self.kind == "episodes":
+            # The episodes of one channel or of one user: ``episodes:channel:NAME``, ``episodes:user:ID``.
+            inner_kind, sep, inner_id = self.id.partition(":")
+            if not sep or inner_kind not in ("channel", "user"):
+                raise InvalidInput("scope", "episodes scopes are episodes:channel:NAME or episodes:user:ID")
+            check_identifier(f"scope.episodes.{inner_kind}", inner_id)
         else:
             raise InvalidInput("scope", f"unknown scope kind {self.kind!r}; use global, channel:NAME or user:ID")
 
@@ -57,7 +63,7 @@ class Scope:
         if text == "global":
             return cls("global")
         kind, sep, ident = text.partition(":")
-        if not sep or kind not in ("channel", "user"):
+        if not sep or kind not in ("channel", "user", "episodes"):
             raise InvalidInput("scope", f"unknown scope {text!r}; use global, channel:NAME or user:ID")
         return cls(kind, ident)  # type: ignore[arg-type]
 
@@ -70,6 +76,18 @@ class Scope:
     def user(cls, user_id: str) -> Scope:
         """The scope of one user."""
         return cls("user", user_id)
+
+    @classmethod
+    def episodes(cls, of: Scope) -> Scope:
+        """Where the episodes (indexed exchanges) of a channel or user scope live."""
+        if of.kind not in ("channel", "user"):
+            raise InvalidInput("scope", "only a channel or a user has episodes")
+        return cls("episodes", str(of))
+
+    @property
+    def episodic(self) -> bool:
+        """True for a scope of episodes (never searched as memories)."""
+        return self.kind == "episodes"
 
     def __str__(self) -> str:
         return "global" if self.kind == "global" else f"{self.kind}:{self.id}"
@@ -100,4 +118,15 @@ class Reach:
             found.append(Scope.channel(self.channel))
         if self.user:
             found.append(Scope.user(self.user))
+        return tuple(found)
+
+    def episode_scopes(self, direct: bool) -> tuple[Scope, ...]:
+        """The episode scopes a turn here may recall: this channel's, and the user's own
+        (their direct channels') only when this channel is direct — a user's private exchanges
+        never surface in a group channel."""
+        found = []
+        if self.channel:
+            found.append(Scope.episodes(Scope.channel(self.channel)))
+        if self.user and direct:
+            found.append(Scope.episodes(Scope.user(self.user)))
         return tuple(found)

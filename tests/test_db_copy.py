@@ -74,6 +74,8 @@ def test_copy_sqlite_to_postgresql_and_back_keeps_everything_searchable(
         "messages": 2,
         "memories": 3,
         "context_records": 1,
+        "job_cursors": 0,
+        "memory_history": 0,
         "vectors": 3,
         "words": 3,
         "embedding_space": 1,

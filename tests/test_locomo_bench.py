@@ -126,3 +126,26 @@ def test_identical_turns_share_a_memory_and_keep_both_ids(tmp_path: Path, embedd
         assert hits[0].memory.created_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
     finally:
         store.close()
+
+
+def test_the_real_path_replays_through_the_runtime_and_asks_through_a_turns_retrieval(
+    tmp_path: Path, embedder: LocalEmbedder
+) -> None:
+    bench = _bench()
+    report = bench.run_real(_fixture(tmp_path / "mini.json"), [1, 5], {0}, tmp_path, embedder, keep="user")
+    assert "path: real" in report and "2 conversations, 12 turns" in report
+    for section in ("## dev (real path)", "## held-out (real path)", "## all (real path)"):
+        assert section in report
+    rows = {tuple(line.split()[:2]): line.split() for line in report.splitlines() if line.startswith("hybrid")}
+    # Every evidence turn became an episode found within five results.
+    assert rows[("hybrid", "all")][-1] == "1.000"
+    # Replayed with the session dates as message times.
+    from agentd.store import Store
+
+    store = Store.open(f"sqlite:///{tmp_path / 'real' / 'real.db'}", dimension=embedder.dimension)
+    try:
+        with store.read() as conn:
+            first = store.messages.after(conn, "locomo-t-1", 0, 1)[0]
+        assert first.created_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    finally:
+        store.close()

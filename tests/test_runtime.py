@@ -108,7 +108,8 @@ def test_a_memory_below_the_threshold_is_not_injected(make_app, runtimes, fake_o
 
 
 def test_disable_memory_per_request_makes_no_embedding_call(make_app, runtimes, fake_openai) -> None:
-    app = make_app(embedding_config(fake_openai))
+    # Episodic indexing (its own embedding calls, after the reply) is off: this counts retrieval's.
+    app = make_app(embedding_config(fake_openai) + "\n[episodes]\nenabled = false\n")
     rt = runtimes(app)
     before = len(fake_openai.embedding_requests())
     run(rt, "tell me about my friend there")  # retrieval on: one embedding call
@@ -120,7 +121,7 @@ def test_disable_memory_per_request_makes_no_embedding_call(make_app, runtimes, 
 
 
 def test_auto_retrieve_false_makes_no_embedding_call(make_app, runtimes, fake_openai) -> None:
-    app = make_app(embedding_config(fake_openai) + "\n[memory]\nauto_retrieve = false\n")
+    app = make_app(embedding_config(fake_openai) + "\n[memory]\nauto_retrieve = false\n[episodes]\nenabled = false\n")
     app.memory.add("fake", GLOBAL, "hello there friend")
     before = len(fake_openai.embedding_requests())
     events = run(runtimes(app), "hello there")

@@ -71,4 +71,5 @@ async def budget(
         "memories": [{**h.as_result(), "persona": h.memory.persona} for h in ctx.memories],
         "profile": [m.as_json() for m in ctx.profile],
         "user_history": [s.text for s in ctx.user_history],
+        "episodes": [{**h.as_result(), "persona": h.memory.persona} for h in ctx.episodes],
     }

@@ -24,6 +24,7 @@ from agentd.api.responses import (
     ImportResponse,
     KnownFactsResponse,
     MemoryAdded,
+    MemoryHistory,
     MemoryList,
     SearchResponse,
     error_responses,
@@ -209,3 +210,10 @@ def list_memories(
 def forget(memory_id: Annotated[int, Path(ge=1, le=MAX_ID)], d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """Delete one memory (its row, vector and index entry)."""
     return {"forgotten": d.app.memory.forget(memory_id).as_json()}
+
+
+@router.get("/v1/memories/{memory_id}/history", response_model=MemoryHistory, responses=error_responses(404, 422))
+def history(memory_id: Annotated[int, Path(ge=1, le=MAX_ID)], d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
+    """How a memory changed through fact extraction (``[memory] extract``), oldest first; also for a
+    memory since deleted (as ``agentd memory history ID``)."""
+    return {"memory_id": memory_id, "history": [e.as_json() for e in d.app.memory.history(memory_id)]}

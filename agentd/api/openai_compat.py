@@ -16,7 +16,7 @@ ChatOpenAI, litellm) talks to agentd's personas through these routes:
   (temperature, max_tokens, ...) are ignored: the persona file sets them.
 * What was recalled travels in an extra ``agentd`` object that plain clients
   ignore: on the first chunk of a stream (``memories``, ``near_misses``,
-  ``history``), on the last (``message_id``, ``budget``), and on the response.
+  ``episodes``, ``history``), on the last (``message_id``, ``budget``), and on the response.
 * Errors use OpenAI's shape (:mod:`agentd.api.openai_errors`).
 """
 
@@ -136,6 +136,7 @@ def _extension_start(
         "memory_status": memory.status if memory else "none",
         "memories": [m.__dict__ for m in memory.memories] if memory else [],
         "near_misses": [m.__dict__ for m in memory.near_misses] if memory else [],
+        "episodes": [m.__dict__ for m in memory.episodes] if memory else [],
         "history": [h.__dict__ for h in history.snippets] if history else [],
     }
 

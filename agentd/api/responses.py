@@ -146,6 +146,28 @@ class Forgotten(_Out):
     forgotten: MemoryOut
 
 
+class HistoryEntryOut(_Out):
+    """One change fact extraction made to a memory, and why."""
+
+    id: int
+    memory_id: int
+    persona: str
+    scope: str
+    event: str = Field(description="ADD | UPDATE | DELETE | NONE")
+    old_text: str | None = Field(None, description="The text before (UPDATE, DELETE).")
+    new_text: str | None = Field(None, description="The text after (ADD, UPDATE; NONE: the text already stored).")
+    reason: str
+    source_message_id: int | None = Field(None, description="The user message the fact came from.")
+    created_at: str
+
+
+class MemoryHistory(_Out):
+    """``GET /v1/memories/{id}/history``: how one memory changed, oldest first."""
+
+    memory_id: int
+    history: list[HistoryEntryOut]
+
+
 class MessageOut(_Out):
     """One stored message of a channel."""
 
@@ -210,6 +232,9 @@ class BudgetResponse(_Out):
         default_factory=list, description="The user's profile memories given on every turn ([memory] profile_tokens)."
     )
     user_history: list[str]
+    episodes: list[MemoryHitOut] = Field(
+        default_factory=list, description="Earlier exchanges recalled by meaning ([episodes]), best first."
+    )
 
 
 class StoreHealth(_Out):

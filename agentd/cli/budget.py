@@ -38,6 +38,7 @@ def budget_table(b: ContextBudget, has_message: bool = True) -> Table:
             f"{b.profile_included} included, {b.profile_dropped} dropped" if b.profile_tokens else "off or empty",
         ),
         ("memories", b.memory_tokens, f"{b.memories_included} included, {b.memories_dropped} dropped"),
+        ("episodes", b.episode_tokens, f"{b.episodes_included} included, {b.episodes_dropped} dropped"),
         ("user history", b.user_history_tokens, f"{b.snippets_dropped} snippets dropped" if b.snippets_dropped else ""),
         ("history", b.history_tokens, f"{b.history_messages} of {b.history_available} messages"),
         ("current message", b.current_tokens, "" if has_message else "none given"),

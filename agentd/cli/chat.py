@@ -31,6 +31,9 @@ def show(event: Event) -> None:
                 err.print(f"[dim]  {m.score:.2f}  {m.text}  ({m.category}, {m.scope})[/]")
         elif event.status not in ("ok", "disabled"):
             err.print(f"[dim]memory retrieval skipped: {event.status}[/]")
+        for e in event.episodes:
+            text = e.text.replace("\n", " / ")
+            err.print(f"[dim]  earlier conversation {e.score:.2f}  {text}[/]")
     elif isinstance(event, HistoryContext) and event.snippets:
         err.print(f"[dim]recalled {len(event.snippets)} earlier exchange(s); seeds: {', '.join(event.seeds) or '-'}[/]")
     elif isinstance(event, TokenDelta):

@@ -57,6 +57,11 @@ def inspect(app: App, message_id: int, as_json: bool) -> None:
         out.print(f"  {m.score:.2f} (relevance {m.relevance:.2f})  {m.text}  ({m.category}, {m.scope}, id {m.id})")
     if not given.memories:
         out.print("  no memories were injected")
+    if given.episodes:
+        out.print("earlier conversations recalled:")
+    for m in given.episodes:
+        text = m.text.replace("\n", " / ")
+        out.print(f"  {m.score:.2f} (relevance {m.relevance:.2f})  {text}  ({m.scope}, id {m.id})")
     recalled = given.user_history
     if recalled.status != "ok":
         out.print(f"past exchanges: {recalled.status}")

@@ -135,6 +135,12 @@ def search(
 @click.option("--channel", "-c", help="Only this channel's memories.")
 @click.option("--user", "-u", help="Only this user's memories.")
 @click.option("--global", "global_", is_flag=True, help="Only the persona's global memories.")
+@click.option(
+    "--episodes",
+    "episodes_of",
+    metavar="channel:NAME|user:ID",
+    help="The episodes (indexed exchanges) of a channel or of a user's direct channels instead.",
+)
 @click.option("--limit", "-n", type=click.IntRange(1, 100_000), default=100, show_default=True)
 @click.option("--offset", type=click.IntRange(0), default=0)
 @_json
@@ -145,12 +151,17 @@ def list_(
     channel: str | None,
     user: str | None,
     global_: bool,
+    episodes_of: str | None,
     limit: int,
     offset: int,
     as_json: bool,
 ) -> None:
-    """List a persona's memories, newest first."""
+    """List a persona's memories, newest first (episodes only with --episodes)."""
     scope = _scope(channel, user, global_, required=False)
+    if episodes_of is not None:
+        if scope is not None:
+            raise InvalidInput("scope", "give --episodes alone, without --channel, --user or --global")
+        scope = Scope.episodes(Scope.parse(episodes_of))
     mems = app.memory.list_memories(persona, scope, limit, offset)
     if as_json:
         print_json([m.as_json() for m in mems])
@@ -173,6 +184,23 @@ def forget(app: App, memory_id: int, as_json: bool) -> None:
         print_json({"forgotten": mem.as_json()})
     else:
         out.print(f"forgot memory {mem.id} ({mem.persona} / {mem.scope}): {mem.text}")
+
+
+@memory.command()
+@click.argument("memory_id", type=int)
+@_json
+@pass_app
+def history(app: App, memory_id: int, as_json: bool) -> None:
+    """Show how memory MEMORY_ID changed: each decision of fact extraction (ADD, UPDATE with
+    the old text, DELETE, NONE) and its reason, oldest first (also for a deleted memory)."""
+    entries = app.memory.history(memory_id)
+    if as_json:
+        print_json({"memory_id": memory_id, "history": [e.as_json() for e in entries]})
+        return
+    table = Table("when", "event", "old text", "new text", "reason")
+    for e in entries:
+        table.add_row(e.created_at.isoformat(timespec="seconds"), e.event, e.old_text or "", e.new_text or "", e.reason)
+    out.print(table)
 
 
 @memory.command(name="import")

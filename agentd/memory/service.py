@@ -29,6 +29,7 @@ from agentd.memory.ranking import INTENT_RELEVANCE, MemoryHit, Ranked, rank
 from agentd.relevance import DEFAULT_WORDS, Recency
 from agentd.scopes import Reach, Scope
 from agentd.store import Store
+from agentd.store.jobs import HistoryEntry
 from agentd.store.lexical import CONTEXT_KEY
 from agentd.store.memories import Memory, NewMemory
 from agentd.store.schema import utcnow
@@ -140,15 +141,23 @@ class MemoryService:
         assert memory is not None
         return memory, created
 
-    def add_many(self, items: Sequence[NewMemory]) -> list[tuple[int, bool]]:
+    def add_many(self, items: Sequence[NewMemory], also: Callable[[Any], None] | None = None) -> list[tuple[int, bool]]:
         """Store already-validated memories in one transaction; embeds them in one batch.
 
         A memory's ``metadata["context"]`` is indexed for full-text search with
-        it, never shown (see :func:`agentd.store.lexical.context_of`).
+        it, never shown (see :func:`agentd.store.lexical.context_of`). ``also(conn)``
+        runs in the same transaction (a background job moves its cursor there).
         """
         vecs = self._embed([i.text for i in items]) if self._embedder is not None and items else None
         with self._store.write() as conn:
-            return self._store.memories.add(conn, items, vecs)
+            added = self._store.memories.add(conn, items, vecs) if items else []
+            if also is not None:
+                also(conn)
+            return added
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray | None:
+        """Embed memory texts (``None`` without an embedder): for writes made in one transaction later."""
+        return self._embed(texts) if self._embedder is not None and texts else None
 
     def forget(self, memory_id: int) -> Memory:
         """Delete one memory: its row, vector and index entry."""
@@ -235,15 +244,24 @@ class MemoryService:
     def list_memories(
         self, persona: str, scope: Scope | None = None, limit: int = 100, offset: int = 0
     ) -> list[Memory]:
-        """A persona's memories, newest first."""
+        """A persona's memories, newest first (episodes only when ``scope`` is an episodes scope)."""
         self.check_persona(persona)
         with self._store.read() as conn:
             return self._store.memories.page(conn, persona, scope, limit, offset)
 
-    def count(self, persona: str | None = None) -> int:
-        """How many memories are stored."""
+    def history(self, memory_id: int) -> list[HistoryEntry]:
+        """How a memory changed (fact extraction's decisions), oldest first; :class:`NotFound` when
+        there is neither such a memory nor any history of it."""
         with self._store.read() as conn:
-            return self._store.memories.count(conn, persona)
+            entries = self._store.memory_history.of(conn, memory_id)
+            if not entries and self._store.memories.get(conn, memory_id) is None:
+                raise NotFound("memory", memory_id)
+        return entries
+
+    def count(self, persona: str | None = None) -> int:
+        """How many memories are stored (episodes are not counted)."""
+        with self._store.read() as conn:
+            return self._store.memories.count(conn, persona, episodes=False)
 
     def profile(self, persona: str, user: str | None) -> tuple[Memory, ...]:
         """The user's profile: their own memories (user scope) in ``memory.profile_categories``,
@@ -272,6 +290,7 @@ class MemoryService:
         vector: np.ndarray | None = None,
         now: datetime | None = None,
         mode: SearchMode = "hybrid",
+        scopes: Sequence[Scope] | None = None,
     ) -> list[MemoryHit]:
         """The best memories for ``query`` within ``reach``, best first.
 
@@ -306,9 +325,11 @@ class MemoryService:
         intent = analyse(query, names=(reach.persona,))
         if intent.kind == "none":
             return []
-        if intent.kind == "about_user":
+        if intent.kind == "about_user" and scopes is None:
             return self._about_user(reach, intent.facet, limit, threshold, now)
-        scopes = [str(s) for s in reach.scopes()]
+        searched = [str(s) for s in (reach.scopes() if scopes is None else scopes)]
+        if scopes is not None and not searched:
+            return []
         # Both sides fetch a bounded pool, so one search costs the same at any store size
         # (up to the index lookups themselves).
         pool = max(limit * 2, self._config.candidate_pool)
@@ -318,8 +339,8 @@ class MemoryService:
         if mode != "lexical":
             qvec = self.embed_query(query) if vector is None else vector
         with self._store.read() as conn:
-            nearest = self._store.vectors.nearest(conn, qvec, reach.persona, scopes, pool) if qvec is not None else []
-            matched = self._store.words.search(conn, terms, reach.persona, scopes, pool) if terms else []
+            nearest = self._store.vectors.nearest(conn, qvec, reach.persona, searched, pool) if qvec is not None else []
+            matched = self._store.words.search(conn, terms, reach.persona, searched, pool) if terms else []
             candidates = self._fusion.merge(nearest, matched)
             # Rank on ids and dates; load whole rows (text, metadata) for the winners only.
             ranked = rank(

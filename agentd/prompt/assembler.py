@@ -8,7 +8,8 @@ Priority, highest first:
 4. the user's profile (``[memory] profile_tokens``, off by default) — their profile
    memories, whole, newest first, within that many tokens;
 5. recalled memories — whole memories, best first, until one does not fit (one
-   already in the profile is not repeated);
+   already in the profile is not repeated); then earlier exchanges recalled by
+   meaning (episodes), best first, within what the memories left of their budget;
 6. recalled earlier exchanges with this user — whole snippets, newest first;
 7. recent channel history — whole messages, newest first, until one does not
    fit; sent in chronological order.
@@ -29,9 +30,11 @@ from agentd._exceptions import ContextOverflow
 from agentd.memory.ranking import MemoryHit
 from agentd.prompt.budget import ContextBudget
 from agentd.prompt.render import (
+    EPISODES_HEADING,
     MEMORIES_HEADING,
     PROFILE_HEADING,
     PROJECT_HEADING,
+    episode_line,
     memory_line,
     profile_line,
     truncation_marker,
@@ -94,6 +97,8 @@ class PromptRequest:
     profile: Sequence[Memory] = ()
     #: Cap on the profile section, in tokens (``[memory] profile_tokens``; 0: no section).
     profile_budget: int = 0
+    #: Earlier exchanges recalled by meaning, best first (share ``memory_budget`` with memories).
+    episodes: Sequence[MemoryHit] = ()
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,8 @@ class AssembledContext:
     history_ids: tuple[int, ...] = field(default=())
     #: The profile memories the prompt carries.
     profile: tuple[Memory, ...] = ()
+    #: The episodes the prompt carries.
+    episodes: tuple[MemoryHit, ...] = ()
 
     def for_llm(self) -> list[dict[str, str]]:
         """The messages in the OpenAI format litellm takes."""
@@ -206,6 +213,26 @@ class ContextAssembler:
                 left -= cost
         memories_dropped = len(recalled) - len(kept_memories)
 
+        # Episodes: whole ones, best first, in what the memories left of their budget.
+        episode_tokens, kept_episodes = 0, []
+        if request.episodes:
+            cost = JOIN + count(EPISODES_HEADING)
+            room = left if request.memory_budget is None else min(left, request.memory_budget - memory_tokens)
+            lines = []
+            for hit in request.episodes:
+                line = episode_line(hit.memory.text, hit.memory.created_at, hit.relevance)
+                line_cost = count(line) + JOIN
+                if cost + line_cost > room:
+                    break
+                cost += line_cost
+                lines.append(line)
+                kept_episodes.append(hit)
+            if lines:
+                sections.append("\n".join([EPISODES_HEADING, *lines]))
+                episode_tokens = cost
+                left -= cost
+        episodes_dropped = len(request.episodes) - len(kept_episodes)
+
         # Recalled exchanges with this user: one system message of whole snippets.
         snippet_costs: list[int] = []
         kept_snippets: list[Snippet] = []
@@ -285,11 +312,19 @@ class ContextAssembler:
             snippets_dropped=snippets_dropped,
             project_truncated=project_truncated,
             exhausted=bool(
-                project_truncated or profile_dropped or memories_dropped or snippets_dropped or messages_dropped
+                project_truncated
+                or profile_dropped
+                or memories_dropped
+                or episodes_dropped
+                or snippets_dropped
+                or messages_dropped
             ),
             profile_tokens=profile_tokens,
             profile_included=len(kept_profile),
             profile_dropped=profile_dropped,
+            episode_tokens=episode_tokens,
+            episodes_included=len(kept_episodes),
+            episodes_dropped=episodes_dropped,
         )
         return AssembledContext(
             messages=tuple(messages),
@@ -298,6 +333,7 @@ class ContextAssembler:
             user_history=tuple(kept_snippets),
             history_ids=tuple(item.message_id for item in reversed(kept_history)),
             profile=tuple(kept_profile),
+            episodes=tuple(kept_episodes),
         )
 
     def _project(self, project: Project, left: int) -> tuple[str, int, bool]:

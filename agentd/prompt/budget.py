@@ -39,6 +39,10 @@ class ContextBudget:
     profile_tokens: int = 0
     profile_included: int = 0
     profile_dropped: int = 0
+    #: Earlier exchanges recalled by meaning (``[episodes]``): tokens, episodes kept and left out.
+    episode_tokens: int = 0
+    episodes_included: int = 0
+    episodes_dropped: int = 0
 
     @property
     def budget(self) -> int:

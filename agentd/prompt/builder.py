@@ -87,13 +87,15 @@ class ContextBuilder:
         system_prompt: str | None = None,
         memory_budget: int | None = None,
         profile: Sequence[Memory] = (),
+        episodes: Sequence[MemoryHit] = (),
     ) -> AssembledContext:
         """Assemble ``persona``'s prompt in ``channel`` for ``current``.
 
         ``before_id``: history is read from messages older than this id (the
         current message's own id, so it is not sent twice). ``profile``: the user's
         profile memories (:meth:`agentd.memory.MemoryService.profile`), given up to
-        ``[memory] profile_tokens``.
+        ``[memory] profile_tokens``. ``episodes``: earlier exchanges recalled by meaning,
+        best first (they share the memories' budget).
         """
         window = self.window(persona)
         counter = self.counter(persona)
@@ -113,6 +115,7 @@ class ContextBuilder:
             memory_budget=memory_budget,
             profile=tuple(profile),
             profile_budget=self._config.memory.profile_tokens,
+            episodes=tuple(episodes),
         )
         return ContextAssembler(counter).assemble(request, window)
 

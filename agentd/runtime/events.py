@@ -66,6 +66,9 @@ class MemoryContext(Event):
     status: RecallStatus = RecallStatus.OK
     user_message_id: int | None = None
     near_misses: tuple[MemorySnippet, ...] = ()
+    #: Earlier exchanges recalled by meaning that the prompt carries (``[episodes]``; added after
+    #: ``near_misses``; their ``category`` is ``episode``).
+    episodes: tuple[MemorySnippet, ...] = ()
 
 
 @dataclass(frozen=True)

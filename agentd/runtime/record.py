@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
+from agentd.memory.ranking import MemoryHit
 from agentd.personas import Persona
 from agentd.prompt.assembler import AssembledContext
 from agentd.prompt.budget import ContextBudget
@@ -91,6 +93,8 @@ class ContextRecord:
     rounds: int = 1
     version: int = RECORD_VERSION
     profile: tuple[ProfileMemory, ...] = ()
+    #: Earlier exchanges recalled by meaning (``[episodes]``).
+    episodes: tuple[RecalledMemory, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The stored form."""
@@ -119,6 +123,7 @@ class ContextRecord:
             rounds=int(data.get("rounds", 1)),
             version=int(data.get("version", 1)),
             profile=tuple(ProfileMemory(**m) for m in data.get("profile", ())),
+            episodes=tuple(RecalledMemory(**m) for m in data.get("episodes", ())),
         )
 
 
@@ -150,8 +155,10 @@ class TurnWriter:
         source: str,
         reply_to: int | None = None,
         options: Mapping[str, Any] | None = None,
+        at: datetime | None = None,
     ) -> Message:
-        """Store a user message (``pending``) with its token count; durable when this returns."""
+        """Store a user message (``pending``) with its token count; durable when this returns.
+        ``at``: when it was said (a replayed conversation), default now."""
         tokens, counter = self._builder.count_message(persona, text)
         with self._store.write() as conn:
             return self._store.messages.add(
@@ -168,6 +175,7 @@ class TurnWriter:
                 token_count=tokens,
                 token_counter=counter,
                 options=options,
+                created_at=at,
             )
 
     def answered(self, persona: Persona, channel: str, user_message_id: int, reply: Reply) -> int:
@@ -241,17 +249,17 @@ class TurnWriter:
 
 def recalled_memories(context: AssembledContext) -> tuple[RecalledMemory, ...]:
     """The memories an assembled prompt carries, as the record keeps them."""
-    return tuple(
-        RecalledMemory(
-            h.memory.id,
-            h.memory.text,
-            h.memory.category,
-            str(h.memory.scope),
-            round(h.score, 4),
-            round(h.relevance, 4),
-        )
-        for h in context.memories
-    )
+    return tuple(_recalled(h) for h in context.memories)
+
+
+def recalled_episodes(context: AssembledContext) -> tuple[RecalledMemory, ...]:
+    """The episodes an assembled prompt carries, as the record keeps them."""
+    return tuple(_recalled(h) for h in context.episodes)
+
+
+def _recalled(h: MemoryHit) -> RecalledMemory:
+    m = h.memory
+    return RecalledMemory(m.id, m.text, m.category, str(m.scope), round(h.score, 4), round(h.relevance, 4))
 
 
 def profile_memories(context: AssembledContext) -> tuple[ProfileMemory, ...]:

@@ -49,6 +49,7 @@ from agentd.runtime.record import (
     TurnWriter,
     profile_memories,
     quoted_message_ids,
+    recalled_episodes,
     recalled_memories,
 )
 from agentd.runtime.turn import PreparedTurn, TurnPreparer
@@ -137,6 +138,7 @@ class Responder:
                     retrieval.status,
                     turn.message_id,
                     tuple(_snippet(h) for h in retrieval.near_misses),
+                    tuple(_snippet(h) for h in ctx.episodes),
                 )
             )
             turn.sink(_history_event(prepared.recalled, ctx.user_history, prepared.history_status))
@@ -197,6 +199,7 @@ class Responder:
                 tool_calls=tuple(tool_log),
                 rounds=rounds,
                 profile=profile_memories(ctx),
+                episodes=recalled_episodes(ctx),
             )
             if not turn.draft.finish(TurnState.ANSWERED):
                 return Outcome(None, turn.draft.text(), False, prepared)  # shutdown stored it as interrupted

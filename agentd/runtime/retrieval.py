@@ -11,6 +11,7 @@ import structlog
 
 from agentd._exceptions import AgentdError
 from agentd.memory import MemoryHit, MemoryService
+from agentd.memory.episodes import Episodes
 from agentd.runtime.events import RecallStatus
 from agentd.scopes import Reach
 
@@ -33,6 +34,8 @@ class Retrieval:
     reason: str = ""
     #: The best memories below the threshold (never injected; shown as near-misses).
     near_misses: tuple[MemoryHit, ...] = ()
+    #: Earlier exchanges recalled by meaning (:mod:`agentd.memory.episodes`), best first.
+    episodes: tuple[MemoryHit, ...] = ()
 
 
 class Retriever:
@@ -42,13 +45,21 @@ class Retriever:
     actor), so a slow embedder costs at most the timeout and the reply goes on.
     """
 
-    def __init__(self, memory: MemoryService | None, timeout: float, pool: ThreadPoolExecutor) -> None:
+    def __init__(
+        self,
+        memory: MemoryService | None,
+        timeout: float,
+        pool: ThreadPoolExecutor,
+        episodes: Episodes | None = None,
+    ) -> None:
         self._memory = memory
         self._timeout = timeout
         self._pool = pool
+        self._episodes = episodes
 
-    def recall(self, query: str, reach: Reach, limit: int, *, enabled: bool) -> Retrieval:
-        """The best ``limit`` memories above the threshold, or an empty result with a status."""
+    def recall(self, query: str, reach: Reach, limit: int, *, enabled: bool, episode_limit: int = 0) -> Retrieval:
+        """The best ``limit`` memories above the threshold, and the best ``episode_limit`` episodes
+        (same query vector, same time limit), or an empty result with a status."""
         if not enabled:
             return Retrieval((), RecallStatus.DISABLED, 0.0, query)
         if self._memory is None or self._memory.embedder is None:
@@ -64,8 +75,9 @@ class Retriever:
                 # clock starts: its one-time load is not a slow query.
                 load()
                 start = time.perf_counter()
-            future = self._pool.submit(_search, memory, query, reach, limit)
-            hits, near = future.result(timeout=self._timeout)
+            episodes = self._episodes if episode_limit > 0 else None
+            future = self._pool.submit(_search, memory, query, reach, limit, episodes, episode_limit)
+            hits, near, found = future.result(timeout=self._timeout)
         except FutureTimeout:
             future.cancel()
             elapsed = (time.perf_counter() - start) * 1000
@@ -80,20 +92,33 @@ class Retriever:
             log.exception("retrieval_failed", error=repr(exc), persona=reach.persona)
             return Retrieval((), RecallStatus.ERROR, elapsed, query, f"{type(exc).__name__}: {exc}")
         elapsed = (time.perf_counter() - start) * 1000
-        return Retrieval(tuple(hits), RecallStatus.OK, elapsed, query, near_misses=tuple(near))
+        return Retrieval(tuple(hits), RecallStatus.OK, elapsed, query, near_misses=tuple(near), episodes=tuple(found))
 
 
-def _search(memory: MemoryService, query: str, reach: Reach, limit: int) -> tuple[list[MemoryHit], list[MemoryHit]]:
-    """The hits above the threshold, and up to :data:`NEAR_MISSES` just below it.
+def _search(
+    memory: MemoryService,
+    query: str,
+    reach: Reach,
+    limit: int,
+    episodes: Episodes | None = None,
+    episode_limit: int = 0,
+) -> tuple[list[MemoryHit], list[MemoryHit], list[MemoryHit]]:
+    """The hits above the threshold, up to :data:`NEAR_MISSES` just below it, and the episodes.
 
-    The query is embedded once; the second search (same vector, a lower floor) only
-    reads the indexes again, and never changes which memories are hits.
+    The query is embedded once; the other searches (same vector: a lower floor, the
+    episodes scopes) only read the indexes again, and never change which memories are hits.
     """
     vector = memory.embed_query(query)
     hits = list(memory.search(query, reach, limit, vector=vector))
+    found: list[MemoryHit] = []
+    if episodes is not None:
+        try:
+            found = episodes.search(query, reach, episode_limit, vector=vector)
+        except AgentdError as exc:  # episodes are best effort too: the memories found still count
+            log.warning("episodes_skipped", reason="error", code=exc.code, error=exc.message, persona=reach.persona)
     threshold = memory.config.min_score
     floor = max(0.0, threshold - NEAR_MISS_MARGIN)
     if floor >= threshold:
-        return hits, []
+        return hits, [], found
     wider = memory.search(query, reach, limit + NEAR_MISSES, min_relevance=floor, vector=vector)
-    return hits, [h for h in wider if h.relevance < threshold][:NEAR_MISSES]
+    return hits, [h for h in wider if h.relevance < threshold][:NEAR_MISSES], found

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pykka
@@ -32,6 +33,7 @@ from agentd.llm.chat import ChatModel
 from agentd.personas import Persona
 from agentd.runtime.actor import PersonaActor
 from agentd.runtime.events import Done, Error, Event, MemoryContext
+from agentd.runtime.learning import Learning
 from agentd.runtime.messages import ActorKey, Dispatch, Draft, Health, Sink, Turn, TurnState, resumed_turn
 from agentd.runtime.record import TurnWriter
 from agentd.runtime.respond import Responder
@@ -74,7 +76,9 @@ class Runtime:
         self._llm = llm
         self._listeners = list(listeners)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentd-retrieval")
-        self._preparer = TurnPreparer.for_app(app, self._pool, delegate=self)
+        self._learning = Learning(app, llm)
+        self._listeners.append(self._learning.listener())
+        self._preparer = TurnPreparer.for_app(app, self._pool, delegate=self, episodes=self._learning.episodes)
         self._writer = TurnWriter(app.store, app.builder)
         self._accepting = True
         self._inflight: dict[str, Turn] = {}
@@ -91,6 +95,7 @@ class Runtime:
             except BaseException:
                 self._supervisor.stop()
                 raise
+        self._learning.start()
 
     # -- the public API -------------------------------------------------------------------
 
@@ -109,10 +114,13 @@ class Runtime:
         sink: Sink | None = None,
         source: str = "chat",
         disable_tools: bool = False,
+        at: datetime | None = None,
     ) -> Accepted:
         """Validate and store a user message, then hand it to its actor.
 
         ``disable_tools``: the persona's skills are not offered to the model for this turn.
+        ``at``: when the message was said (a conversation replayed with its times; UTC-aware),
+        default now.
         """
         if not self._accepting:
             raise ShuttingDown("agentd is shutting down and accepts no new messages")
@@ -123,6 +131,8 @@ class Runtime:
             raise InvalidInput("message", "must not be empty or whitespace")
         if len(text) > MAX_MESSAGE_CHARS:
             raise InvalidInput("message", f"is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}")
+        if at is not None and at.tzinfo is None:
+            raise InvalidInput("at", "must be a timezone-aware time")
         # Store and dispatch under one lock: concurrent submits reach the actors in id order,
         # so a channel's messages are answered in the order they were stored.
         # Several daemons: no sweep of the pending messages runs between storing and routing.
@@ -135,6 +145,7 @@ class Runtime:
                 request_id=uuid.uuid4().hex,
                 source=source,
                 options=_options(disable_memory, disable_tools),
+                at=at,
             )
             assert stored.request_id is not None
             turn = Turn(
@@ -220,6 +231,10 @@ class Runtime:
         with self._changed:
             return self._changed.wait_for(lambda: not self._inflight, timeout=timeout)
 
+    def learning_idle(self, timeout: float) -> bool:
+        """Wait until the background jobs (episodes, extraction) have caught up; False on timeout."""
+        return self._learning.wait_idle(timeout)
+
     def stop(self, grace: float | None = None) -> None:
         """Stop accepting, let in-flight replies finish within ``grace`` seconds, store
         the rest as interrupted, and stop every actor."""
@@ -243,6 +258,7 @@ class Runtime:
             self._supervisor.stop(timeout=5)
         except pykka.Timeout:
             log.warning("supervisor_stop_timeout")
+        self._learning.stop()
         if self._cluster is not None:
             self._cluster.close()  # releases this daemon's channels to the others
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -9,7 +9,9 @@ says a turn would use is what the turn uses:
 2. the user's earlier exchanges in this channel (:mod:`agentd.prompt.user_history`)
    that the prompt's recent history no longer carries, and the search seeds all
    matches give, which join a sparse query;
-3. automatic retrieval, bounded in time (:mod:`agentd.runtime.retrieval`);
+3. automatic retrieval, bounded in time (:mod:`agentd.runtime.retrieval`): memories,
+   and earlier exchanges of this channel (or of the user's direct channels) recalled by
+   meaning (:mod:`agentd.memory.episodes`), less those the recent history carries;
 4. the user's profile memories (``[memory] profile_tokens``, off by default);
 5. the tools the persona may call here;
 6. the prompt, assembled by priority under the model's window.
@@ -26,7 +28,8 @@ from dataclasses import dataclass
 
 from agentd.app import App
 from agentd.config import Config
-from agentd.memory import MemoryService
+from agentd.memory import MemoryHit, MemoryService
+from agentd.memory.episodes import Episodes
 from agentd.personas import Persona, Personas
 from agentd.prompt.assembler import AssembledContext
 from agentd.prompt.builder import ContextBuilder
@@ -68,6 +71,7 @@ class TurnPreparer:
         retriever: Retriever,
         delegate: DelegateRunner | None = None,
         profiles: MemoryService | None = None,
+        episodes: Episodes | None = None,
     ) -> None:
         self._config = config
         self._store = store
@@ -78,13 +82,20 @@ class TurnPreparer:
         self._history = UserHistory(store, config.history)
         self._delegate = delegate
         self._profiles = profiles if profiles is not None else memory
+        self._episodes = episodes
 
     @classmethod
-    def for_app(cls, app: App, pool: ThreadPoolExecutor, delegate: DelegateRunner | None = None) -> TurnPreparer:
+    def for_app(
+        cls,
+        app: App,
+        pool: ThreadPoolExecutor,
+        delegate: DelegateRunner | None = None,
+        episodes: Episodes | None = None,
+    ) -> TurnPreparer:
         """A preparer over an :class:`~agentd.app.App`'s parts (retrieval runs on ``pool``)."""
         memory = app.memory if app.embedder is not None else None
-        retriever = Retriever(memory, app.config.memory.retrieval_timeout_seconds, pool)
-        return cls(app.config, app.store, memory, app.builder, app.personas, retriever, delegate, app.memory)
+        retriever = Retriever(memory, app.config.memory.retrieval_timeout_seconds, pool, episodes)
+        return cls(app.config, app.store, memory, app.builder, app.personas, retriever, delegate, app.memory, episodes)
 
     @property
     def builder(self) -> ContextBuilder:
@@ -115,9 +126,12 @@ class TurnPreparer:
         recall_on = cfg.memory.auto_retrieve and not disable_memory
         recalled = HistoryRecall()
         history_status = RecallStatus.DISABLED
-        if recall_on and cfg.history.enabled and user is not None and query:
-            # Exchanges the prompt's recent history carries are not summarised (they still give seeds).
+        episode_limit = cfg.episodes.top_k if self._episodes is not None else 0
+        in_prompt: int | None = None
+        if recall_on and query and ((cfg.history.enabled and user is not None) or episode_limit):
+            # What the prompt's recent history carries is not recalled again (it still gives seeds).
             in_prompt = self._builder.history_start(persona, channel, message_id)
+        if recall_on and cfg.history.enabled and user is not None and query:
             recalled = self._history.recall(channel, user, query, message_id, in_prompt)
             history_status = RecallStatus.OK
             query = seeded_query(query, recalled, cfg.history.seed_sparse_below)
@@ -126,7 +140,10 @@ class TurnPreparer:
             Reach(persona.name, channel, user),
             memory_limit or cfg.memory.top_k,
             enabled=recall_on,
+            # Some found may be in the recent history and left out: ask for a few more.
+            episode_limit=episode_limit * 2,
         )
+        episodes = _not_in_history(retrieval.episodes, channel, in_prompt)[:episode_limit]
         # The user's profile ([memory] profile_tokens), given whatever the message; memory too, so
         # opting out leaves it out. It needs no embedder.
         profile = self._profiles.profile(persona.name, user) if recall_on and self._profiles is not None else ()
@@ -141,6 +158,7 @@ class TurnPreparer:
             tools=registry.tool_definitions(),
             memory_budget=memory_budget,
             profile=profile,
+            episodes=episodes,
         )
         return PreparedTurn(query, recalled, history_status, retrieval, registry, context)
 
@@ -170,3 +188,16 @@ class TurnPreparer:
             burst.append(msg.content)
         parts = [*reversed(burst), *([text] if text is not None else [])]
         return normalise(" ".join(parts))
+
+
+def _not_in_history(hits: tuple[MemoryHit, ...], channel: str, oldest_in_prompt: int | None) -> tuple[MemoryHit, ...]:
+    """Episodes the prompt's recent history does not carry: from another channel (the user's other
+    direct channels), or older than its oldest message (``None``: it carries none)."""
+    if oldest_in_prompt is None:
+        return hits
+    return tuple(
+        h
+        for h in hits
+        if (h.memory.metadata.get("episode") or {}).get("channel") != channel
+        or (h.memory.source_message_id or 0) < oldest_in_prompt
+    )

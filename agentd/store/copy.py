@@ -21,17 +21,32 @@ import sqlalchemy as sa
 from agentd._exceptions import StoreError
 from agentd.store import Store
 from agentd.store.lexical import context_of
-from agentd.store.schema import ChannelRow, ContextRecordRow, MemoryRow, MessageRow
+from agentd.store.schema import (
+    ChannelRow,
+    ContextRecordRow,
+    JobCursorRow,
+    MemoryHistoryRow,
+    MemoryRow,
+    MessageRow,
+)
 
 #: Rows read and written per batch.
 BATCH = 1000
 #: Tables copied row for row, in an order that satisfies their references; the key pages through them.
-TABLES: tuple[tuple[sa.Table, str], ...] = tuple(
+#: ``None``: a small table read in one go (background jobs' cursors: one row per job and channel).
+TABLES: tuple[tuple[sa.Table, str | None], ...] = tuple(
     (cast(sa.Table, row.__table__), key)
-    for row, key in ((ChannelRow, "name"), (MessageRow, "id"), (MemoryRow, "id"), (ContextRecordRow, "id"))
+    for row, key in (
+        (ChannelRow, "name"),
+        (MessageRow, "id"),
+        (MemoryRow, "id"),
+        (ContextRecordRow, "id"),
+        (JobCursorRow, None),
+        (MemoryHistoryRow, "id"),
+    )
 )
 #: Tables whose ids come from a sequence on PostgreSQL (moved past the copied ids).
-_SEQUENCED = ("messages", "memories", "context_records")
+_SEQUENCED = ("messages", "memories", "context_records", "memory_history")
 
 
 @dataclass(frozen=True)
@@ -60,7 +75,13 @@ def counts(store: Store) -> dict[str, int]:
     return found
 
 
-def _pages(store: Store, table: sa.Table, key: str) -> Iterator[list[dict[str, Any]]]:
+def _pages(store: Store, table: sa.Table, key: str | None) -> Iterator[list[dict[str, Any]]]:
+    if key is None:
+        with store.read() as conn:
+            rows = [dict(r._mapping) for r in conn.execute(sa.select(table))]
+        if rows:
+            yield rows
+        return
     column = table.c[key]
     last: Any = None
     while True:

@@ -20,6 +20,8 @@ from agentd.store.lexical import context_of
 from agentd.store.schema import MemoryRow, inserted_id, table, utcnow
 
 _T = table(MemoryRow)
+#: How every episodes scope starts (``episodes:channel:NAME``, ``episodes:user:ID``).
+EPISODES_PREFIX = "episodes:"
 _WS = re.compile(r"\s+")
 
 
@@ -177,18 +179,22 @@ class MemoryRepo:
         limit: int = 100,
         offset: int = 0,
     ) -> list[Memory]:
-        """A persona's memories, newest first, optionally in one scope."""
+        """A persona's memories, newest first, in one scope (any scope but the episodes' when none)."""
         query = sa.select(_T).where(_T.c.persona == persona)
         if scope is not None:
             query = query.where(_T.c.scope == str(scope))
+        else:
+            query = query.where(_T.c.scope.not_like(EPISODES_PREFIX + "%"))
         query = query.order_by(_T.c.id.desc()).limit(limit).offset(offset)
         return [_memory(r) for r in conn.execute(query)]
 
-    def count(self, conn: sa.Connection, persona: str | None = None) -> int:
-        """How many memories (of one persona, or in all)."""
+    def count(self, conn: sa.Connection, persona: str | None = None, episodes: bool = True) -> int:
+        """How many memories (of one persona, or in all; episodes too unless ``episodes`` is False)."""
         query = sa.select(sa.func.count()).select_from(_T)
         if persona is not None:
             query = query.where(_T.c.persona == persona)
+        if not episodes:
+            query = query.where(_T.c.scope.not_like(EPISODES_PREFIX + "%"))
         return int(conn.execute(query).scalar_one())
 
     def delete(self, conn: sa.Connection, memory_id: int) -> bool:
@@ -198,6 +204,44 @@ class MemoryRepo:
             self._vectors.delete(conn, memory_id)
             self._words.delete(conn, memory_id)
         return bool(gone)
+
+    def update_text(self, conn: sa.Connection, memory_id: int, text: str, vector: np.ndarray | None) -> bool:
+        """Replace a memory's text (its hash, vector and words with it); False if there was none.
+
+        The text of another memory of the same persona and scope is not duplicated:
+        the caller deletes this one instead (see the unique key).
+        """
+        row = conn.execute(sa.select(_T).where(_T.c.id == memory_id)).first()
+        if row is None:
+            return False
+        memory = _memory(row)
+        conn.execute(sa.update(_T).where(_T.c.id == memory_id).values(text=text, content_hash=content_hash(text)))
+        scope = str(memory.scope)
+        self._vectors.delete(conn, memory_id)
+        self._words.delete(conn, memory_id)
+        if vector is not None:
+            self._vectors.insert(conn, [(memory_id, memory.persona, scope, vector)])
+        self._words.insert(conn, [(memory_id, memory.persona, scope, text, context_of(memory.metadata))])
+        return True
+
+    def find(self, conn: sa.Connection, persona: str, scope: Scope, text: str) -> int | None:
+        """The id of the memory with this text (by its hash) in persona and scope, if any."""
+        return conn.execute(
+            sa.select(_T.c.id).where(
+                _T.c.persona == persona, _T.c.scope == str(scope), _T.c.content_hash == content_hash(text)
+            )
+        ).scalar_one_or_none()
+
+    def expired(self, conn: sa.Connection, persona: str, scope: Scope, before: datetime | None, keep: int) -> list[int]:
+        """Ids in persona and scope created before ``before`` (if given), and beyond the newest ``keep``
+        (if positive): what a retention removes."""
+        found: set[int] = set()
+        base = sa.select(_T.c.id).where(_T.c.persona == persona, _T.c.scope == str(scope))
+        if before is not None:
+            found.update(int(i) for i in conn.execute(base.where(_T.c.created_at < before)).scalars())
+        if keep > 0:
+            found.update(int(i) for i in conn.execute(base.order_by(_T.c.id.desc()).offset(keep)).scalars())
+        return sorted(found)
 
     def iter_all(self, conn: sa.Connection, batch: int = 256) -> Iterator[list[Memory]]:
         """Every memory in id order, in batches (for re-embedding)."""

@@ -103,8 +103,9 @@ class MessageRepo:
         token_count: int | None = None,
         token_counter: str | None = None,
         options: Mapping[str, Any] | None = None,
+        created_at: datetime | None = None,
     ) -> Message:
-        """Insert one message (and its channel if new)."""
+        """Insert one message (and its channel if new); ``created_at`` defaults to now."""
         self.ensure_channel(conn, channel)
         values = {
             "channel": channel,
@@ -119,7 +120,7 @@ class MessageRepo:
             "token_count": token_count,
             "token_counter": token_counter,
             "options": dict(options) if options else None,
-            "created_at": utcnow(),
+            "created_at": created_at or utcnow(),
         }
         if conn.dialect.name == "postgresql" and role == "assistant" and status == "complete" and reply_to:
             # Several daemons: at most one complete reply per message (migration 0006's index).
@@ -227,11 +228,15 @@ class MessageRepo:
         ).fetchall()
         return [(r[0], r[1]) for r in rows]
 
-    def replies_to(self, conn: sa.Connection, message_ids: Sequence[int]) -> dict[int, Message]:
-        """The first assistant reply to each of ``message_ids``."""
+    def replies_to(
+        self, conn: sa.Connection, message_ids: Sequence[int], status: str | None = None
+    ) -> dict[int, Message]:
+        """The first assistant reply to each of ``message_ids`` (in ``status``, if given)."""
         if not message_ids:
             return {}
         query = sa.select(_M).where(_M.c.reply_to.in_(list(message_ids)), _M.c.role == "assistant").order_by(_M.c.id)
+        if status is not None:
+            query = query.where(_M.c.status == status)
         found: dict[int, Message] = {}
         for row in conn.execute(query):
             msg = _message(row)

@@ -141,3 +141,34 @@ class ContextRecordRow(Base):
     model: Mapped[str] = mapped_column(sa.String(256), nullable=False)
     data: Mapped[dict[str, Any]] = mapped_column(sa.JSON, nullable=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+
+
+class JobCursorRow(Base):
+    """How far one background job (``episodes``, ``extract``) has got in one channel."""
+
+    __tablename__ = "job_cursors"
+
+    job: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    channel: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
+    #: The last user message the job has finished with (its exchange done, or passed over).
+    last_message_id: Mapped[int] = mapped_column(sa.BigInteger().with_variant(sa.Integer, "sqlite"), nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+
+
+class MemoryHistoryRow(Base):
+    """One change to a memory decided by extraction: ADD, UPDATE, DELETE or NONE, and why."""
+
+    __tablename__ = "memory_history"
+    __table_args__ = (sa.Index("ix_memory_history_memory_id", "memory_id", "id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    #: Not a foreign key: the history of a deleted memory is kept.
+    memory_id: Mapped[int] = mapped_column(sa.BigInteger().with_variant(sa.Integer, "sqlite"), nullable=False)
+    persona: Mapped[str] = mapped_column(sa.String(64), nullable=False)
+    scope: Mapped[str] = mapped_column(sa.String(160), nullable=False)
+    event: Mapped[str] = mapped_column(sa.String(16), nullable=False)
+    old_text: Mapped[str | None] = mapped_column(sa.Text)
+    new_text: Mapped[str | None] = mapped_column(sa.Text)
+    reason: Mapped[str] = mapped_column(sa.Text, nullable=False)
+    source_message_id: Mapped[int | None] = mapped_column(sa.BigInteger().with_variant(sa.Integer, "sqlite"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)

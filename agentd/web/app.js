@@ -164,7 +164,9 @@ async function send(text) {
   }
   for await (const { event, data } of sse(response)) {
     if (event === "memory_context") {
-      fill(item.querySelector(".recalled"), data.memories.map((m) => memoryItem(m, false)),
+      // Earlier conversations recalled by meaning (category "episode") follow the memories.
+      const recalled = [...data.memories, ...(data.episodes || [])];
+      fill(item.querySelector(".recalled"), recalled.map((m) => memoryItem(m, false)),
         data.status === "ok" ? "none above the threshold" : `retrieval ${data.status}`);
       const near = data.near_misses || [];
       item.querySelector(".near-title").hidden = item.querySelector(".near").hidden = !near.length;

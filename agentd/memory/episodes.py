@@ -1,0 +1,202 @@
+"""Episodic memory: every answered exchange of a channel, searchable by meaning.
+
+An *episode* is one exchange (a user's message and the persona's reply) stored
+as a memory of category ``episode`` in an episodes scope
+(:meth:`agentd.scopes.Scope.episodes`): ``episodes:channel:NAME`` for a group
+channel, ``episodes:user:ID`` for a direct channel (``[episodes]
+direct_prefixes``), so a user's direct exchanges are recalled in any of their
+direct channels and never in a group one. Memory search never looks in episodes
+scopes, and episode search looks nowhere else: each is its own prompt section.
+Living in the memories table, episodes get the vector and full-text indexes,
+hybrid ranking, recency and the isolation of reaches for free.
+
+A message sent with ``disable_memory`` is not kept. An episode's time is its user
+message's; the channel's earlier messages (``context_messages``) are indexed with it
+as context (never shown). Indexing runs
+in the background (:class:`agentd.runtime.background.JobWorker`), a batch at a
+time: the episodes and the job's cursor are written in one transaction, so after
+a crash indexing resumes where it stopped, skipping nothing and adding nothing
+twice (the content hash dedupes even a replayed batch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import structlog
+
+from agentd._exceptions import InvalidInput, NotFound
+from agentd.config import EpisodesConfig
+from agentd.memory.ranking import MemoryHit
+from agentd.memory.service import MemoryService
+from agentd.scopes import Reach, Scope
+from agentd.store import Store
+from agentd.store.lexical import CONTEXT_KEY
+from agentd.store.memories import NewMemory
+from agentd.store.messages import Message
+from agentd.store.schema import utcnow
+
+log = structlog.get_logger("agentd.episodes")
+
+#: The background job's name (its cursors in ``job_cursors``).
+JOB = "episodes"
+#: The category of every episode.
+CATEGORY = "episode"
+#: Messages read per scan of a channel, per exchange of the batch.
+_SCAN_FACTOR = 4
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """A user's message and the reply that answered it."""
+
+    message: Message
+    reply: Message
+
+
+def exchanges(store: Store, channel: str, after_id: int, limit: int) -> tuple[list[Exchange], int]:
+    """Up to ``limit`` answered exchanges of ``channel`` after user message ``after_id``, oldest first,
+    and the id the cursor may move to (the last user message finished with: answered, failed or
+    interrupted). A message still ``pending`` stops the scan: its reply is yet to come."""
+    found: list[Exchange] = []
+    cursor = after_id
+    with store.read() as conn:
+        messages = store.messages.after(conn, channel, after_id, limit * _SCAN_FACTOR)
+        users = [m for m in messages if m.role == "user"]
+        # The complete reply (an answer resumed after a crash may follow an interrupted one).
+        replies = store.messages.replies_to(conn, [m.id for m in users if m.status == "answered"], "complete")
+    for msg in users:
+        if msg.status == "pending":
+            break
+        reply = replies.get(msg.id)
+        if msg.status == "answered":
+            if reply is None:
+                break  # written in the same transaction as the status: not expected; look again later
+            found.append(Exchange(msg, reply))
+        cursor = msg.id
+        if len(found) == limit:
+            break
+    return found, cursor
+
+
+class Episodes:
+    """Indexes a channel's exchanges as episodes, prunes them, and searches them."""
+
+    def __init__(self, store: Store, memory: MemoryService, config: EpisodesConfig) -> None:
+        self._store = store
+        self._memory = memory
+        self._config = config
+
+    @property
+    def config(self) -> EpisodesConfig:
+        """The ``[episodes]`` settings."""
+        return self._config
+
+    def scope_of(self, channel: str, user: str) -> Scope:
+        """Where an exchange of ``user`` in ``channel`` is kept."""
+        if self._config.is_direct(channel):
+            return Scope.episodes(Scope.user(user))
+        return Scope.episodes(Scope.channel(channel))
+
+    def index(self, channel: str, should_stop: Callable[[], bool] = lambda: False) -> int:
+        """Index every finished exchange of ``channel`` not indexed yet; return how many episodes were added.
+
+        ``should_stop`` is asked between batches and before each write: a stopping
+        daemon writes nothing more, and the next start indexes that batch.
+        """
+        added = 0
+        while not should_stop():
+            done, more = self.index_batch(channel, should_stop)
+            added += done
+            if not more:
+                break
+        return added
+
+    def index_batch(self, channel: str, should_stop: Callable[[], bool] = lambda: False) -> tuple[int, bool]:
+        """Index one batch: ``(episodes added, whether more may follow)``."""
+        with self._store.read() as conn:
+            start = self._store.cursors.get(conn, JOB, channel)
+        batch, cursor = exchanges(self._store, channel, start, self._config.batch_size)
+        if cursor == start:
+            return 0, False
+        items: list[NewMemory] = []
+        for exchange in batch:
+            if exchange.message.options.get("disable_memory"):
+                continue  # opting out of memory for a message opts out of keeping it as an episode
+            try:
+                items.append(self._memory.validate(self._episode(channel, exchange)))
+            except (InvalidInput, NotFound) as exc:  # a persona since removed: nothing to keep it for
+                log.info("episode_skipped", message_id=exchange.message.id, reason=str(exc))
+        vectors = self._memory.embed_passages([i.text for i in items])
+        if should_stop():
+            return 0, False
+        with self._store.write() as conn:
+            # Compare-and-set: another worker (a daemon that was stopping) may have done this batch.
+            if self._store.cursors.get(conn, JOB, channel) != start:
+                return 0, True
+            added = self._store.memories.add(conn, items, vectors) if items else []
+            self._store.cursors.set(conn, JOB, channel, cursor)
+        self._prune({(i.persona, i.scope) for i in items})
+        created = sum(1 for _mid, new in added if new)
+        log.debug("episodes_indexed", channel=channel, added=created, cursor=cursor)
+        return created, True
+
+    def search(self, query: str, reach: Reach, limit: int, vector: np.ndarray | None = None) -> list[MemoryHit]:
+        """The best episodes for ``query`` a turn at ``reach`` may recall."""
+        scopes = reach.episode_scopes(bool(reach.channel) and self._config.is_direct(reach.channel or ""))
+        if limit < 1 or not scopes or not query.strip():
+            return []
+        threshold = self._config.min_score if self._config.min_score is not None else self._memory.config.min_score
+        return self._memory.search(query, reach, limit, min_relevance=threshold, vector=vector, scopes=scopes)
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _episode(self, channel: str, exchange: Exchange) -> NewMemory:
+        msg, reply = exchange.message, exchange.reply
+        limit = self._memory.config.max_text_chars
+        user_line = f"{msg.author}: {msg.content}"
+        reply_line = f"{reply.author}: {reply.content}"
+        text = f"{user_line}\n{reply_line}" if self._config.keep == "exchange" else user_line
+        context_lines = self._context(channel, msg.id)
+        if self._config.keep == "user":
+            context_lines.append(reply_line)
+        metadata: dict[str, Any] = {
+            "episode": {"message_id": msg.id, "reply_id": reply.id, "channel": channel, "user": msg.author},
+        }
+        if context_lines:
+            metadata[CONTEXT_KEY] = "\n".join(context_lines)[:limit]
+        persona = reply.persona or reply.author
+        return NewMemory(
+            persona, self.scope_of(channel, msg.author), CATEGORY, text[:limit], metadata, msg.created_at, msg.id
+        )
+
+    def _context(self, channel: str, before_id: int) -> list[str]:
+        """The channel's earlier messages (as ``keep`` says), oldest first."""
+        n = self._config.context_messages
+        if not n:
+            return []
+        roles = ("user", "assistant") if self._config.keep == "exchange" else ("user",)
+        with self._store.read() as conn:
+            earlier = self._store.messages.recent(conn, channel, n * 2, before_id=before_id)
+        lines = [f"{m.author}: {m.content}" for m in earlier if m.role in roles][:n]
+        return list(reversed(lines))
+
+    def _prune(self, touched: set[tuple[str, Scope]]) -> None:
+        """Apply the retention (age, count) to the scopes a batch wrote to."""
+        cfg = self._config
+        if not cfg.retention_days and not cfg.max_per_scope:
+            return
+        before = utcnow() - timedelta(days=cfg.retention_days) if cfg.retention_days else None
+        with self._store.write() as conn:
+            for persona, scope in sorted(touched, key=lambda t: (t[0], str(t[1]))):
+                for mid in self._store.memories.expired(conn, persona, scope, before, cfg.max_per_scope):
+                    self._store.memories.delete(conn, mid)
+
+
+def episode_message_ids(hits: Sequence[MemoryHit]) -> list[int | None]:
+    """The user message each episode hit was made from."""
+    return [h.memory.source_message_id for h in hits]

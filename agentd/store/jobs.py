@@ -1,0 +1,133 @@
+"""Where each background job has got to in each channel, and the history of memories it changed.
+
+A background job (:mod:`agentd.runtime.background`) works through a channel's
+exchanges in id order. Its cursor (``job_cursors``) is the last user message it
+finished with; the job writes its results and moves the cursor in one
+transaction, so after a crash it resumes exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from agentd.store.schema import JobCursorRow, MemoryHistoryRow, MessageRow, inserted_id, table, utcnow
+
+_J = table(JobCursorRow)
+_H = table(MemoryHistoryRow)
+_M = table(MessageRow)
+
+
+class CursorRepo:
+    """SQL for ``job_cursors``."""
+
+    def get(self, conn: sa.Connection, job: str, channel: str) -> int:
+        """The last user message ``job`` finished with in ``channel`` (0: none yet)."""
+        found = conn.execute(
+            sa.select(_J.c.last_message_id).where(_J.c.job == job, _J.c.channel == channel)
+        ).scalar_one_or_none()
+        return int(found or 0)
+
+    def set(self, conn: sa.Connection, job: str, channel: str, last_message_id: int) -> None:
+        """Move ``job``'s cursor in ``channel`` (only forward)."""
+        now = utcnow()
+        moved = conn.execute(
+            sa.update(_J)
+            .where(_J.c.job == job, _J.c.channel == channel, _J.c.last_message_id < last_message_id)
+            .values(last_message_id=last_message_id, updated_at=now)
+        ).rowcount
+        if moved:
+            return
+        exists = conn.execute(sa.select(_J.c.job).where(_J.c.job == job, _J.c.channel == channel)).first()
+        if exists is None:
+            values = {"job": job, "channel": channel, "last_message_id": last_message_id, "updated_at": now}
+            conn.execute(sa.insert(_J).values(**values))
+
+    def behind(self, conn: sa.Connection, job: str) -> list[str]:
+        """Channels with a user message newer than ``job``'s cursor there (catch-up after a start)."""
+        newest = (
+            sa.select(_M.c.channel, sa.func.max(_M.c.id).label("newest"))
+            .where(_M.c.role == "user")
+            .group_by(_M.c.channel)
+            .subquery()
+        )
+        query = (
+            sa.select(newest.c.channel)
+            .select_from(newest.outerjoin(_J, sa.and_(_J.c.channel == newest.c.channel, _J.c.job == job)))
+            .where(newest.c.newest > sa.func.coalesce(_J.c.last_message_id, 0))
+            .order_by(newest.c.channel)
+        )
+        return [str(r[0]) for r in conn.execute(query)]
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One recorded change to a memory."""
+
+    id: int
+    memory_id: int
+    persona: str
+    scope: str
+    event: str
+    old_text: str | None
+    new_text: str | None
+    reason: str
+    source_message_id: int | None
+    created_at: datetime
+
+    def as_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "id": self.id,
+            "memory_id": self.memory_id,
+            "persona": self.persona,
+            "scope": self.scope,
+            "event": self.event,
+            "old_text": self.old_text,
+            "new_text": self.new_text,
+            "reason": self.reason,
+            "source_message_id": self.source_message_id,
+            "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
+        }
+
+
+class MemoryHistoryRepo:
+    """SQL for ``memory_history``."""
+
+    def add(
+        self,
+        conn: sa.Connection,
+        *,
+        memory_id: int,
+        persona: str,
+        scope: str,
+        event: str,
+        old_text: str | None,
+        new_text: str | None,
+        reason: str,
+        source_message_id: int | None,
+    ) -> int:
+        """Record one change."""
+        return inserted_id(
+            conn.execute(
+                sa.insert(_H).values(
+                    memory_id=memory_id,
+                    persona=persona,
+                    scope=scope,
+                    event=event,
+                    old_text=old_text,
+                    new_text=new_text,
+                    reason=reason,
+                    source_message_id=source_message_id,
+                    created_at=utcnow(),
+                )
+            )
+        )
+
+    def of(self, conn: sa.Connection, memory_id: int) -> list[HistoryEntry]:
+        """A memory's changes, oldest first."""
+        rows = conn.execute(sa.select(_H).where(_H.c.memory_id == memory_id).order_by(_H.c.id))
+        return [HistoryEntry(**{k: r._mapping[k] for k in HistoryEntry.__dataclass_fields__}) for r in rows]
