@@ -212,6 +212,12 @@ class Forbidden(AgentdError):
     code = ErrorCode.FORBIDDEN
 
 
+class UnauthorizedCaller(AgentdError):
+    """No API key, or one that is not valid (or was revoked)."""
+
+    code = ErrorCode.UNAUTHORIZED
+
+
 class ShuttingDown(AgentdError):
     """The daemon no longer accepts new work."""
 

@@ -57,6 +57,15 @@ def inspect(app: App, message_id: int, as_json: bool) -> None:
         out.print(f"  {m.score:.2f} (relevance {m.relevance:.2f})  {m.text}  ({m.category}, {m.scope}, id {m.id})")
     if not given.memories:
         out.print("  no memories were injected")
+    privacy = given.privacy
+    if privacy:
+        out.print(
+            f"channel: {privacy.get('visibility')} ({privacy.get('source')}"
+            + (f", user {privacy['owner']}" if privacy.get("owner") else "")
+            + f"); {privacy.get('rule', '')}"
+        )
+        for item in privacy.get("ineligible", ()):
+            out.print(f"  not eligible: memory {item['id']} ({item['scope']}): {item['reason']}")
     recalled = given.user_history
     if recalled.status != "ok":
         out.print(f"past exchanges: {recalled.status}")

@@ -44,8 +44,18 @@ def personas() -> Call[list[dict[str, Any]]]:
     return Call("GET", "/v1/personas", lambda j: list(j["personas"]))
 
 
-def post(channel: str, user: str, text: str, persona: str | None, disable_memory: bool) -> Call[Posted]:
-    body = _drop_none({"user": user, "text": text, "persona": persona, "disable_memory": disable_memory or None})
+def post(
+    channel: str, user: str, text: str, persona: str | None, disable_memory: bool, visibility: str | None = None
+) -> Call[Posted]:
+    body = _drop_none(
+        {
+            "user": user,
+            "text": text,
+            "persona": persona,
+            "disable_memory": disable_memory or None,
+            "visibility": visibility,
+        }
+    )
     return Call(
         "POST",
         channel_path(channel, "messages"),

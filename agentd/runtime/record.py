@@ -10,7 +10,7 @@ versioned :class:`ContextRecord`: written here and read back here (by
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agentd.personas import Persona
@@ -91,6 +91,8 @@ class ContextRecord:
     rounds: int = 1
     version: int = RECORD_VERSION
     profile: tuple[ProfileMemory, ...] = ()
+    #: The channel's visibility, which user memories it allowed and those it did not (``ineligible``).
+    privacy: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The stored form."""
@@ -119,6 +121,7 @@ class ContextRecord:
             rounds=int(data.get("rounds", 1)),
             version=int(data.get("version", 1)),
             profile=tuple(ProfileMemory(**m) for m in data.get("profile", ())),
+            privacy=dict(data.get("privacy") or {}),
         )
 
 
@@ -150,10 +153,17 @@ class TurnWriter:
         source: str,
         reply_to: int | None = None,
         options: Mapping[str, Any] | None = None,
+        visibility: str | None = None,
     ) -> Message:
-        """Store a user message (``pending``) with its token count; durable when this returns."""
+        """Store a user message (``pending``) with its token count; durable when this returns.
+
+        ``visibility`` (``direct`` | ``shared``) is declared for the channel with the
+        message unless the channel has one already (the first declaration stands).
+        """
         tokens, counter = self._builder.count_message(persona, text)
         with self._store.write() as conn:
+            if visibility is not None:
+                self._store.messages.declare(conn, channel, visibility, author if visibility == "direct" else None)
             return self._store.messages.add(
                 conn,
                 channel=channel,

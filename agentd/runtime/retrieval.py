@@ -11,6 +11,7 @@ import structlog
 
 from agentd._exceptions import AgentdError
 from agentd.memory import MemoryHit, MemoryService
+from agentd.memory.service import Ineligible
 from agentd.runtime.events import RecallStatus
 from agentd.scopes import Reach
 
@@ -33,6 +34,8 @@ class Retrieval:
     reason: str = ""
     #: The best memories below the threshold (never injected; shown as near-misses).
     near_misses: tuple[MemoryHit, ...] = ()
+    #: Memories found but not eligible in this channel (``agentd inspect`` says why).
+    ineligible: tuple[Ineligible, ...] = ()
 
 
 class Retriever:
@@ -65,7 +68,7 @@ class Retriever:
                 load()
                 start = time.perf_counter()
             future = self._pool.submit(_search, memory, query, reach, limit)
-            hits, near = future.result(timeout=self._timeout)
+            hits, near, ineligible = future.result(timeout=self._timeout)
         except FutureTimeout:
             future.cancel()
             elapsed = (time.perf_counter() - start) * 1000
@@ -80,20 +83,25 @@ class Retriever:
             log.exception("retrieval_failed", error=repr(exc), persona=reach.persona)
             return Retrieval((), RecallStatus.ERROR, elapsed, query, f"{type(exc).__name__}: {exc}")
         elapsed = (time.perf_counter() - start) * 1000
-        return Retrieval(tuple(hits), RecallStatus.OK, elapsed, query, near_misses=tuple(near))
+        return Retrieval(
+            tuple(hits), RecallStatus.OK, elapsed, query, near_misses=tuple(near), ineligible=tuple(ineligible)
+        )
 
 
-def _search(memory: MemoryService, query: str, reach: Reach, limit: int) -> tuple[list[MemoryHit], list[MemoryHit]]:
-    """The hits above the threshold, and up to :data:`NEAR_MISSES` just below it.
+def _search(
+    memory: MemoryService, query: str, reach: Reach, limit: int
+) -> tuple[list[MemoryHit], list[MemoryHit], list[Ineligible]]:
+    """The hits above the threshold, up to :data:`NEAR_MISSES` just below it, and what was not eligible.
 
     The query is embedded once; the second search (same vector, a lower floor) only
     reads the indexes again, and never changes which memories are hits.
     """
     vector = memory.embed_query(query)
-    hits = list(memory.search(query, reach, limit, vector=vector))
+    ineligible: list[Ineligible] = []
+    hits = list(memory.search(query, reach, limit, vector=vector, excluded=ineligible))
     threshold = memory.config.min_score
     floor = max(0.0, threshold - NEAR_MISS_MARGIN)
     if floor >= threshold:
-        return hits, []
+        return hits, [], ineligible
     wider = memory.search(query, reach, limit + NEAR_MISSES, min_relevance=floor, vector=vector)
-    return hits, [h for h in wider if h.relevance < threshold][:NEAR_MISSES]
+    return hits, [h for h in wider if h.relevance < threshold][:NEAR_MISSES], ineligible

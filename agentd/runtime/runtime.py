@@ -37,7 +37,8 @@ from agentd.runtime.record import TurnWriter
 from agentd.runtime.respond import Responder
 from agentd.runtime.supervisor import Supervisor
 from agentd.runtime.turn import PreparedTurn, TurnPreparer
-from agentd.scopes import check_identifier
+from agentd.runtime.visibility import VISIBILITIES
+from agentd.scopes import DELEGATION_MARK, check_identifier
 from agentd.skills import Caller
 
 if TYPE_CHECKING:
@@ -109,10 +110,14 @@ class Runtime:
         sink: Sink | None = None,
         source: str = "chat",
         disable_tools: bool = False,
+        visibility: str | None = None,
     ) -> Accepted:
         """Validate and store a user message, then hand it to its actor.
 
         ``disable_tools``: the persona's skills are not offered to the model for this turn.
+        ``visibility``: what the caller says of the channel (``direct``: only this user
+        and the persona read it; ``shared``); config's ``[channels.NAME] visibility``
+        wins, and the first declaration of a channel stands.
         """
         if not self._accepting:
             raise ShuttingDown("agentd is shutting down and accepts no new messages")
@@ -123,6 +128,9 @@ class Runtime:
             raise InvalidInput("message", "must not be empty or whitespace")
         if len(text) > MAX_MESSAGE_CHARS:
             raise InvalidInput("message", f"is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}")
+        if visibility is not None and visibility not in VISIBILITIES:
+            raise InvalidInput("visibility", f"must be one of {', '.join(VISIBILITIES)}")
+        declared = self._config.channel_visibility(channel) or visibility
         # Store and dispatch under one lock: concurrent submits reach the actors in id order,
         # so a channel's messages are answered in the order they were stored.
         # Several daemons: no sweep of the pending messages runs between storing and routing.
@@ -135,6 +143,7 @@ class Runtime:
                 request_id=uuid.uuid4().hex,
                 source=source,
                 options=_options(disable_memory, disable_tools),
+                visibility=declared if DELEGATION_MARK not in channel else None,
             )
             assert stored.request_id is not None
             turn = Turn(
@@ -164,11 +173,19 @@ class Runtime:
         disable_memory: bool = False,
         timeout: float = 300.0,
         disable_tools: bool = False,
+        visibility: str | None = None,
     ) -> Iterator[Event]:
         """Submit and yield the turn's events until ``Done`` or ``Error``."""
         events: queue.Queue[Event] = queue.Queue()
         self.submit(
-            persona, channel, user, text, disable_memory=disable_memory, sink=events.put, disable_tools=disable_tools
+            persona,
+            channel,
+            user,
+            text,
+            disable_memory=disable_memory,
+            sink=events.put,
+            disable_tools=disable_tools,
+            visibility=visibility,
         )
         while True:
             try:

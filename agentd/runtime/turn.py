@@ -33,9 +33,10 @@ from agentd.prompt.builder import ContextBuilder
 from agentd.prompt.user_history import HistoryRecall, UserHistory, normalise, seeded_query
 from agentd.runtime.events import RecallStatus
 from agentd.runtime.retrieval import Retrieval, Retriever
-from agentd.scopes import Reach
+from agentd.runtime.visibility import ChannelVisibility, resolve
 from agentd.skills import DelegateRunner, SkillRegistry, build_registry
 from agentd.store import Store
+from agentd.store.memories import Memory
 
 #: How many of the user's messages since the last reply make up the retrieval query.
 TRIGGER_MESSAGES = 3
@@ -53,6 +54,8 @@ class PreparedTurn:
     retrieval: Retrieval
     registry: SkillRegistry
     context: AssembledContext
+    #: Who reads the channel, which decides which user memories may be used.
+    visibility: ChannelVisibility | None = None
 
 
 class TurnPreparer:
@@ -121,15 +124,14 @@ class TurnPreparer:
             recalled = self._history.recall(channel, user, query, message_id, in_prompt)
             history_status = RecallStatus.OK
             query = seeded_query(query, recalled, cfg.history.seed_sparse_below)
-        retrieval = self._retriever.recall(
-            query,
-            Reach(persona.name, channel, user),
-            memory_limit or cfg.memory.top_k,
-            enabled=recall_on,
-        )
+        visibility = resolve(cfg, self._store, channel)
+        reach = visibility.reach(persona.name, channel, user)
+        retrieval = self._retriever.recall(query, reach, memory_limit or cfg.memory.top_k, enabled=recall_on)
         # The user's profile ([memory] profile_tokens), given whatever the message; memory too, so
         # opting out leaves it out. It needs no embedder.
-        profile = self._profiles.profile(persona.name, user) if recall_on and self._profiles is not None else ()
+        profile: tuple[Memory, ...] = ()
+        if recall_on and self._profiles is not None:
+            profile = tuple(self._profiles.eligible(reach, self._profiles.profile(persona.name, user)))
         registry = build_registry(persona, self._memory, self._personas, self._delegate)
         context = self._builder.build(
             persona,
@@ -141,8 +143,10 @@ class TurnPreparer:
             tools=registry.tool_definitions(),
             memory_budget=memory_budget,
             profile=profile,
+            # In a channel others read, the model is told who said what (when several speak).
+            speaker=user if user is not None and not visibility.private_to(user) else None,
         )
-        return PreparedTurn(query, recalled, history_status, retrieval, registry, context)
+        return PreparedTurn(query, recalled, history_status, retrieval, registry, context, visibility)
 
     def query(self, channel: str, user: str | None, text: str | None, before_id: int | None) -> str:
         """The retrieval query: ``user``'s burst of messages since the last reply, then ``text``.

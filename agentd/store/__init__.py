@@ -49,10 +49,12 @@ class Store:
         self.vectors, self.words = indexes(engine)
         self.memories = MemoryRepo(self.vectors, self.words)
         from agentd.store.contexts import ContextRepo
+        from agentd.store.keys import KeyRepo
         from agentd.store.messages import MessageRepo
 
         self.messages = MessageRepo()
         self.contexts = ContextRepo()
+        self.keys = KeyRepo()
 
     @classmethod
     def open(cls, url: str, busy_timeout_ms: int = 5000, dimension: int = 384) -> Store:

@@ -21,17 +21,23 @@ import sqlalchemy as sa
 from agentd._exceptions import StoreError
 from agentd.store import Store
 from agentd.store.lexical import context_of
-from agentd.store.schema import ChannelRow, ContextRecordRow, MemoryRow, MessageRow
+from agentd.store.schema import ApiKeyRow, ChannelRow, ContextRecordRow, MemoryRow, MessageRow
 
 #: Rows read and written per batch.
 BATCH = 1000
 #: Tables copied row for row, in an order that satisfies their references; the key pages through them.
 TABLES: tuple[tuple[sa.Table, str], ...] = tuple(
     (cast(sa.Table, row.__table__), key)
-    for row, key in ((ChannelRow, "name"), (MessageRow, "id"), (MemoryRow, "id"), (ContextRecordRow, "id"))
+    for row, key in (
+        (ChannelRow, "name"),
+        (MessageRow, "id"),
+        (MemoryRow, "id"),
+        (ContextRecordRow, "id"),
+        (ApiKeyRow, "id"),
+    )
 )
 #: Tables whose ids come from a sequence on PostgreSQL (moved past the copied ids).
-_SEQUENCED = ("messages", "memories", "context_records")
+_SEQUENCED = ("messages", "memories", "context_records", "api_keys")
 
 
 @dataclass(frozen=True)
