@@ -178,12 +178,29 @@ def test_alices_secrets_reach_no_one_else_by_any_path(daemons, fake_openai: Fake
         )
         assert shown.returncode == 0, shown.stderr
         count(f"agentd budget --user {user} in the lobby", shown.stdout, allowed)
+    for channel in ("lobby", "dm-bob"):
+        searched = agentd_cli(
+            "memory",
+            "search",
+            ASK,
+            "--persona",
+            "fake",
+            "--user",
+            "bob",
+            "--channel",
+            channel,
+            "--min-score",
+            "0",
+            "--json",
+            config=d.home,
+        )
+        assert searched.returncode == 0, searched.stderr
+        count(f"agentd memory search --user bob --channel {channel}", searched.stdout)
     reply = [e for e in lobby_turn if e.event == "done"][0].data["message_id"]
+    assert not leaks, "leaks:\n" + "\n".join(f"{path}: {n}" for path, n in sorted(leaks.items()))
     inspected = agentd_cli("inspect", str(reply), config=d.home)
     assert "shared" in inspected.stdout and "not eligible" in inspected.stdout and "#dm-alice" in inspected.stdout
     assert "added by an operator" in inspected.stdout
-
-    assert not leaks, "leaks:\n" + "\n".join(f"{path}: {n}" for path, n in sorted(leaks.items()))
 
 
 def test_a_direct_channel_is_direct_for_its_user_only(daemons, fake_openai: FakeOpenAI) -> None:
