@@ -152,9 +152,12 @@ def budget(persona: str, channel: str, user: str | None, message: str | None) ->
     return Call("GET", "/v1/budget", dict, params)
 
 
-def chat_body(persona: str, channel: str, user: str, message: str, disable_memory: bool) -> dict[str, Any]:
+def chat_body(
+    persona: str, channel: str, user: str, message: str, disable_memory: bool, visibility: str | None = None
+) -> dict[str, Any]:
     """The body of ``POST /v1/chat``."""
-    return {"persona": persona, "channel": channel, "user": user, "message": message, "disable_memory": disable_memory}
+    body = {"persona": persona, "channel": channel, "user": user, "message": message, "disable_memory": disable_memory}
+    return {**body, "visibility": visibility} if visibility is not None else body
 
 
 def to_event(sse: ServerSentEvent) -> StreamEvent | None:

@@ -140,10 +140,17 @@ class AsyncAgentdClient:
         return await self._call(_calls.budget(persona, channel, user, message))
 
     async def chat(
-        self, persona: str, channel: str, user: str, message: str, *, disable_memory: bool = False
+        self,
+        persona: str,
+        channel: str,
+        user: str,
+        message: str,
+        *,
+        disable_memory: bool = False,
+        visibility: str | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Send a message and yield the turn's events until ``done`` or ``error``."""
-        body = _calls.chat_body(persona, channel, user, message, disable_memory)
+        body = _calls.chat_body(persona, channel, user, message, disable_memory, visibility)
         timeout = httpx.Timeout(self._timeout, read=STREAM_READ_TIMEOUT)
         try:
             async with aconnect_sse(self._http, "POST", "/v1/chat", json=body, timeout=timeout) as source:

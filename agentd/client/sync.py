@@ -157,11 +157,18 @@ class AgentdClient:
     # -- streams ---------------------------------------------------------------------------
 
     def chat(
-        self, persona: str, channel: str, user: str, message: str, *, disable_memory: bool = False
+        self,
+        persona: str,
+        channel: str,
+        user: str,
+        message: str,
+        *,
+        disable_memory: bool = False,
+        visibility: str | None = None,
     ) -> Iterator[StreamEvent]:
         """Send a message and yield the turn's events: ``memory_context``, ``history_context``,
         ``token_delta``…, ``tool_call``/``tool_result``, then ``done`` or ``error``."""
-        body = _calls.chat_body(persona, channel, user, message, disable_memory)
+        body = _calls.chat_body(persona, channel, user, message, disable_memory, visibility)
         timeout = httpx.Timeout(self._timeout, read=STREAM_READ_TIMEOUT)
         try:
             with connect_sse(self._http, "POST", "/v1/chat", json=body, timeout=timeout) as source:

@@ -61,6 +61,8 @@ class ContextBuilder:
         self._windows = windows
         self._counter_for = counter_for
         self._projects = projects or ProjectFiles()
+        #: The tokens of :data:`NO_REPLY` per tokenizer (counted once).
+        self._no_reply: dict[str, int] = {}
 
     def window(self, persona: Persona) -> Window:
         """The persona's context window."""
@@ -173,7 +175,9 @@ class ContextBuilder:
                     fresh[mid] = tokens
                 newer = items[-1].role if items else ("user" if before_user else None)
                 if role == "user" and newer == "user":
-                    note = HistoryItem(mid, "assistant", NO_REPLY, counter.count(NO_REPLY), synthetic=True)
+                    if counter.name not in self._no_reply:
+                        self._no_reply[counter.name] = counter.count(NO_REPLY)
+                    note = HistoryItem(mid, "assistant", NO_REPLY, self._no_reply[counter.name], synthetic=True)
                     items.append(note)
                     spent += note.tokens + PER_MESSAGE
                 items.append(HistoryItem(mid, role, content, tokens, author))
