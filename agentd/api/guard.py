@@ -15,7 +15,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from anyio import to_thread
+from anyio import CapacityLimiter, to_thread
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -25,6 +25,8 @@ from agentd.api.roles import PRINCIPAL_KEY
 from agentd.api.web import PUBLIC_PATHS
 from agentd.runtime.keys import LOCAL_ADMIN, KeyBook, Principal
 
+#: Threads that look keys up in the store.
+KEY_THREADS = 4
 #: Paths that never need the key (liveness probes, the web page that asks for it).
 OPEN_PATHS = frozenset({"/healthz", *PUBLIC_PATHS})
 
@@ -147,6 +149,8 @@ class KeyGuard:
     def __init__(self, app: ASGIApp, keys: KeyBook) -> None:
         self._app = app
         self._keys = keys
+        # Threads of its own: the key lookup (one indexed read) never queues behind turns or searches.
+        self._threads = CapacityLimiter(KEY_THREADS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -158,10 +162,10 @@ class KeyGuard:
             given = auth[7:].strip()
         open_path = scope["path"] in OPEN_PATHS
         principal: Principal | None = None
-        if not await to_thread.run_sync(self._keys.required):
+        if not await to_thread.run_sync(self._keys.required, limiter=self._threads):
             principal = LOCAL_ADMIN  # a loopback daemon with no key: whatever a client sends
         elif given is not None:
-            principal = await to_thread.run_sync(self._keys.authenticate, given)
+            principal = await to_thread.run_sync(self._keys.authenticate, given, limiter=self._threads)
         if principal is not None or open_path:
             scope[PRINCIPAL_KEY] = principal
             await self._app(scope, receive, send)
