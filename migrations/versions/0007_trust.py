@@ -9,15 +9,15 @@
 
 Frozen history: the literal DDL of this revision for each dialect.
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-11-23
 """
 
 from alembic import op
 
-revision = "0004"
-down_revision = "0003"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
