@@ -15,6 +15,7 @@ errors are mapped once, at the module that owns the library, with
     ├── InvalidInput              a caller's value is wrong (field + reason)
     ├── NotFound                  an unknown persona, memory, message, channel
     ├── Forbidden                 the caller's key may not do this
+    ├── UnauthorizedCaller        no key, or one not valid (or revoked)
     ├── ShuttingDown              the daemon accepts no new work
     ├── StoreError                the database cannot be opened or written
     │   └── EmbeddingMismatch     the store's vectors come from another model
@@ -210,6 +211,12 @@ class Forbidden(AgentdError):
     """The caller is known, but its role may not do this."""
 
     code = ErrorCode.FORBIDDEN
+
+
+class UnauthorizedCaller(AgentdError):
+    """No API key, or one that is not valid (or was revoked)."""
+
+    code = ErrorCode.UNAUTHORIZED
 
 
 class ShuttingDown(AgentdError):

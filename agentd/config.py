@@ -32,6 +32,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
 
@@ -286,12 +287,18 @@ class PersonasConfig(_Section):
 
 
 class ChannelConfig(_Section):
-    """``[channels.NAME]``: personas bound to a channel, and its project directory."""
+    """``[channels.NAME]``: personas bound to a channel, its project directory and its visibility.
+
+    NAME may be a glob (``[channels."dm-*"]``); globs count for ``visibility`` only.
+    """
 
     #: Personas that answer messages posted to this channel without naming one.
     personas: list[str] = Field(default_factory=list)
     #: Its ``AGENTS.md`` is the project context (overrides the persona's project_dir).
     project_dir: str | None = None
+    #: "direct": one user and the persona; "shared": others read it. Unset: what the first
+    #: post declared, else shared.
+    visibility: Literal["direct", "shared"] | None = None
 
 
 class IrcAdapterConfig(_Section):
@@ -308,6 +315,9 @@ class IrcAdapterConfig(_Section):
     respond: Literal["mention", "all"] = "mention"
     #: Name of the environment variable holding the server password (PASS), if any.
     password_env: str = ""
+    #: Name of the environment variable holding this adapter's key (``agentd keys create --role
+    #: adapter --channels 'irc-*' 'dm-irc-*'``); empty: ``[daemon] api_key``.
+    api_key_env: str = ""
     realname: str = "agentd"
     #: Where the adapter keeps its place in each feed and the replies it still owes
     #: (empty: irc-adapter.json in the data directory; relative: to the config file).
@@ -361,6 +371,16 @@ class Config:
     episodes: EpisodesConfig = EpisodesConfig()
     #: ``AGENTD_*`` variables in the environment that agentd does not read (typos, perhaps).
     ignored_env: tuple[str, ...] = ()
+
+    def channel_visibility(self, channel: str) -> str | None:
+        """The visibility config sets for ``channel``: its own entry's, else the first matching glob's."""
+        entry = self.channels.get(channel)
+        if entry is not None and entry.visibility is not None:
+            return entry.visibility
+        for pattern, found in self.channels.items():
+            if found.visibility is not None and any(c in pattern for c in "*?[") and fnmatchcase(channel, pattern):
+                return found.visibility
+        return None
 
     def channel_project_dir(self, channel: str) -> Path | None:
         """The project directory configured for ``channel``, resolved against the config file."""

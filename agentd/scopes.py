@@ -94,6 +94,13 @@ class Scope:
 
 
 GLOBAL = Scope("global")
+#: What joins a channel and a delegated persona in a delegation's child channel (``general~researcher``).
+DELEGATION_MARK = "~"
+
+
+def root_channel(channel: str) -> str:
+    """The channel a delegation's child channel belongs to (itself for any other)."""
+    return channel.split(DELEGATION_MARK, 1)[0]
 
 
 @dataclass(frozen=True)
@@ -102,12 +109,27 @@ class Reach:
 
     With ``everywhere=True`` (admin listing and search from the CLI) every scope
     of the persona is searched.
+
+    ``shared_channel`` is set when the conversation is in a channel others read: the
+    user's user-scoped memories are then eligible only when they were learned in
+    that same channel (what the user told the persona elsewhere, in a direct
+    message for instance, stays there).
     """
 
     persona: str
     channel: str | None = None
     user: str | None = None
     everywhere: bool = False
+    shared_channel: str | None = None
+
+    def eligible(self, scope: Scope, learned_in: str | None) -> str | None:
+        """Why a memory of ``scope`` learned in ``learned_in`` may not be used here (``None``: it may)."""
+        if self.shared_channel is None or scope.kind != "user":
+            return None
+        if learned_in is not None and root_channel(learned_in) == root_channel(self.shared_channel):
+            return None
+        where = f"in #{learned_in}" if learned_in else "outside any conversation (added by an operator)"
+        return f"user memory learned {where}, not in the shared channel #{self.shared_channel}"
 
     def scopes(self) -> tuple[Scope, ...]:
         """The scopes searched, global first (empty tuple means every scope of the persona)."""

@@ -141,7 +141,7 @@ def test_memories_add_list_search_forget_and_import(daemons) -> None:
 
 
 def test_budget_shows_where_the_tokens_go(daemons) -> None:
-    d = daemons()
+    d = daemons('[channels.general]\nvisibility = "direct"\n')  # alice's own: her memories count
     d.app.memory.add("fake", Scope.user("alice"), ALICE[0], "preference")
     budget = d.client.get(
         "/v1/budget", params={"persona": "fake", "channel": "general", "user": "alice", "message": QUERY}

@@ -22,7 +22,7 @@ from tests.support import wait_for
 
 
 def test_every_call_of_the_blocking_client(daemons, fake_openai) -> None:
-    d = daemons('[daemon]\napi_key = "k"\n[channels.general]\npersonas = ["fake"]\n')
+    d = daemons('[daemon]\napi_key = "k"\n[channels.general]\npersonas = ["fake"]\nvisibility = "direct"\n')
     with AgentdClient(d.url, "k") as client:
         assert client.health()["status"] == "ok"
         assert [p["name"] for p in client.personas()] == ["fake"]

@@ -79,6 +79,7 @@ def test_copy_sqlite_to_postgresql_and_back_keeps_everything_searchable(
         "vectors": 3,
         "words": 3,
         "embedding_space": 1,
+        "api_keys": 0,
     }
     assert "copying" in result.stderr  # the progress bar
 

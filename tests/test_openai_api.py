@@ -62,7 +62,7 @@ def test_streaming_sends_what_was_recalled_on_the_first_chunk(daemons, fake_open
         stream=True,
         stream_options={"include_usage": True},
         messages=[{"role": "system", "content": "ignored"}, {"role": "user", "content": "Can I eat peanuts?"}],
-        metadata={"channel": "kitchen"},
+        metadata={"channel": "kitchen", "visibility": "direct"},
     )
     chunks = list(stream)
     assert all(c.object == "chat.completion.chunk" for c in chunks)

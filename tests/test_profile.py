@@ -59,7 +59,9 @@ def make_app(tmp_path: Path, embedder: LocalEmbedder) -> Iterator[Any]:
 def chat(app: App, text: str, user: str = "alice", **kwargs: Any) -> list[Event]:
     rt = Runtime(app)
     try:
-        return list(rt.chat("buddy", "general", user, text, **kwargs))
+        # The profile is the user's own: given in their direct channel.
+        channel = kwargs.pop("channel", "general")
+        return list(rt.chat("buddy", channel, user, text, **{"visibility": "direct", **kwargs}))
     finally:
         rt.stop(grace=5)
 
@@ -100,7 +102,9 @@ def test_the_users_profile_memories_are_always_given_newest_first(make_app) -> N
         + budget["current_tokens"]
         + budget["tools_tokens"]
     )
-    assert chat(app, "Explain quantum entanglement", user="bob")[-1].budget["profile_included"] == 1  # type: ignore[union-attr]
+    # bob's own profile, in his own direct channel (alice's is hers: there he is not its user).
+    bob = chat(app, "Explain quantum entanglement", user="bob", channel="dm-bob")
+    assert bob[-1].budget["profile_included"] == 1  # type: ignore[union-attr]
 
 
 def test_disable_memory_leaves_the_profile_out(make_app) -> None:
@@ -161,7 +165,9 @@ def test_the_assembler_counts_the_profile_like_any_section() -> None:
 
 
 def test_budget_cli_shows_the_profile_line(tmp_path: Path) -> None:
-    config = write_home(tmp_path, "[memory]\nprofile_tokens = 200\n", {"buddy": OFFLINE})
+    config = write_home(
+        tmp_path, '[memory]\nprofile_tokens = 200\n[channels.general]\nvisibility = "direct"\n', {"buddy": OFFLINE}
+    )
     added = agentd_cli(
         "memory",
         "add",

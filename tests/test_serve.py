@@ -144,7 +144,7 @@ def test_sigterm_during_a_streamed_reply_stores_the_message_and_the_reply(
                 60,
                 "the pending message's reply",
             )
-        assert answered[0]["content"] == "echo: and then?"
+        assert answered[0]["content"] == "echo: bob: and then?"  # alice spoke here too: bob is named
         again.proc.send_signal(signal.SIGTERM)
         assert again.proc.wait(30) == 0
 

@@ -64,9 +64,13 @@ def stored_record(rt: Runtime, events: list[Event]) -> ContextRecord:
 
 
 def channel_with_history(rt: Runtime) -> None:
-    """A user memory, an earlier exchange about it, and enough chatter to push it out of the window."""
-    rt._app.memory.add("buddy", Scope.user("alice"), PYTHON, "preference")  # noqa: SLF001
-    say(rt, EARLIER)
+    """A user memory learned in this (shared) channel, an earlier exchange about it, and enough chatter
+    to push it out of the window."""
+    learned = say(rt, EARLIER)[-1]
+    assert isinstance(learned, Done)
+    rt._app.memory.add(  # noqa: SLF001
+        "buddy", Scope.user("alice"), PYTHON, "preference", source_message_id=learned.user_message_id
+    )
     for _ in range(6):
         say(rt, FILLER)
     say(rt, "one more thing about generators", user="bob")

@@ -86,8 +86,12 @@ KYOTO = "Alice is travelling to Kyoto in April and wants quiet Zen temples"
 
 def test_a_sparse_follow_up_finds_the_memory_the_earlier_exchange_points_to(make_runtime) -> None:
     rt = make_runtime()
-    rt._app.memory.add("buddy", Scope.user("alice"), KYOTO, "travel")  # noqa: SLF001
-    say(rt, "I am planning my Kyoto trip for next spring, can you suggest one temple?")
+    asked = say(rt, "I am planning my Kyoto trip for next spring, can you suggest one temple?")[-1]
+    assert isinstance(asked, Done)
+    # Learned in this (shared) channel, so it may be recalled here.
+    rt._app.memory.add(  # noqa: SLF001
+        "buddy", Scope.user("alice"), KYOTO, "travel", source_message_id=asked.user_message_id
+    )
     pad(rt)
     events = say(rt, "and what about the second one?")
     assert memories(events) == [KYOTO]
@@ -421,8 +425,12 @@ def test_with_the_default_window_an_exchange_the_prompt_lost_is_summarised(make_
 
 def test_an_exchange_the_prompt_still_carries_is_not_summarised_but_gives_seeds(make_runtime) -> None:
     rt = make_runtime("")
-    rt._app.memory.add("buddy", Scope.user("alice"), KYOTO, "travel")  # noqa: SLF001
-    say(rt, "I am planning my Kyoto trip for next spring, can you suggest one temple?")
+    asked = say(rt, "I am planning my Kyoto trip for next spring, can you suggest one temple?")[-1]
+    assert isinstance(asked, Done)
+    # Learned in this (shared) channel, so it may be recalled here.
+    rt._app.memory.add(  # noqa: SLF001
+        "buddy", Scope.user("alice"), KYOTO, "travel", source_message_id=asked.user_message_id
+    )
     events = say(rt, "and what about the second one?")
     assert history_event(events).snippets == ()  # the exchange is in the prompt's history
     assert list(history_event(events).seeds) == ["planning", "kyoto", "trip", "next", "spring"]

@@ -223,7 +223,9 @@ class Adapter(ABC):
                     if found is not None:
                         self._posted(channel, found, inbound.sender)
                         return
-                posted = await self.client.post(channel, user, inbound.text)
+                # A room is read by everyone in it; a private message only by its sender.
+                visibility = "shared" if inbound.room is not None else "direct"
+                posted = await self.client.post(channel, user, inbound.text, visibility=visibility)
                 self._posted(channel, posted.id, inbound.sender)
                 return
             except DaemonUnreachable as exc:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 
 from agentd import __version__
 from agentd.api.responses import COMMON_ERRORS, BudgetResponse, Health, PersonaList, error_responses
+from agentd.api.roles import ADMITTED, ROLES_EXTENSION, Policy, allow, caller_of
 from agentd.api.schemas import MAX_NAME, MAX_QUERY_MESSAGE
 from agentd.api.state import Daemon, daemon
 from agentd.scopes import IDENTIFIER_PATTERN, check_identifier
@@ -16,14 +17,24 @@ from agentd.scopes import IDENTIFIER_PATTERN, check_identifier
 router = APIRouter(tags=["admin"], responses=COMMON_ERRORS)
 
 
-@router.get("/healthz", response_model=Health, response_model_exclude_none=True, openapi_extra={"security": []})
-async def healthz(d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
-    """Liveness, the actors' state and whether the store can be written (never needs the API key).
+@router.get(
+    "/healthz",
+    response_model=Health,
+    response_model_exclude_none=True,
+    openapi_extra={"security": [], ROLES_EXTENSION: list(ADMITTED[Policy.OPEN])},
+)
+async def healthz(d: Annotated[Daemon, Depends(daemon)], request: Request) -> dict[str, Any]:
+    """Liveness (never needs a key); with a valid key, also the actors' state and whether the store
+    can be written.
 
-    ``healthy`` is false (``status: degraded``) while an actor is marked unhealthy or
-    the last write to the store failed (``store.error`` says why). Answered on the
-    event loop with threads of its own: a hung model or embedder never delays it.
+    Without a key (on a daemon that needs one) the answer is only ``{"status": "ok"}``:
+    the daemon is up. ``healthy`` is false (``status: degraded``) while an actor is
+    marked unhealthy or the last write to the store failed (``store.error`` says why).
+    Answered on the event loop with threads of its own: a hung model or embedder
+    never delays it.
     """
+    if caller_of(request) is None:
+        return {"status": "ok"}
     try:
         health = await d.probe(lambda: d.runtime.health(timeout=2.0))
     except Exception as exc:  # a stopping supervisor or a timeout: report, never fail the probe
@@ -40,14 +51,14 @@ async def healthz(d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     }
 
 
-@router.get("/v1/personas", response_model=PersonaList)
+@router.get("/v1/personas", response_model=PersonaList, **allow(Policy.ANY))
 def personas(d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """Every persona with its model, context window and channels."""
     bindings = {name: list(c.personas) for name, c in d.app.config.channels.items() if c.personas}
     return {"personas": [asdict(p) for p in d.app.describe_personas()], "channel_bindings": bindings}
 
 
-@router.get("/v1/budget", response_model=BudgetResponse, responses=error_responses(404, 422))
+@router.get("/v1/budget", response_model=BudgetResponse, responses=error_responses(404, 422), **allow(Policy.ADMIN))
 async def budget(
     d: Annotated[Daemon, Depends(daemon)],
     persona: Annotated[str, Query(min_length=1, max_length=MAX_NAME)],

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from agentd import __version__
 from agentd.api import admin, channels, chat, errors, memory_routes, openai_compat, openapi, web
 from agentd.api.access import AccessLog
-from agentd.api.guard import ApiKeyGuard, BodyLimit, HostGuard, allowed_hosts
+from agentd.api.guard import BodyLimit, HostGuard, KeyGuard, allowed_hosts
 from agentd.api.openai_errors import OpenAIErrorShape
 from agentd.api.state import Daemon
 
@@ -22,8 +22,11 @@ log = structlog.get_logger("agentd.api")
 DESCRIPTION = """\
 agentd hosts LLM personas across chat channels, each with a long-term memory.
 
-Authentication: when `[daemon] api_key` is set, every endpoint but `/healthz`
-needs `Authorization: Bearer <key>` or `X-API-Key: <key>`.
+Authentication: when `[daemon] api_key` is set or a key was made with
+`agentd keys create`, every endpoint but `/healthz` needs
+`Authorization: Bearer <key>` or `X-API-Key: <key>`. Each operation admits
+the roles listed in its `x-agentd-roles` (admin, adapter, service); another
+role gets 403 `forbidden` with the reason.
 
 Errors are JSON: `{"error": {"code", "field", "message"}}`.
 """
@@ -51,14 +54,14 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
     api = FastAPI(title="agentd", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     api.state.daemon = d
     errors.install(api)
-    openapi.install(api, cfg)
+    openapi.install(api, cfg, d.keys.required)
     for module in (chat, channels, memory_routes, admin, openai_compat, web):
         api.include_router(module.router)
     # The last added runs first: the Host, then the key, are checked before any body is read;
     # CatchAll is innermost, around the routes.
     api.add_middleware(errors.CatchAll)
     api.add_middleware(BodyLimit, limit=cfg.daemon.max_body_bytes)
-    api.add_middleware(ApiKeyGuard, api_key=cfg.daemon.api_key)
+    api.add_middleware(KeyGuard, keys=d.keys)
     api.add_middleware(HostGuard, allowed=allowed_hosts(bind_host, cfg.daemon.allowed_hosts))
     api.add_middleware(OpenAIErrorShape)  # outermost: OpenAI's error shape on its routes, 401s and 421s included
     api.add_middleware(AccessLog)  # outermost of all: every request is logged, refused ones too

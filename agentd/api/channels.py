@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from agentd._exceptions import InvalidInput
 from agentd.api.chat import SSE_DOC
 from agentd.api.responses import COMMON_ERRORS, MessagePage, PostAccepted, error_responses
+from agentd.api.roles import Policy, allow
 from agentd.api.schemas import MAX_ID, ChannelPost
 from agentd.api.sse import HEADERS, MEDIA_TYPE
 from agentd.api.state import Daemon, daemon
@@ -25,7 +26,8 @@ Channel = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description="1-128 cha
     "/v1/channels/{channel}/messages",
     status_code=202,
     response_model=PostAccepted,
-    responses=error_responses(404, 422),
+    responses=error_responses(403, 404, 422),
+    **allow(Policy.CHANNEL),
 )
 async def post_message(channel: Channel, body: ChannelPost, d: Annotated[Daemon, Depends(daemon)]) -> JSONResponse:
     """Store a message for the channel's persona and answer at once with its id (202).
@@ -38,7 +40,13 @@ async def post_message(channel: Channel, body: ChannelPost, d: Annotated[Daemon,
     persona = d.persona_for(channel, body.persona, body.text)
     accepted = await run_in_threadpool(
         lambda: d.runtime.submit(
-            persona, channel, body.user, body.text, disable_memory=body.disable_memory, source="channel"
+            persona,
+            channel,
+            body.user,
+            body.text,
+            disable_memory=body.disable_memory,
+            source="channel",
+            visibility=body.visibility,
         )
     )
     d.hub.wake(channel)
@@ -54,7 +62,9 @@ async def post_message(channel: Channel, body: ChannelPost, d: Annotated[Daemon,
     )
 
 
-@router.get("/v1/channels/{channel}/events", response_class=StreamingResponse, responses=SSE_DOC)
+@router.get(
+    "/v1/channels/{channel}/events", response_class=StreamingResponse, responses=SSE_DOC, **allow(Policy.CHANNEL)
+)
 async def events(
     channel: Channel,
     d: Annotated[Daemon, Depends(daemon)],
@@ -78,7 +88,12 @@ async def events(
     return StreamingResponse(d.hub.stream(channel, start), media_type=MEDIA_TYPE, headers=HEADERS)
 
 
-@router.get("/v1/channels/{channel}/messages", response_model=MessagePage, responses=error_responses(422))
+@router.get(
+    "/v1/channels/{channel}/messages",
+    response_model=MessagePage,
+    responses=error_responses(403, 422),
+    **allow(Policy.CHANNEL),
+)
 def read_messages(
     channel: Channel,
     d: Annotated[Daemon, Depends(daemon)],

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from agentd.api.responses import COMMON_ERRORS, error_responses
+from agentd.api.roles import Policy, allow, caller_of, check_channel
 from agentd.api.schemas import ChatRequest
 from agentd.api.sse import HEADERS, MEDIA_TYPE, EventBridge
 from agentd.api.state import Daemon, daemon
@@ -22,8 +23,8 @@ SSE_DOC: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.post("/v1/chat", response_class=StreamingResponse, responses=SSE_DOC)
-async def chat(body: ChatRequest, d: Annotated[Daemon, Depends(daemon)]) -> StreamingResponse:
+@router.post("/v1/chat", response_class=StreamingResponse, responses=SSE_DOC, **allow(Policy.CHANNEL))
+async def chat(body: ChatRequest, d: Annotated[Daemon, Depends(daemon)], request: Request) -> StreamingResponse:
     """Send a message and stream the reply as server-sent events.
 
     Each event's ``event:`` names it and ``data:`` is its JSON: ``memory_context``
@@ -32,6 +33,7 @@ async def chat(body: ChatRequest, d: Annotated[Daemon, Depends(daemon)]) -> Stre
     The message is stored before anything else happens; bad input is a 4xx
     before the stream starts.
     """
+    check_channel(caller_of(request), body.channel)
     persona = d.persona_for(body.channel, body.persona)
     bridge = EventBridge(asyncio.get_running_loop())
     accepted = await run_in_threadpool(
@@ -43,6 +45,7 @@ async def chat(body: ChatRequest, d: Annotated[Daemon, Depends(daemon)]) -> Stre
             disable_memory=body.disable_memory,
             sink=bridge.sink,
             source="chat",
+            visibility=body.visibility,
         )
     )
     d.hub.wake(body.channel)

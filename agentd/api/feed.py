@@ -9,7 +9,8 @@ Two kinds of events go out:
 * the runtime's events for turns in the channel (``memory_context``,
   ``history_context``, ``token_delta``, ``tool_call``, ``tool_result``, ``done``,
   ``error``), live only, without ids, each tagged with persona, request id and
-  user message id.
+  user message id; what is private to the speaking user (the text of their
+  user-scoped memories) is withheld (:mod:`agentd.api.redact`).
 
 Before a ``memory_context``, ``done`` or ``error`` is sent, the store is read for
 new messages, so a user message comes before its turn's events and a reply
@@ -27,6 +28,7 @@ import structlog
 from anyio import to_thread
 
 from agentd._exceptions import ErrorCode
+from agentd.api.redact import for_followers
 from agentd.api.sse import KEEPALIVE, frame
 from agentd.runtime import Done, Error, Event, MemoryContext
 from agentd.runtime.messages import Turn
@@ -74,7 +76,7 @@ class ChannelHub:
         if loop is None or turn.channel not in self._subscribers:
             return
         payload = {
-            **event.as_json(),
+            **for_followers(event),
             "persona": turn.persona,
             "channel": turn.channel,
             "request_id": turn.request_id,

@@ -1,4 +1,4 @@
-"""The door: the Host check, the API key check and the request body limit, as plain ASGI middleware.
+"""The door: the Host check, the key check and the request body limit, as plain ASGI middleware.
 
 All answer before the application reads anything: a request addressed to a host
 the daemon does not serve is refused (421: a web page that rebinds its own DNS
@@ -10,19 +10,23 @@ limit (nothing of it is handled).
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 import json
 from collections.abc import Sequence
 from typing import Any
 
+from anyio import CapacityLimiter, to_thread
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentd._exceptions import ConfigError, ErrorCode
 from agentd.api.errors import error_body
+from agentd.api.roles import PRINCIPAL_KEY
 from agentd.api.web import PUBLIC_PATHS
+from agentd.runtime.keys import LOCAL_ADMIN, KeyBook, Principal
 
+#: Threads that look keys up in the store.
+KEY_THREADS = 4
 #: Paths that never need the key (liveness probes, the web page that asks for it).
 OPEN_PATHS = frozenset({"/healthz", *PUBLIC_PATHS})
 
@@ -131,25 +135,42 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-class ApiKeyGuard:
-    """Every path but :data:`OPEN_PATHS` needs ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``."""
+class KeyGuard:
+    """Finds the caller from ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``.
 
-    def __init__(self, app: ASGIApp, api_key: str) -> None:
+    A valid key (the config's, or one made with ``agentd keys create`` and not
+    revoked) puts its :class:`~agentd.runtime.keys.Principal` in the scope for the
+    routes' role checks (:mod:`agentd.api.roles`). When no key is configured or
+    stored (a loopback daemon) every caller is the local admin, whatever it sends; else
+    only :data:`OPEN_PATHS` answer (``/healthz`` then says only that the daemon
+    is up), and every other path is refused with 401 whatever the body.
+    """
+
+    def __init__(self, app: ASGIApp, keys: KeyBook) -> None:
         self._app = app
-        self._key = api_key.encode()
+        self._keys = keys
+        # Threads of its own: the key lookup (one indexed read) never queues behind turns or searches.
+        self._threads = CapacityLimiter(KEY_THREADS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self._key or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
         given = _header(scope, b"x-api-key")
         auth = _header(scope, b"authorization")
         if given is None and auth is not None and auth[:7].lower() == "bearer ":
             given = auth[7:].strip()
-        if given is not None and hmac.compare_digest(given.encode(), self._key):
+        open_path = scope["path"] in OPEN_PATHS
+        principal: Principal | None = None
+        if not await to_thread.run_sync(self._keys.required, limiter=self._threads):
+            principal = LOCAL_ADMIN  # a loopback daemon with no key: whatever a client sends
+        elif given is not None:
+            principal = await to_thread.run_sync(self._keys.authenticate, given, limiter=self._threads)
+        if principal is not None or open_path:
+            scope[PRINCIPAL_KEY] = principal
             await self._app(scope, receive, send)
             return
-        reason = "a valid API key is required" if given is None else "the API key is not valid"
+        reason = "a valid API key is required" if given is None else "the API key is not valid (or was revoked)"
         await _send_json(
             send,
             401,

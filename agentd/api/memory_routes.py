@@ -29,6 +29,7 @@ from agentd.api.responses import (
     SearchResponse,
     error_responses,
 )
+from agentd.api.roles import Policy, allow
 from agentd.api.schemas import (
     MAX_ID,
     MAX_NAME,
@@ -73,7 +74,7 @@ def _count(d: Daemon, personas: list[str]) -> Any:
     return lambda text: max((c.count(text) for c in counters.values()), default=0)
 
 
-@router.post("/v1/memory/search", response_model=SearchResponse, responses=EMBEDDER_ERRORS)
+@router.post("/v1/memory/search", response_model=SearchResponse, responses=EMBEDDER_ERRORS, **allow(Policy.SERVICE))
 async def search(body: SearchRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """The top ``limit`` memories by relevance with time decay, best first (``score`` ranks;
     ``minScore``, default none, filters on ``relevance``)."""
@@ -97,7 +98,9 @@ def _search(body: SearchRequest, d: Daemon) -> dict[str, Any]:
     return {"results": [{**h.as_result(), "persona": h.memory.persona} for h in hits], "total_found": len(hits)}
 
 
-@router.post("/v1/memory/context", response_model=KnownFactsResponse, responses=EMBEDDER_ERRORS)
+@router.post(
+    "/v1/memory/context", response_model=KnownFactsResponse, responses=EMBEDDER_ERRORS, **allow(Policy.SERVICE)
+)
 async def context(body: KnownFactsRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """The ``## Known Facts (from memory)`` block for a query, within a token budget.
 
@@ -143,6 +146,7 @@ def _scope(body: AddMemory) -> Scope:
     status_code=201,
     response_model=MemoryAdded,
     responses={200: {"model": MemoryAdded, "description": "Already stored"}, **EMBEDDER_ERRORS},
+    **allow(Policy.ADMIN),
 )
 async def add(body: AddMemory, d: Annotated[Daemon, Depends(daemon)]) -> JSONResponse:
     """Store a memory (201), or find the identical one already stored (200, ``created: false``)."""
@@ -158,7 +162,7 @@ def _add(body: AddMemory, d: Daemon) -> JSONResponse:
     return JSONResponse({"memory": memory.as_json(), "created": created}, status_code=201 if created else 200)
 
 
-@router.post("/v1/memories/import", response_model=ImportResponse, responses=EMBEDDER_ERRORS)
+@router.post("/v1/memories/import", response_model=ImportResponse, responses=EMBEDDER_ERRORS, **allow(Policy.ADMIN))
 async def import_(body: ImportRequest, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """Store a batch in one transaction. An invalid item refuses the whole batch (422 naming
     ``memories[i].field``) unless ``skip_invalid``, which stores the rest and reports it."""
@@ -190,7 +194,7 @@ def _import(body: ImportRequest, d: Daemon) -> dict[str, Any]:
     }
 
 
-@router.get("/v1/memories", response_model=MemoryList, responses=error_responses(404, 422))
+@router.get("/v1/memories", response_model=MemoryList, responses=error_responses(404, 422), **allow(Policy.ADMIN))
 def list_memories(
     d: Annotated[Daemon, Depends(daemon)],
     persona: Annotated[str, Query(min_length=1, max_length=MAX_NAME, description="Whose memories.")],
@@ -206,7 +210,9 @@ def list_memories(
     return {"memories": [m.as_json() for m in memories], "total": d.app.memory.count(persona)}
 
 
-@router.delete("/v1/memories/{memory_id}", response_model=Forgotten, responses=error_responses(404, 422))
+@router.delete(
+    "/v1/memories/{memory_id}", response_model=Forgotten, responses=error_responses(404, 422), **allow(Policy.ADMIN)
+)
 def forget(memory_id: Annotated[int, Path(ge=1, le=MAX_ID)], d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """Delete one memory (its row, vector and index entry)."""
     return {"forgotten": d.app.memory.forget(memory_id).as_json()}

@@ -28,7 +28,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
@@ -37,6 +37,7 @@ from agentd._exceptions import InvalidInput, NotFound
 from agentd.api.openai_errors import openai_error
 from agentd.api.openai_history import Earlier, reconcile
 from agentd.api.responses import openai_error_responses
+from agentd.api.roles import Policy, allow, caller_of, check_channel
 from agentd.api.sse import HEADERS, KEEPALIVE, MEDIA_TYPE, EventBridge
 from agentd.api.state import Daemon, daemon
 from agentd.runtime import Done, Error, Event, HistoryContext, MemoryContext, TokenDelta
@@ -65,7 +66,9 @@ class ChatCompletionRequest(BaseModel):
     user: str | None = Field(None, description="The memory user (default: safety_identifier, else 'anonymous').")
     safety_identifier: str | None = None
     metadata: dict[str, str] | None = Field(
-        None, description="channel (default dm-<user>); disable_memory ('true' skips automatic retrieval)."
+        None,
+        description="channel (default dm-<user>, direct); visibility ('direct' | 'shared', declared by the "
+        "channel's first message); disable_memory ('true' skips automatic retrieval).",
     )
     tools: list[dict[str, Any]] | None = Field(None, description="Refused when not empty: personas run their own.")
     tool_choice: str | dict[str, Any] | None = Field(None, description="'none': answer without the persona's tools.")
@@ -158,21 +161,25 @@ def _check_model(d: Daemon, model: str) -> None:
         raise NotFound("model", model, f"known models (personas): {', '.join(known) or 'none'}")
 
 
-@router.get("/v1/models")
+@router.get("/v1/models", **allow(Policy.ANY))
 def list_models(d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """The personas, as OpenAI models (``id`` = persona name)."""
     return {"object": "list", "data": [_model_entry(d, p.name) for p in d.app.personas.values()]}
 
 
-@router.get("/v1/models/{model}")
+@router.get("/v1/models/{model}", **allow(Policy.ANY))
 def get_model(model: str, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """One persona, as an OpenAI model."""
     _check_model(d, model)
     return _model_entry(d, model)
 
 
-@router.post("/v1/chat/completions", responses={200: {"content": {MEDIA_TYPE: {}, "application/json": {}}}})
-async def chat_completions(body: ChatCompletionRequest, d: Annotated[Daemon, Depends(daemon)]) -> Any:
+@router.post(
+    "/v1/chat/completions",
+    responses={200: {"content": {MEDIA_TYPE: {}, "application/json": {}}}},
+    **allow(Policy.CHANNEL),
+)
+async def chat_completions(body: ChatCompletionRequest, d: Annotated[Daemon, Depends(daemon)], request: Request) -> Any:
     """Answer the conversation's last user message as the persona named by ``model``
     (a ``chat.completion``, or ``chat.completion.chunk`` server-sent events with ``stream``)."""
     _check_model(d, body.model)
@@ -180,6 +187,9 @@ async def chat_completions(body: ChatCompletionRequest, d: Annotated[Daemon, Dep
     check_identifier("user", user)
     meta = body.metadata or {}
     channel = meta.get("channel") or f"dm-{user}"
+    check_channel(caller_of(request), channel)
+    # The default channel is this user's own; a named one is shared unless the caller says otherwise.
+    visibility = meta.get("visibility") or (None if meta.get("channel") else "direct")
     persona = d.persona_for(channel, body.model)
     text, earlier = _split(body.messages)
     disable_tools = _tools_off(body)
@@ -198,6 +208,7 @@ async def chat_completions(body: ChatCompletionRequest, d: Annotated[Daemon, Dep
             sink=bridge.sink,
             source="openai",
             disable_tools=disable_tools,
+            visibility=visibility,
         )
     )
     d.hub.wake(channel)

@@ -2,12 +2,14 @@
 
 The request models declare the fixed rules (:mod:`agentd.api.schemas`); this
 fills in the limits that come from the configuration (``memory.max_text_chars``)
-and, when the daemon has an API key, the two ways of sending it (every
-operation but ``/healthz`` requires one).
+and the two ways of sending a key (every operation but ``/healthz`` requires one
+when the daemon has keys). Each operation lists the roles it admits in
+``x-agentd-roles`` (:mod:`agentd.api.roles`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI
@@ -23,8 +25,14 @@ SECURITY_SCHEMES = {
 }
 
 
-def published(api: FastAPI, config: Config) -> dict[str, Any]:
-    """The schema ``/openapi.json`` serves for this daemon."""
+def published(api: FastAPI, config: Config, keys_required: bool | None = None) -> dict[str, Any]:
+    """The schema ``/openapi.json`` serves for this daemon.
+
+    ``keys_required`` (default: a key is configured): every operation but ``/healthz``
+    declares the key schemes as its security.
+    """
+    if keys_required is None:
+        keys_required = bool(config.daemon.api_key)
     schema = get_openapi(
         title=api.title,
         version=api.version,
@@ -48,8 +56,9 @@ def published(api: FastAPI, config: Config) -> dict[str, Any]:
                     "type": "object",
                     "properties": {CONTEXT_KEY: text_limits},
                 }
-    if config.daemon.api_key:
-        schema.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
+    # How to send a key, always; which roles each operation admits is its ``x-agentd-roles``.
+    schema.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
+    if keys_required:
         schema["security"] = [{"bearer": []}, {"apiKey": []}]
     else:
         for path in schema.get("paths", {}).values():
@@ -65,12 +74,13 @@ def _metadata(declared: dict[str, Any], limit: int) -> dict[str, Any]:
     return {**declared, "anyOf": [shape, {"type": "null"}]} if "anyOf" in declared else shape
 
 
-def install(api: FastAPI, config: Config) -> None:
+def install(api: FastAPI, config: Config, keys_required: Callable[[], bool] | None = None) -> None:
     """Serve :func:`published` (built once, on first request) as ``/openapi.json``."""
 
     def openapi() -> dict[str, Any]:
         if api.openapi_schema is None:
-            api.openapi_schema = published(api, config)
+            required = keys_required() if keys_required is not None else None
+            api.openapi_schema = published(api, config, required)
         return api.openapi_schema
 
     api.openapi = openapi  # type: ignore[method-assign]

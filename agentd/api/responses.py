@@ -245,10 +245,10 @@ class StoreHealth(_Out):
 
 
 class Health(_Out):
-    """``GET /healthz``."""
+    """``GET /healthz``: without a key (on a daemon that needs one) only ``status``."""
 
     status: str = Field(description="ok | degraded | stopping")
-    version: str
+    version: str | None = None
     healthy: bool | None = None
     reason: str | None = None
     actors: list[dict[str, Any]] | None = None

@@ -15,7 +15,7 @@ a body may hold a lone UTF-16 surrogate (it cannot be stored or sent back as UTF
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -80,6 +80,15 @@ Text = Annotated[str, Field(pattern=TEXT_PATTERN)]
 Metadata = Annotated[dict[str, Any], AfterValidator(_checked_json)]
 
 
+#: Who reads a channel: ``direct`` (this user and the persona) or ``shared``.
+Visibility = Literal["direct", "shared"]
+VISIBILITY_FIELD = Field(
+    None,
+    description="Who reads the channel: 'direct' (only this user and the persona) or 'shared' (the default). "
+    "The channel's first message that says so decides; [channels.NAME] visibility in the config wins.",
+)
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 
@@ -92,6 +101,7 @@ class ChatRequest(_Body):
     user: Identifier = Field(description="Who is speaking (scopes user memories and history recall).")
     message: Text = Field(max_length=MAX_MESSAGE_CHARS, description="The user's message.")
     disable_memory: bool = Field(False, description="Skip automatic memory retrieval for this message.")
+    visibility: Visibility | None = VISIBILITY_FIELD
 
 
 class ChannelPost(_Body):
@@ -101,6 +111,7 @@ class ChannelPost(_Body):
     text: Text = Field(max_length=MAX_MESSAGE_CHARS, description="The message.")
     persona: PersonaName | None = Field(None, description="Who answers (default: the persona bound to the channel).")
     disable_memory: bool = False
+    visibility: Visibility | None = VISIBILITY_FIELD
 
 
 class SearchRequest(_Body):

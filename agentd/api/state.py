@@ -14,6 +14,7 @@ from agentd.api.addressing import addressed_to
 from agentd.api.feed import ChannelHub
 from agentd.app import App
 from agentd.runtime import Runtime
+from agentd.runtime.keys import KeyBook
 from agentd.scopes import check_identifier
 
 T = TypeVar("T")
@@ -43,6 +44,11 @@ class Daemon:
     runtime: Runtime
     hub: ChannelHub
     pools: Pools = field(default_factory=Pools)
+    #: The keys callers may send (the config's admin key and the stored ones).
+    keys: KeyBook = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keys", KeyBook(self.app.store, self.app.config.daemon.api_key))
 
     async def embedding_work(self, work: Callable[[], T]) -> T:
         """Run blocking work that may wait on the embedder, on its own threads."""

@@ -84,7 +84,8 @@ def irc(
     password = os.environ.get(cfg.password_env) if cfg.password_env else None
 
     async def main() -> None:
-        client = AsyncAgentdClient(base, app.config.daemon.api_key or None)
+        key = os.environ.get(cfg.api_key_env, "") if cfg.api_key_env else app.config.daemon.api_key
+        client = AsyncAgentdClient(base, key or None)
         bridge = IrcAdapter(
             client,
             state,

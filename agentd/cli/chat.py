@@ -59,11 +59,24 @@ def show(event: Event) -> None:
 @click.option("--channel", "-c", help="Channel (default: the persona's first channel, else 'cli').")
 @click.option("--user", "-u", help="Who you are (default: your login name).")
 @click.option("--message", "-m", help="Send one message and exit (default: interactive).")
+@click.option(
+    "--visibility",
+    type=click.Choice(["direct", "shared"]),
+    help="Who reads the channel, if its first message has not said so yet (default: shared). In a direct "
+    "channel all of your memories may be recalled; in a shared one only those learned there.",
+)
 @click.option("--no-memory", is_flag=True, help="Do not recall memories for these messages.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
 @pass_app
 def chat(
-    app: App, persona: str, channel: str | None, user: str | None, message: str | None, no_memory: bool, as_json: bool
+    app: App,
+    persona: str,
+    channel: str | None,
+    user: str | None,
+    message: str | None,
+    visibility: str | None,
+    no_memory: bool,
+    as_json: bool,
 ) -> None:
     """Chat with PERSONA; recalled memories are shown before each streamed reply.
 
@@ -85,7 +98,7 @@ def chat(
     try:
         lines = [message] if message is not None else _prompt_lines(p.name, channel)
         for line in lines:
-            for event in runtime.chat(p.name, channel, user, line, disable_memory=no_memory):
+            for event in runtime.chat(p.name, channel, user, line, disable_memory=no_memory, visibility=visibility):
                 if as_json:
                     print_json_line(event.as_json())
                 else:

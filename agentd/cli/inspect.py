@@ -62,6 +62,15 @@ def inspect(app: App, message_id: int, as_json: bool) -> None:
     for m in given.episodes:
         text = m.text.replace("\n", " / ")
         out.print(f"  {m.score:.2f} (relevance {m.relevance:.2f})  {text}  ({m.scope}, id {m.id})")
+    privacy = given.privacy
+    if privacy:
+        out.print(
+            f"channel: {privacy.get('visibility')} ({privacy.get('source')}"
+            + (f", user {privacy['owner']}" if privacy.get("owner") else "")
+            + f"); {privacy.get('rule', '')}"
+        )
+        for item in privacy.get("ineligible", ()):
+            out.print(f"  not eligible: memory {item['id']} ({item['scope']}): {item['reason']}")
     recalled = given.user_history
     if recalled.status != "ok":
         out.print(f"past exchanges: {recalled.status}")

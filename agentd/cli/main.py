@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
             "with their scores, the budget, the model and its usage."
         ),
     ),
+    "keys": ("agentd.cli.keys", "API keys with roles: create, list, revoke."),
     "memory": ("agentd.cli.memory", "Long-term memories: add, search, list, forget, import, reembed."),
     "personas": ("agentd.cli.personas", "List the personas with their model and context window."),
     "post": ("agentd.cli.post", "Post TEXT to CHANNEL on a running daemon and print the persona's reply."),

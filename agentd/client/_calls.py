@@ -44,8 +44,18 @@ def personas() -> Call[list[dict[str, Any]]]:
     return Call("GET", "/v1/personas", lambda j: list(j["personas"]))
 
 
-def post(channel: str, user: str, text: str, persona: str | None, disable_memory: bool) -> Call[Posted]:
-    body = _drop_none({"user": user, "text": text, "persona": persona, "disable_memory": disable_memory or None})
+def post(
+    channel: str, user: str, text: str, persona: str | None, disable_memory: bool, visibility: str | None = None
+) -> Call[Posted]:
+    body = _drop_none(
+        {
+            "user": user,
+            "text": text,
+            "persona": persona,
+            "disable_memory": disable_memory or None,
+            "visibility": visibility,
+        }
+    )
     return Call(
         "POST",
         channel_path(channel, "messages"),
@@ -142,9 +152,12 @@ def budget(persona: str, channel: str, user: str | None, message: str | None) ->
     return Call("GET", "/v1/budget", dict, params)
 
 
-def chat_body(persona: str, channel: str, user: str, message: str, disable_memory: bool) -> dict[str, Any]:
+def chat_body(
+    persona: str, channel: str, user: str, message: str, disable_memory: bool, visibility: str | None = None
+) -> dict[str, Any]:
     """The body of ``POST /v1/chat``."""
-    return {"persona": persona, "channel": channel, "user": user, "message": message, "disable_memory": disable_memory}
+    body = {"persona": persona, "channel": channel, "user": user, "message": message, "disable_memory": disable_memory}
+    return {**body, "visibility": visibility} if visibility is not None else body
 
 
 def to_event(sse: ServerSentEvent) -> StreamEvent | None:

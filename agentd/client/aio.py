@@ -63,10 +63,21 @@ class AsyncAgentdClient:
         return await self._call(_calls.personas())
 
     async def post(
-        self, channel: str, user: str, text: str, *, persona: str | None = None, disable_memory: bool = False
+        self,
+        channel: str,
+        user: str,
+        text: str,
+        *,
+        persona: str | None = None,
+        disable_memory: bool = False,
+        visibility: str | None = None,
     ) -> Posted:
-        """Post a message to a channel."""
-        return await self._call(_calls.post(channel, user, text, persona, disable_memory))
+        """Post a message to a channel.
+
+        ``visibility``: ``direct`` (only this user and the persona read the channel) or
+        ``shared``; the channel's first post that says so decides.
+        """
+        return await self._call(_calls.post(channel, user, text, persona, disable_memory, visibility))
 
     async def messages(self, channel: str, after: int = 0, limit: int = 100) -> list[dict[str, Any]]:
         """A channel's stored messages after id ``after``."""
@@ -129,10 +140,17 @@ class AsyncAgentdClient:
         return await self._call(_calls.budget(persona, channel, user, message))
 
     async def chat(
-        self, persona: str, channel: str, user: str, message: str, *, disable_memory: bool = False
+        self,
+        persona: str,
+        channel: str,
+        user: str,
+        message: str,
+        *,
+        disable_memory: bool = False,
+        visibility: str | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Send a message and yield the turn's events until ``done`` or ``error``."""
-        body = _calls.chat_body(persona, channel, user, message, disable_memory)
+        body = _calls.chat_body(persona, channel, user, message, disable_memory, visibility)
         timeout = httpx.Timeout(self._timeout, read=STREAM_READ_TIMEOUT)
         try:
             async with aconnect_sse(self._http, "POST", "/v1/chat", json=body, timeout=timeout) as source:

@@ -78,10 +78,21 @@ class AgentdClient:
         return self._call(_calls.personas())
 
     def post(
-        self, channel: str, user: str, text: str, *, persona: str | None = None, disable_memory: bool = False
+        self,
+        channel: str,
+        user: str,
+        text: str,
+        *,
+        persona: str | None = None,
+        disable_memory: bool = False,
+        visibility: str | None = None,
     ) -> Posted:
-        """Post a message to a channel (stored at once; the reply arrives on :meth:`follow`)."""
-        return self._call(_calls.post(channel, user, text, persona, disable_memory))
+        """Post a message to a channel (stored at once; the reply arrives on :meth:`follow`).
+
+        ``visibility``: ``direct`` (only this user and the persona read the channel) or
+        ``shared``; the channel's first post that says so decides.
+        """
+        return self._call(_calls.post(channel, user, text, persona, disable_memory, visibility))
 
     def messages(self, channel: str, after: int = 0, limit: int = 100) -> list[dict[str, Any]]:
         """A channel's stored messages after id ``after``, oldest first."""
@@ -146,11 +157,18 @@ class AgentdClient:
     # -- streams ---------------------------------------------------------------------------
 
     def chat(
-        self, persona: str, channel: str, user: str, message: str, *, disable_memory: bool = False
+        self,
+        persona: str,
+        channel: str,
+        user: str,
+        message: str,
+        *,
+        disable_memory: bool = False,
+        visibility: str | None = None,
     ) -> Iterator[StreamEvent]:
         """Send a message and yield the turn's events: ``memory_context``, ``history_context``,
         ``token_delta``…, ``tool_call``/``tool_result``, then ``done`` or ``error``."""
-        body = _calls.chat_body(persona, channel, user, message, disable_memory)
+        body = _calls.chat_body(persona, channel, user, message, disable_memory, visibility)
         timeout = httpx.Timeout(self._timeout, read=STREAM_READ_TIMEOUT)
         try:
             with connect_sse(self._http, "POST", "/v1/chat", json=body, timeout=timeout) as source:

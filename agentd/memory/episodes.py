@@ -33,7 +33,7 @@ from agentd._exceptions import InvalidInput, NotFound
 from agentd.config import EpisodesConfig
 from agentd.memory.ranking import MemoryHit
 from agentd.memory.service import MemoryService
-from agentd.scopes import Reach, Scope
+from agentd.scopes import Reach, Scope, root_channel
 from agentd.store import Store
 from agentd.store.lexical import CONTEXT_KEY
 from agentd.store.memories import NewMemory
@@ -98,9 +98,19 @@ class Episodes:
 
     def scope_of(self, channel: str, user: str) -> Scope:
         """Where an exchange of ``user`` in ``channel`` is kept."""
-        if self._config.is_direct(channel):
+        if self.is_direct(channel, user):
             return Scope.episodes(Scope.user(user))
         return Scope.episodes(Scope.channel(channel))
+
+    def is_direct(self, channel: str, user: str | None) -> bool:
+        """Whether ``channel`` is ``user``'s direct channel: named so (``[episodes]
+        direct_prefixes``), or declared direct for that user by whoever posted first
+        (an adapter's private message, the web page, the OpenAI endpoint's default channel)."""
+        if self._config.is_direct(channel):
+            return True
+        with self._store.read() as conn:
+            declared, owner = self._store.messages.visibility(conn, root_channel(channel))
+        return declared == "direct" and user is not None and owner in (None, user)
 
     def index(self, channel: str, should_stop: Callable[[], bool] = lambda: False) -> int:
         """Index every finished exchange of ``channel`` not indexed yet; return how many episodes were added.
@@ -147,7 +157,11 @@ class Episodes:
 
     def search(self, query: str, reach: Reach, limit: int, vector: np.ndarray | None = None) -> list[MemoryHit]:
         """The best episodes for ``query`` a turn at ``reach`` may recall."""
-        scopes = reach.episode_scopes(bool(reach.channel) and self._config.is_direct(reach.channel or ""))
+        # In a channel others read (``reach.shared_channel``) a user's private exchanges never surface.
+        direct = (
+            reach.channel is not None and reach.shared_channel is None and self.is_direct(reach.channel, reach.user)
+        )
+        scopes = reach.episode_scopes(direct)
         if limit < 1 or not scopes or not query.strip():
             return []
         threshold = self._config.min_score if self._config.min_score is not None else self._memory.config.min_score

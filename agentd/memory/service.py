@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -42,6 +42,20 @@ SearchMode = Literal["hybrid", "dense", "lexical"]
 SEARCH_MODES: tuple[str, ...] = ("hybrid", "dense", "lexical")
 #: How many of a user's newest memories the profile is gathered from (bounds the work).
 PROFILE_SCAN = 500
+
+
+@dataclass(frozen=True)
+class Ineligible:
+    """A memory a search found but could not use here (:meth:`agentd.scopes.Reach.eligible`)."""
+
+    id: int
+    scope: str
+    learned_in: str | None
+    reason: str
+
+    def as_json(self) -> dict[str, object]:
+        """A JSON-ready dict."""
+        return {"id": self.id, "scope": self.scope, "learned_in": self.learned_in, "reason": self.reason}
 
 
 def _no_progress(_done: int, _total: int) -> None:
@@ -291,6 +305,7 @@ class MemoryService:
         now: datetime | None = None,
         mode: SearchMode = "hybrid",
         scopes: Sequence[Scope] | None = None,
+        excluded: list[Ineligible] | None = None,
     ) -> list[MemoryHit]:
         """The best memories for ``query`` within ``reach``, best first.
 
@@ -310,6 +325,9 @@ class MemoryService:
         query's content words, plus a boost for memories created on a calendar day
         the query names (:mod:`agentd.memory.fusion`); ``"dense"`` and
         ``"lexical"`` use one side only.
+
+        In a shared channel (``reach.shared_channel``) a user memory learned elsewhere
+        is never a result; the ones passed over are appended to ``excluded`` when given.
         """
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query", "must not be empty")
@@ -326,7 +344,7 @@ class MemoryService:
         if intent.kind == "none":
             return []
         if intent.kind == "about_user" and scopes is None:
-            return self._about_user(reach, intent.facet, limit, threshold, now)
+            return self._about_user(reach, intent.facet, limit, threshold, now, excluded)
         searched = [str(s) for s in (reach.scopes() if scopes is None else scopes)]
         if scopes is not None and not searched:
             return []
@@ -354,27 +372,69 @@ class MemoryService:
                 self._fusion,
                 query_dates(query) if mode == "hybrid" and self._fusion.date_weight > 0 else (),
             )
-            return self._winners(conn, ranked, limit)
+            return self._winners(conn, ranked, limit, reach, excluded)
 
     # -- internals -----------------------------------------------------------------
 
-    def _winners(self, conn: Any, ranked: Sequence[Ranked], limit: int) -> list[MemoryHit]:
-        """The first ``limit`` of ``ranked`` that have content, loaded (rows are read ``limit`` at a time)."""
+    def _winners(
+        self,
+        conn: Any,
+        ranked: Sequence[Ranked],
+        limit: int,
+        reach: Reach,
+        excluded: list[Ineligible] | None,
+    ) -> list[MemoryHit]:
+        """The first ``limit`` of ``ranked`` that have content and may be used in ``reach``, loaded
+        (rows are read ``limit`` at a time)."""
         hits: list[MemoryHit] = []
         for start in range(0, len(ranked), limit):
             chunk = ranked[start : start + limit]
             rows = self._store.memories.fetch(conn, [r.id for r in chunk])
+            allowed = self._eligible(conn, reach, list(rows.values()), excluded)
             for r in chunk:
                 memory = rows.get(r.id)
                 # A memory without a content word ("a", "ok") is close to everything in
                 # embedding space; it never answers a query.
-                if memory is not None and has_content(memory.text):
+                if memory is not None and memory.id in allowed and has_content(memory.text):
                     hits.append(r.hit(memory))
                     if len(hits) == limit:
                         return hits
         return hits
 
-    def _about_user(self, reach: Reach, facet: Facet, limit: int, threshold: float, now: datetime) -> list[MemoryHit]:
+    def eligible(self, reach: Reach, memories: Sequence[Memory]) -> list[Memory]:
+        """The ``memories`` that may be used in ``reach`` (see :meth:`agentd.scopes.Reach.eligible`)."""
+        if reach.shared_channel is None:
+            return list(memories)
+        with self._store.read() as conn:
+            allowed = self._eligible(conn, reach, memories, None)
+        return [m for m in memories if m.id in allowed]
+
+    def _eligible(
+        self, conn: Any, reach: Reach, memories: Sequence[Memory], excluded: list[Ineligible] | None
+    ) -> set[int]:
+        if reach.shared_channel is None:
+            return {m.id for m in memories}
+        users = [m.id for m in memories if m.scope.kind == "user"]
+        origins = self._store.memories.learned_in(conn, users) if users else {}
+        allowed: set[int] = set()
+        for m in memories:
+            learned = origins.get(m.id)
+            reason = reach.eligible(m.scope, learned)
+            if reason is None:
+                allowed.add(m.id)
+            elif excluded is not None:
+                excluded.append(Ineligible(m.id, str(m.scope), learned, reason))
+        return allowed
+
+    def _about_user(
+        self,
+        reach: Reach,
+        facet: Facet,
+        limit: int,
+        threshold: float,
+        now: datetime,
+        excluded: list[Ineligible] | None = None,
+    ) -> list[MemoryHit]:
         """The user's own memories (``facet``: all, or their preferences), newest first."""
         if reach.user is None or threshold > INTENT_RELEVANCE:
             return []
@@ -383,6 +443,8 @@ class MemoryService:
         scan = max(limit, self._config.candidate_pool) * (1 if facet == "all" else 4)
         with self._store.read() as conn:
             memories = self._store.memories.page(conn, reach.persona, Scope.user(reach.user), scan)
+            allowed = self._eligible(conn, reach, memories, excluded)
+            memories = [m for m in memories if m.id in allowed]
         hits = [
             MemoryHit(m, INTENT_RELEVANCE, INTENT_RELEVANCE * self._recency.factor(m.created_at, now))
             for m in memories

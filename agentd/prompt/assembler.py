@@ -57,6 +57,10 @@ class HistoryItem:
     role: str
     content: str
     tokens: int
+    #: Who wrote it (a user's id, or the persona).
+    author: str = ""
+    #: A note the builder put in, not a stored message (``NO_REPLY`` after an unanswered user message).
+    synthetic: bool = False
 
 
 @dataclass(frozen=True)
@@ -331,7 +335,7 @@ class ContextAssembler:
             budget=accounting,
             memories=tuple(kept_memories),
             user_history=tuple(kept_snippets),
-            history_ids=tuple(item.message_id for item in reversed(kept_history)),
+            history_ids=tuple(item.message_id for item in reversed(kept_history) if not item.synthetic),
             profile=tuple(kept_profile),
             episodes=tuple(kept_episodes),
         )

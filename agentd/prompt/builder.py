@@ -9,6 +9,7 @@ stored messages are computed once (by the tokenizer they are keyed on) and kept.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from agentd.config import Config
@@ -24,6 +25,24 @@ from agentd.store.memories import Memory
 PAGE = 200
 #: Never inspect more history than this, whatever the window.
 MAX_HISTORY_MESSAGES = 20_000
+
+
+#: What stands for the reply a user message never got (its turn failed, or was cut short).
+NO_REPLY = "[no reply was given to this message]"
+
+
+def attributed(author: str, text: str) -> str:
+    """``text`` as said by ``author`` in a shared channel (``alice: text``)."""
+    return f"{author}: {text}"
+
+
+def _attribute(item: HistoryItem, counter: TokenCounter) -> HistoryItem:
+    """A user message with its author in front; the prefix is counted, with a token of slack for
+    where the tokenizer joins it to the text."""
+    if item.role != "user" or item.synthetic:
+        return item
+    prefix = attributed(item.author, "")
+    return replace(item, content=prefix + item.content, tokens=item.tokens + counter.count(prefix) + 1)
 
 
 class ContextBuilder:
@@ -42,6 +61,8 @@ class ContextBuilder:
         self._windows = windows
         self._counter_for = counter_for
         self._projects = projects or ProjectFiles()
+        #: The tokens of :data:`NO_REPLY` per tokenizer (counted once).
+        self._no_reply: dict[str, int] = {}
 
     def window(self, persona: Persona) -> Window:
         """The persona's context window."""
@@ -88,6 +109,7 @@ class ContextBuilder:
         memory_budget: int | None = None,
         profile: Sequence[Memory] = (),
         episodes: Sequence[MemoryHit] = (),
+        speaker: str | None = None,
     ) -> AssembledContext:
         """Assemble ``persona``'s prompt in ``channel`` for ``current``.
 
@@ -95,11 +117,20 @@ class ContextBuilder:
         current message's own id, so it is not sent twice). ``profile``: the user's
         profile memories (:meth:`agentd.memory.MemoryService.profile`), given up to
         ``[memory] profile_tokens``. ``episodes``: earlier exchanges recalled by meaning,
-        best first (they share the memories' budget).
+        best first (they share the memories' budget). ``speaker`` (a shared channel's current user):
+        every user message, the current one too, starts with its author
+        (``alice: ...``), counted, so the model can tell the speakers apart.
         """
         window = self.window(persona)
         counter = self.counter(persona)
-        history, available = self.history(channel, before_id, counter, window.tokens - persona.max_tokens)
+        history, available = self.history(
+            channel, before_id, counter, window.tokens - persona.max_tokens, before_user=current is not None
+        )
+        if speaker is not None and {i.author for i in history if i.role == "user" and not i.synthetic} - {speaker}:
+            # Several people speak here: each user message says who wrote it.
+            history = [_attribute(i, counter) for i in history]
+            if current is not None:
+                current = attributed(speaker, current)
         project_dir = self._config.channel_project_dir(channel) or persona.project_dir
         request = PromptRequest(
             model=persona.model,
@@ -120,9 +151,14 @@ class ContextBuilder:
         return ContextAssembler(counter).assemble(request, window)
 
     def history(
-        self, channel: str, before_id: int | None, counter: TokenCounter, max_tokens: int
+        self, channel: str, before_id: int | None, counter: TokenCounter, max_tokens: int, *, before_user: bool = False
     ) -> tuple[list[HistoryItem], int]:
-        """Recent messages newest first, up to ``max_tokens`` worth; and how many the channel has."""
+        """Recent messages newest first, up to ``max_tokens`` worth; and how many the channel has.
+
+        A user message with no reply after it (its turn failed, or was cut short) is
+        followed by a counted :data:`NO_REPLY` note, so two user turns never follow each
+        other; ``before_user``: the prompt's next message is a user's (the current one).
+        """
         items: list[HistoryItem] = []
         spent = 0
         cursor = before_id
@@ -134,13 +170,20 @@ class ContextBuilder:
             if not page:
                 break
             fresh: dict[int, int] = {}
-            for mid, role, content, cached, cached_by in page:
+            for mid, role, content, cached, cached_by, author in page:
                 if cached is not None and cached_by == counter.name:
                     tokens = cached
                 else:
                     tokens = counter.count(content)
                     fresh[mid] = tokens
-                items.append(HistoryItem(mid, role, content, tokens))
+                newer = items[-1].role if items else ("user" if before_user else None)
+                if role == "user" and newer == "user":
+                    if counter.name not in self._no_reply:
+                        self._no_reply[counter.name] = counter.count(NO_REPLY)
+                    note = HistoryItem(mid, "assistant", NO_REPLY, self._no_reply[counter.name], synthetic=True)
+                    items.append(note)
+                    spent += note.tokens + PER_MESSAGE
+                items.append(HistoryItem(mid, role, content, tokens, author))
                 spent += tokens + PER_MESSAGE
                 if spent > max_tokens:
                     break

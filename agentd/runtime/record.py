@@ -10,7 +10,7 @@ versioned :class:`ContextRecord`: written here and read back here (by
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -95,6 +95,8 @@ class ContextRecord:
     profile: tuple[ProfileMemory, ...] = ()
     #: Earlier exchanges recalled by meaning (``[episodes]``).
     episodes: tuple[RecalledMemory, ...] = ()
+    #: The channel's visibility, which user memories it allowed and those it did not (``ineligible``).
+    privacy: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The stored form."""
@@ -124,6 +126,7 @@ class ContextRecord:
             version=int(data.get("version", 1)),
             profile=tuple(ProfileMemory(**m) for m in data.get("profile", ())),
             episodes=tuple(RecalledMemory(**m) for m in data.get("episodes", ())),
+            privacy=dict(data.get("privacy") or {}),
         )
 
 
@@ -156,11 +159,18 @@ class TurnWriter:
         reply_to: int | None = None,
         options: Mapping[str, Any] | None = None,
         at: datetime | None = None,
+        visibility: str | None = None,
     ) -> Message:
         """Store a user message (``pending``) with its token count; durable when this returns.
-        ``at``: when it was said (a replayed conversation), default now."""
+
+        ``at``: when it was said (a replayed conversation), default now. ``visibility``
+        (``direct`` | ``shared``) is declared for the channel with the message unless the
+        channel has one already (the first declaration stands).
+        """
         tokens, counter = self._builder.count_message(persona, text)
         with self._store.write() as conn:
+            if visibility is not None:
+                self._store.messages.declare(conn, channel, visibility, author if visibility == "direct" else None)
             return self._store.messages.add(
                 conn,
                 channel=channel,

@@ -164,8 +164,14 @@ class Responder:
                 turn.draft.append(text)
                 turn.sink(TokenDelta(text=text))
 
+            shared = prepared.visibility is not None and not prepared.visibility.private_to(turn.user)
             caller = Caller(
-                self._persona.name, self._channel, turn.user, turn.message_id, chain or (self._persona.name,)
+                self._persona.name,
+                self._channel,
+                turn.user,
+                turn.message_id,
+                chain or (self._persona.name,),
+                shared_channel=self._channel if shared else None,
             )
             while True:
                 offer = tools if rounds < cfg.runtime.max_tool_rounds else []
@@ -200,6 +206,7 @@ class Responder:
                 rounds=rounds,
                 profile=profile_memories(ctx),
                 episodes=recalled_episodes(ctx),
+                privacy=_privacy_note(prepared, turn.user),
             )
             if not turn.draft.finish(TurnState.ANSWERED):
                 return Outcome(None, turn.draft.text(), False, prepared)  # shutdown stored it as interrupted
@@ -321,6 +328,22 @@ def _still_pending(why: str, exc: StoreError) -> str:
         f"{why}; its outcome could not be stored either ({exc.message}): the message stays pending "
         "and is answered again after the daemon restarts"
     )
+
+
+def _privacy_note(prepared: PreparedTurn, user: str | None) -> dict[str, Any]:
+    """What the context record keeps of the channel's visibility and the user memories it ruled out."""
+    seen = prepared.visibility
+    if seen is None:
+        return {}
+    if seen.private_to(user):
+        rule = f"direct channel of {user}: all of {user}'s user memories are eligible"
+    else:
+        rule = f"shared channel: {user}'s user memories are eligible only if learned in #{seen.channel}"
+    return {
+        **seen.as_json(),
+        "rule": rule,
+        "ineligible": [i.as_json() for i in prepared.retrieval.ineligible],
+    }
 
 
 def _snippet(hit: Any) -> MemorySnippet:

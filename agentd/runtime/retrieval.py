@@ -12,6 +12,7 @@ import structlog
 from agentd._exceptions import AgentdError
 from agentd.memory import MemoryHit, MemoryService
 from agentd.memory.episodes import Episodes
+from agentd.memory.service import Ineligible
 from agentd.runtime.events import RecallStatus
 from agentd.scopes import Reach
 
@@ -36,6 +37,8 @@ class Retrieval:
     near_misses: tuple[MemoryHit, ...] = ()
     #: Earlier exchanges recalled by meaning (:mod:`agentd.memory.episodes`), best first.
     episodes: tuple[MemoryHit, ...] = ()
+    #: Memories found but not eligible in this channel (``agentd inspect`` says why).
+    ineligible: tuple[Ineligible, ...] = ()
 
 
 class Retriever:
@@ -77,7 +80,7 @@ class Retriever:
                 start = time.perf_counter()
             episodes = self._episodes if episode_limit > 0 else None
             future = self._pool.submit(_search, memory, query, reach, limit, episodes, episode_limit)
-            hits, near, found = future.result(timeout=self._timeout)
+            hits, near, found, ineligible = future.result(timeout=self._timeout)
         except FutureTimeout:
             future.cancel()
             elapsed = (time.perf_counter() - start) * 1000
@@ -92,7 +95,15 @@ class Retriever:
             log.exception("retrieval_failed", error=repr(exc), persona=reach.persona)
             return Retrieval((), RecallStatus.ERROR, elapsed, query, f"{type(exc).__name__}: {exc}")
         elapsed = (time.perf_counter() - start) * 1000
-        return Retrieval(tuple(hits), RecallStatus.OK, elapsed, query, near_misses=tuple(near), episodes=tuple(found))
+        return Retrieval(
+            tuple(hits),
+            RecallStatus.OK,
+            elapsed,
+            query,
+            near_misses=tuple(near),
+            episodes=tuple(found),
+            ineligible=tuple(ineligible),
+        )
 
 
 def _search(
@@ -102,14 +113,16 @@ def _search(
     limit: int,
     episodes: Episodes | None = None,
     episode_limit: int = 0,
-) -> tuple[list[MemoryHit], list[MemoryHit], list[MemoryHit]]:
-    """The hits above the threshold, up to :data:`NEAR_MISSES` just below it, and the episodes.
+) -> tuple[list[MemoryHit], list[MemoryHit], list[MemoryHit], list[Ineligible]]:
+    """The hits above the threshold, up to :data:`NEAR_MISSES` just below it, the episodes, and
+    what was not eligible in this channel.
 
     The query is embedded once; the other searches (same vector: a lower floor, the
     episodes scopes) only read the indexes again, and never change which memories are hits.
     """
     vector = memory.embed_query(query)
-    hits = list(memory.search(query, reach, limit, vector=vector))
+    ineligible: list[Ineligible] = []
+    hits = list(memory.search(query, reach, limit, vector=vector, excluded=ineligible))
     found: list[MemoryHit] = []
     if episodes is not None:
         try:
@@ -119,6 +132,6 @@ def _search(
     threshold = memory.config.min_score
     floor = max(0.0, threshold - NEAR_MISS_MARGIN)
     if floor >= threshold:
-        return hits, [], found
+        return hits, [], found, ineligible
     wider = memory.search(query, reach, limit + NEAR_MISSES, min_relevance=floor, vector=vector)
-    return hits, [h for h in wider if h.relevance < threshold][:NEAR_MISSES], found
+    return hits, [h for h in wider if h.relevance < threshold][:NEAR_MISSES], found, ineligible

@@ -39,7 +39,8 @@ from agentd.runtime.record import TurnWriter
 from agentd.runtime.respond import Responder
 from agentd.runtime.supervisor import Supervisor
 from agentd.runtime.turn import PreparedTurn, TurnPreparer
-from agentd.scopes import check_identifier
+from agentd.runtime.visibility import VISIBILITIES
+from agentd.scopes import DELEGATION_MARK, check_identifier
 from agentd.skills import Caller
 
 if TYPE_CHECKING:
@@ -115,12 +116,16 @@ class Runtime:
         source: str = "chat",
         disable_tools: bool = False,
         at: datetime | None = None,
+        visibility: str | None = None,
     ) -> Accepted:
         """Validate and store a user message, then hand it to its actor.
 
         ``disable_tools``: the persona's skills are not offered to the model for this turn.
         ``at``: when the message was said (a conversation replayed with its times; UTC-aware),
         default now.
+        ``visibility``: what the caller says of the channel (``direct``: only this user
+        and the persona read it; ``shared``); config's ``[channels.NAME] visibility``
+        wins, and the first declaration of a channel stands.
         """
         if not self._accepting:
             raise ShuttingDown("agentd is shutting down and accepts no new messages")
@@ -133,6 +138,9 @@ class Runtime:
             raise InvalidInput("message", f"is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}")
         if at is not None and at.tzinfo is None:
             raise InvalidInput("at", "must be a timezone-aware time")
+        if visibility is not None and visibility not in VISIBILITIES:
+            raise InvalidInput("visibility", f"must be one of {', '.join(VISIBILITIES)}")
+        declared = self._config.channel_visibility(channel) or visibility
         # Store and dispatch under one lock: concurrent submits reach the actors in id order,
         # so a channel's messages are answered in the order they were stored.
         # Several daemons: no sweep of the pending messages runs between storing and routing.
@@ -146,6 +154,7 @@ class Runtime:
                 source=source,
                 options=_options(disable_memory, disable_tools),
                 at=at,
+                visibility=declared if DELEGATION_MARK not in channel else None,
             )
             assert stored.request_id is not None
             turn = Turn(
@@ -175,11 +184,19 @@ class Runtime:
         disable_memory: bool = False,
         timeout: float = 300.0,
         disable_tools: bool = False,
+        visibility: str | None = None,
     ) -> Iterator[Event]:
         """Submit and yield the turn's events until ``Done`` or ``Error``."""
         events: queue.Queue[Event] = queue.Queue()
         self.submit(
-            persona, channel, user, text, disable_memory=disable_memory, sink=events.put, disable_tools=disable_tools
+            persona,
+            channel,
+            user,
+            text,
+            disable_memory=disable_memory,
+            sink=events.put,
+            disable_tools=disable_tools,
+            visibility=visibility,
         )
         while True:
             try:

@@ -36,9 +36,10 @@ from agentd.prompt.builder import ContextBuilder
 from agentd.prompt.user_history import HistoryRecall, UserHistory, normalise, seeded_query
 from agentd.runtime.events import RecallStatus
 from agentd.runtime.retrieval import Retrieval, Retriever
-from agentd.scopes import Reach
+from agentd.runtime.visibility import ChannelVisibility, resolve
 from agentd.skills import DelegateRunner, SkillRegistry, build_registry
 from agentd.store import Store
+from agentd.store.memories import Memory
 
 #: How many of the user's messages since the last reply make up the retrieval query.
 TRIGGER_MESSAGES = 3
@@ -56,6 +57,8 @@ class PreparedTurn:
     retrieval: Retrieval
     registry: SkillRegistry
     context: AssembledContext
+    #: Who reads the channel, which decides which user memories may be used.
+    visibility: ChannelVisibility | None = None
 
 
 class TurnPreparer:
@@ -135,9 +138,11 @@ class TurnPreparer:
             recalled = self._history.recall(channel, user, query, message_id, in_prompt)
             history_status = RecallStatus.OK
             query = seeded_query(query, recalled, cfg.history.seed_sparse_below)
+        visibility = resolve(cfg, self._store, channel)
+        reach = visibility.reach(persona.name, channel, user)
         retrieval = self._retriever.recall(
             query,
-            Reach(persona.name, channel, user),
+            reach,
             memory_limit or cfg.memory.top_k,
             enabled=recall_on,
             # Some found may be in the recent history and left out: ask for a few more.
@@ -146,7 +151,9 @@ class TurnPreparer:
         episodes = _not_in_history(retrieval.episodes, channel, in_prompt)[:episode_limit]
         # The user's profile ([memory] profile_tokens), given whatever the message; memory too, so
         # opting out leaves it out. It needs no embedder.
-        profile = self._profiles.profile(persona.name, user) if recall_on and self._profiles is not None else ()
+        profile: tuple[Memory, ...] = ()
+        if recall_on and self._profiles is not None:
+            profile = tuple(self._profiles.eligible(reach, self._profiles.profile(persona.name, user)))
         registry = build_registry(persona, self._memory, self._personas, self._delegate)
         context = self._builder.build(
             persona,
@@ -159,8 +166,10 @@ class TurnPreparer:
             memory_budget=memory_budget,
             profile=profile,
             episodes=episodes,
+            # In a channel others read, the model is told who said what (when several speak).
+            speaker=user if user is not None and not visibility.private_to(user) else None,
         )
-        return PreparedTurn(query, recalled, history_status, retrieval, registry, context)
+        return PreparedTurn(query, recalled, history_status, retrieval, registry, context, visibility)
 
     def query(self, channel: str, user: str | None, text: str | None, before_id: int | None) -> str:
         """The retrieval query: ``user``'s burst of messages since the last reply, then ``text``.

@@ -114,7 +114,10 @@ class RecallSkill:
         threshold = self._memory.config.recall_min_score or 0.0
         try:
             hits = self._memory.search(
-                query, Reach(ctx.persona, ctx.channel, ctx.user), limit=limit, min_relevance=threshold
+                query,
+                Reach(ctx.persona, ctx.channel, ctx.user, shared_channel=ctx.shared_channel),
+                limit=limit,
+                min_relevance=threshold,
             )
         except EmbedderNotConfigured as exc:
             raise SkillExecutionFailed(str(exc)) from exc

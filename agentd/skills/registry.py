@@ -24,6 +24,8 @@ class Caller:
     message_id: int | None = None
     #: Personas on the delegation path so far (for depth and cycle checks).
     chain: tuple[str, ...] = ()
+    #: Set when others read the channel: the user's memories learned elsewhere stay out.
+    shared_channel: str | None = None
 
 
 @dataclass(frozen=True)

@@ -50,12 +50,14 @@ class Store:
         self.memories = MemoryRepo(self.vectors, self.words)
         from agentd.store.contexts import ContextRepo
         from agentd.store.jobs import CursorRepo, MemoryHistoryRepo
+        from agentd.store.keys import KeyRepo
         from agentd.store.messages import MessageRepo
 
         self.messages = MessageRepo()
         self.contexts = ContextRepo()
         self.cursors = CursorRepo()
         self.memory_history = MemoryHistoryRepo()
+        self.keys = KeyRepo()
 
     @classmethod
     def open(cls, url: str, busy_timeout_ms: int = 5000, dimension: int = 384) -> Store:

@@ -22,6 +22,7 @@ from agentd._exceptions import StoreError
 from agentd.store import Store
 from agentd.store.lexical import context_of
 from agentd.store.schema import (
+    ApiKeyRow,
     ChannelRow,
     ContextRecordRow,
     JobCursorRow,
@@ -43,10 +44,11 @@ TABLES: tuple[tuple[sa.Table, str | None], ...] = tuple(
         (ContextRecordRow, "id"),
         (JobCursorRow, None),
         (MemoryHistoryRow, "id"),
+        (ApiKeyRow, "id"),
     )
 )
 #: Tables whose ids come from a sequence on PostgreSQL (moved past the copied ids).
-_SEQUENCED = ("messages", "memories", "context_records", "memory_history")
+_SEQUENCED = ("messages", "memories", "context_records", "memory_history", "api_keys")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from agentd.scopes import Scope
 from agentd.store.indexes import TextIndex, VectorIndex, VectorRow, WordsRow
 from agentd.store.lexical import context_of
-from agentd.store.schema import MemoryRow, inserted_id, table, utcnow
+from agentd.store.schema import MemoryRow, MessageRow, inserted_id, table, utcnow
 
 _T = table(MemoryRow)
 #: How every episodes scope starts (``episodes:channel:NAME``, ``episodes:user:ID``).
@@ -148,6 +148,20 @@ class MemoryRepo:
             for row in conn.execute(sa.select(_T).where(_T.c.id.in_(chunk))):
                 mem = _memory(row)
                 found[mem.id] = mem
+        return found
+
+    def learned_in(self, conn: sa.Connection, ids: Sequence[int]) -> dict[int, str | None]:
+        """The channel each memory of ``ids`` was learned in (its source message's; ``None``: unknown)."""
+        messages = table(MessageRow)
+        found: dict[int, str | None] = {int(i): None for i in ids}
+        for start in range(0, len(ids), 500):
+            chunk = [int(i) for i in ids[start : start + 500]]
+            query = (
+                sa.select(_T.c.id, messages.c.channel)
+                .join(messages, messages.c.id == _T.c.source_message_id)
+                .where(_T.c.id.in_(chunk))
+            )
+            found.update((mid, channel) for mid, channel in conn.execute(query))
         return found
 
     def created_at(self, conn: sa.Connection, ids: Sequence[int]) -> dict[int, datetime]:

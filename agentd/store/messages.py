@@ -87,6 +87,21 @@ class MessageRepo:
         insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
         conn.execute(insert(_C).values(name=name, created_at=utcnow()).on_conflict_do_nothing())
 
+    def declare(self, conn: sa.Connection, name: str, visibility: str, owner: str | None) -> None:
+        """Record a channel's visibility (and the user of a direct one) unless one was declared already.
+
+        The first declaration stands: a later post cannot turn a shared channel direct.
+        """
+        self.ensure_channel(conn, name)
+        conn.execute(
+            sa.update(_C).where(_C.c.name == name, _C.c.visibility.is_(None)).values(visibility=visibility, owner=owner)
+        )
+
+    def visibility(self, conn: sa.Connection, name: str) -> tuple[str | None, str | None]:
+        """``(visibility, owner)`` as declared (``(None, None)``: never declared, or no such channel)."""
+        row = conn.execute(sa.select(_C.c.visibility, _C.c.owner).where(_C.c.name == name)).first()
+        return (None, None) if row is None else (row.visibility, row.owner)
+
     def add(
         self,
         conn: sa.Connection,
@@ -190,18 +205,18 @@ class MessageRepo:
 
     def history_page(
         self, conn: sa.Connection, channel: str, before_id: int | None, limit: int
-    ) -> list[tuple[int, str, str, int | None, str | None]]:
-        """``(id, role, content, token_count, token_counter)`` of up to ``limit`` conversation
+    ) -> list[tuple[int, str, str, int | None, str | None, str]]:
+        """``(id, role, content, token_count, token_counter, author)`` of up to ``limit`` conversation
         messages before ``before_id``, newest first (the assembler's hot path: plain tuples)."""
         rows = conn.exec_driver_sql(
             driver_sql(
                 conn,
-                "SELECT id, role, content, token_count, token_counter FROM messages "
+                "SELECT id, role, content, token_count, token_counter, author FROM messages "
                 "WHERE channel = ? AND role IN ('user', 'assistant') AND id < ? ORDER BY id DESC LIMIT ?",
             ),
             (channel, before_id if before_id is not None else 2**62, limit),
         ).fetchall()
-        return [(int(r[0]), str(r[1]), str(r[2]), r[3], r[4]) for r in rows]
+        return [(int(r[0]), str(r[1]), str(r[2]), r[3], r[4], str(r[5])) for r in rows]
 
     def after(self, conn: sa.Connection, channel: str, after_id: int, limit: int = 100) -> list[Message]:
         """Messages of ``channel`` with id > ``after_id``, oldest first."""

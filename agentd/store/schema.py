@@ -64,6 +64,10 @@ class ChannelRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     #: User and assistant messages in the channel, kept by MessageRepo.add (O(1) counts).
     message_count: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
+    #: ``direct`` | ``shared`` as the first post that said so declared it (NULL: never declared).
+    visibility: Mapped[str | None] = mapped_column(sa.String(16))
+    #: The user of a direct channel.
+    owner: Mapped[str | None] = mapped_column(sa.String(128))
 
 
 class MessageRow(Base):
@@ -172,3 +176,19 @@ class MemoryHistoryRow(Base):
     reason: Mapped[str] = mapped_column(sa.Text, nullable=False)
     source_message_id: Mapped[int | None] = mapped_column(sa.BigInteger().with_variant(sa.Integer, "sqlite"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+
+
+class ApiKeyRow(Base):
+    """An API key made with ``agentd keys create``: its role, its channels and the sha256 of its token."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(sa.String(128), nullable=False)
+    #: ``admin`` | ``adapter`` | ``service``.
+    role: Mapped[str] = mapped_column(sa.String(16), nullable=False)
+    #: Channel globs an adapter key may use (a JSON list; empty for other roles).
+    channels: Mapped[list[str]] = mapped_column(sa.JSON, nullable=False)
+    token_hash: Mapped[str] = mapped_column(sa.String(64), nullable=False, unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -153,7 +153,11 @@ async function send(text) {
   let response;
   for (;;) {
     response = await fetch("/v1/chat", {
-      method: "POST", headers: headers(), body: JSON.stringify({ persona, channel, user, message: text }),
+      // dm-<user> is the user's own channel (as on the OpenAI endpoint); any other is shared
+      // unless its first message, or the config, said otherwise.
+      method: "POST", headers: headers(), body: JSON.stringify({
+        persona, channel, user, message: text, ...(channel === `dm-${user}` ? { visibility: "direct" } : {}),
+      }),
     });
     if (response.status !== 401) break;
     await askKey();

@@ -1,0 +1,141 @@
+"""API keys with roles: made with ``agentd keys create``, stored hashed, checked in constant time.
+
+A key is a random token (``agentd_`` + 43 URL-safe characters, 256 bits); the store
+keeps only its sha256, so a copy of the database gives no key. Roles:
+
+* ``admin``: everything (the config's ``[daemon] api_key`` is an admin key).
+* ``adapter``: post to, read and follow the channels its globs match, and chat as
+  any user there; no memory administration.
+* ``service``: ``/v1/memory/search`` and ``/v1/memory/context`` for any user, read-only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from fnmatch import fnmatchcase
+
+from agentd._exceptions import InvalidInput, NotFound
+from agentd.store import Store
+from agentd.store.keys import StoredKey
+
+#: What every token starts with (so a leaked one is recognisable in logs and scanners).
+TOKEN_PREFIX = "agentd_"
+#: The longest token worth hashing (anything longer is no key of ours).
+MAX_TOKEN = 256
+
+
+class Role(StrEnum):
+    """What a key may do."""
+
+    ADMIN = "admin"
+    ADAPTER = "adapter"
+    SERVICE = "service"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: a key's role, name and channel globs."""
+
+    role: Role
+    name: str
+    channels: tuple[str, ...] = ()
+    key_id: int | None = None
+
+    def may_use_channel(self, channel: str) -> bool:
+        """True when this caller may post to, read and follow ``channel``."""
+        if self.role is Role.ADMIN:
+            return True
+        if self.role is Role.ADAPTER:
+            return any(fnmatchcase(channel, glob) for glob in self.channels)
+        return False
+
+
+#: Who calls a daemon that needs no key (loopback, no key configured or created).
+LOCAL_ADMIN = Principal(Role.ADMIN, "local")
+
+
+def token_hash(token: str) -> str:
+    """The sha256 (hex) of a token: what the store keeps."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> str:
+    """A fresh, high-entropy token."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True)
+class CreatedKey:
+    """A key just made: its token (shown once) and its stored row."""
+
+    token: str
+    key: StoredKey
+
+
+class KeyBook:
+    """The keys a daemon accepts: the config's admin key and the stored ones."""
+
+    def __init__(self, store: Store, config_key: str = "") -> None:
+        self._store = store
+        self._config_key = config_key.encode()
+
+    def create(self, role: str, name: str | None = None, channels: Sequence[str] = ()) -> CreatedKey:
+        """Make a key; only its hash is stored."""
+        try:
+            parsed = Role(role)
+        except ValueError:
+            raise InvalidInput("role", f"must be one of {', '.join(r.value for r in Role)}") from None
+        globs = [c.strip() for c in channels if c.strip()]
+        if parsed is Role.ADAPTER and not globs:
+            raise InvalidInput("channels", "an adapter key needs at least one channel glob (--channels 'irc-*')")
+        if parsed is not Role.ADAPTER and globs:
+            raise InvalidInput("channels", "only adapter keys are limited to channels")
+        token = new_token()
+        label = name or f"{parsed.value}-{secrets.token_hex(3)}"
+        if not 0 < len(label) <= 128:
+            raise InvalidInput("name", "must be 1-128 characters")
+        with self._store.write() as conn:
+            key = self._store.keys.add(conn, label, parsed.value, globs, token_hash(token))
+        return CreatedKey(token, key)
+
+    def list(self) -> list[StoredKey]:
+        """Every stored key, revoked ones included."""
+        with self._store.read() as conn:
+            return self._store.keys.all(conn)
+
+    def revoke(self, ident: str) -> StoredKey:
+        """Revoke the key with id or name ``ident`` (a name must name one key)."""
+        with self._store.write() as conn:
+            found = [k for k in self._store.keys.find(conn, ident) if k.revoked_at is None]
+            if not found:
+                raise NotFound("key", ident, "see agentd keys list")
+            if len(found) > 1:
+                raise InvalidInput("key", f"{len(found)} active keys are named {ident!r}: give the id")
+            self._store.keys.revoke(conn, found[0].id)
+        return found[0]
+
+    def required(self) -> bool:
+        """True when callers must send a key (one is configured or an active one is stored)."""
+        if self._config_key:
+            return True
+        with self._store.read() as conn:
+            return self._store.keys.active(conn) > 0
+
+    def authenticate(self, token: str) -> Principal | None:
+        """The caller a token identifies (``None``: no such key, or revoked). Blocking: one read."""
+        if not token or len(token) > MAX_TOKEN:
+            return None
+        if self._config_key and hmac.compare_digest(token.encode(), self._config_key):
+            return Principal(Role.ADMIN, "config")
+        digest = token_hash(token)
+        with self._store.read() as conn:
+            key = self._store.keys.by_hash(conn, digest)
+        # Found by an index on the hash; compared once more in constant time.
+        if key is None or key.revoked_at is not None or not hmac.compare_digest(key.token_hash, digest):
+            return None
+        return Principal(Role(key.role), key.name, key.channels, key.id)
