@@ -167,6 +167,7 @@ class Responder:
             caller = Caller(
                 self._persona.name, self._channel, turn.user, turn.message_id, chain or (self._persona.name,)
             )
+            model_started = time.perf_counter()
             while True:
                 offer = tools if rounds < cfg.runtime.max_tool_rounds else []
                 result = self._llm.stream(settings, messages, offer, on_text, should_stop=turn.draft.cancel.is_set)
@@ -181,6 +182,7 @@ class Responder:
                 messages.append(_assistant_with_calls(result.text, result.tool_calls))
                 for call in result.tool_calls:
                     messages.append(self._run_tool(call, prepared.registry, caller, turn, tool_log))
+            model_ms = (time.perf_counter() - model_started) * 1000
             record = ContextRecord(
                 request_id=turn.request_id,
                 retrieval=RetrievalInfo(
@@ -205,6 +207,7 @@ class Responder:
                 return Outcome(None, turn.draft.text(), False, prepared)  # shutdown stored it as interrupted
             text = turn.draft.text()
             summary = next((m.content for m in ctx.messages if m.source == "user_history"), None)
+            store_started = time.perf_counter()
             try:
                 reply_id = self._writer.answered(
                     self._persona, self._channel, turn.message_id, Reply(text, record, summary)
@@ -217,6 +220,7 @@ class Responder:
                 return Outcome(None, text, False, prepared)
             except StoreError as exc:
                 return self._unstored(turn, exc, log, prepared)
+            store_ms = (time.perf_counter() - store_started) * 1000
             turn.sink(Done(reply_id, turn.message_id, usage.as_json(), ctx.budget.as_json(), text))
             log.info(
                 "turn",
@@ -225,6 +229,10 @@ class Responder:
                 memories=len(ctx.memories),
                 retrieval=retrieval.status,
                 retrieval_ms=round(retrieval.elapsed_ms, 1),
+                history_ms=round(prepared.stages.history_ms, 1),
+                assemble_ms=round(prepared.stages.assemble_ms, 1),
+                model_ms=round(model_ms, 1),
+                store_ms=round(store_ms, 1),
                 prompt_tokens=ctx.budget.total_tokens,
                 history_messages=ctx.budget.history_messages,
                 rounds=rounds,

@@ -23,8 +23,9 @@ earlier exchanges; ``[history] enabled = false`` turns off earlier exchanges alo
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agentd.app import App
 from agentd.config import Config
@@ -47,6 +48,18 @@ PREVIEW_LOOKBACK = 50
 
 
 @dataclass(frozen=True)
+class StageTimes:
+    """Milliseconds each stage of preparing a turn took (the ``turn`` log line carries them)."""
+
+    #: Reading the query's burst and recalling the user's earlier exchanges.
+    history_ms: float = 0.0
+    #: Automatic retrieval (embedding the query and searching), as the caller waited for it.
+    retrieval_ms: float = 0.0
+    #: The profile, the tools and assembling the prompt under the window.
+    assemble_ms: float = 0.0
+
+
+@dataclass(frozen=True)
 class PreparedTurn:
     """A turn ready for the model: its query, what was recalled, its tools, and the prompt."""
 
@@ -56,6 +69,7 @@ class PreparedTurn:
     retrieval: Retrieval
     registry: SkillRegistry
     context: AssembledContext
+    stages: StageTimes = field(default_factory=StageTimes)
 
 
 class TurnPreparer:
@@ -122,6 +136,7 @@ class TurnPreparer:
         even the system prompt and the message do not fit.
         """
         cfg = self._config
+        started = time.perf_counter()
         query = self.query(channel, user, text, message_id)
         recall_on = cfg.memory.auto_retrieve and not disable_memory
         recalled = HistoryRecall()
@@ -135,6 +150,7 @@ class TurnPreparer:
             recalled = self._history.recall(channel, user, query, message_id, in_prompt)
             history_status = RecallStatus.OK
             query = seeded_query(query, recalled, cfg.history.seed_sparse_below)
+        recalled_at = time.perf_counter()
         retrieval = self._retriever.recall(
             query,
             Reach(persona.name, channel, user),
@@ -143,6 +159,7 @@ class TurnPreparer:
             # Some found may be in the recent history and left out: ask for a few more.
             episode_limit=episode_limit * 2,
         )
+        retrieved_at = time.perf_counter()
         episodes = _not_in_history(retrieval.episodes, channel, in_prompt)[:episode_limit]
         # The user's profile ([memory] profile_tokens), given whatever the message; memory too, so
         # opting out leaves it out. It needs no embedder.
@@ -160,7 +177,12 @@ class TurnPreparer:
             profile=profile,
             episodes=episodes,
         )
-        return PreparedTurn(query, recalled, history_status, retrieval, registry, context)
+        stages = StageTimes(
+            (recalled_at - started) * 1000,
+            (retrieved_at - recalled_at) * 1000,
+            (time.perf_counter() - retrieved_at) * 1000,
+        )
+        return PreparedTurn(query, recalled, history_status, retrieval, registry, context, stages)
 
     def query(self, channel: str, user: str | None, text: str | None, before_id: int | None) -> str:
         """The retrieval query: ``user``'s burst of messages since the last reply, then ``text``.
