@@ -9,7 +9,7 @@ versioned :class:`ContextRecord`: written here and read back here (by
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -128,6 +128,24 @@ class ContextRecord:
 
 
 @dataclass(frozen=True)
+class Incoming:
+    """A user message to accept (:meth:`TurnWriter.incoming`), its tokens already counted."""
+
+    persona: str
+    channel: str
+    author: str
+    text: str
+    request_id: str
+    source: str
+    reply_to: int | None
+    options: Mapping[str, Any] | None
+    tokens: int
+    counter: str
+    #: When it was said (a replayed conversation); ``None``: now.
+    at: datetime | None = None
+
+
+@dataclass(frozen=True)
 class Reply:
     """A finished reply to store."""
 
@@ -144,6 +162,25 @@ class TurnWriter:
         self._store = store
         self._builder = builder
 
+    def incoming(
+        self,
+        persona: Persona,
+        channel: str,
+        author: str,
+        text: str,
+        *,
+        request_id: str,
+        source: str,
+        reply_to: int | None = None,
+        options: Mapping[str, Any] | None = None,
+        at: datetime | None = None,
+    ) -> Incoming:
+        """A user message ready to store, its tokens counted (no store access: callers do this in parallel)."""
+        tokens, counter = self._builder.count_message(persona, text)
+        return Incoming(
+            persona.name, channel, author, text, request_id, source, reply_to, options, tokens, counter, at
+        )
+
     def accept(
         self,
         persona: Persona,
@@ -159,24 +196,42 @@ class TurnWriter:
     ) -> Message:
         """Store a user message (``pending``) with its token count; durable when this returns.
         ``at``: when it was said (a replayed conversation), default now."""
-        tokens, counter = self._builder.count_message(persona, text)
+        item = self.incoming(
+            persona,
+            channel,
+            author,
+            text,
+            request_id=request_id,
+            source=source,
+            reply_to=reply_to,
+            options=options,
+            at=at,
+        )
+        return self.accept_many([item])[0]
+
+    def accept_many(self, items: Sequence[Incoming]) -> list[Message]:
+        """Store user messages (``pending``) in one transaction, ids in the order given; durable
+        when this returns (all of them, or none: a failure raises)."""
         with self._store.write() as conn:
-            return self._store.messages.add(
-                conn,
-                channel=channel,
-                role="user",
-                author=author,
-                persona=persona.name,
-                content=text,
-                status="pending",
-                source=source,
-                request_id=request_id,
-                reply_to=reply_to,
-                token_count=tokens,
-                token_counter=counter,
-                options=options,
-                created_at=at,
-            )
+            return [
+                self._store.messages.add(
+                    conn,
+                    channel=item.channel,
+                    role="user",
+                    author=item.author,
+                    persona=item.persona,
+                    content=item.text,
+                    status="pending",
+                    source=item.source,
+                    request_id=item.request_id,
+                    reply_to=item.reply_to,
+                    token_count=item.tokens,
+                    token_counter=item.counter,
+                    options=item.options,
+                    created_at=item.at,
+                )
+                for item in items
+            ]
 
     def answered(self, persona: Persona, channel: str, user_message_id: int, reply: Reply) -> int:
         """Store the reply, its context record and the user message's new status, in one transaction."""

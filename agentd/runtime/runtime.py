@@ -20,6 +20,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from agentd.llm.chat import ChatModel
 from agentd.personas import Persona
 from agentd.runtime.actor import PersonaActor
 from agentd.runtime.events import Done, Error, Event, MemoryContext
+from agentd.runtime.intake import GroupCommit
 from agentd.runtime.learning import Learning
 from agentd.runtime.messages import ActorKey, Dispatch, Draft, Health, Sink, Turn, TurnState, resumed_turn
 from agentd.runtime.record import TurnWriter
@@ -41,6 +43,7 @@ from agentd.runtime.supervisor import Supervisor
 from agentd.runtime.turn import PreparedTurn, TurnPreparer
 from agentd.scopes import check_identifier
 from agentd.skills import Caller
+from agentd.store.messages import Message
 
 if TYPE_CHECKING:
     from agentd.runtime.cluster import Cluster
@@ -83,7 +86,9 @@ class Runtime:
         self._accepting = True
         self._inflight: dict[str, Turn] = {}
         self._changed = threading.Condition()
-        self._submit_lock = threading.Lock()
+        self._intake: GroupCommit[_Delivery] = GroupCommit(
+            self._writer.accept_many, self._dispatch_stored, guard=self._serial
+        )
         self._subagents: dict[int, Turn] = {}
         self._supervisor = Supervisor.start(self._spawn, app.config.runtime, self._unanswerable)
         self._cluster: Cluster | None = None
@@ -133,36 +138,21 @@ class Runtime:
             raise InvalidInput("message", f"is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}")
         if at is not None and at.tzinfo is None:
             raise InvalidInput("at", "must be a timezone-aware time")
-        # Store and dispatch under one lock: concurrent submits reach the actors in id order,
-        # so a channel's messages are answered in the order they were stored.
-        # Several daemons: no sweep of the pending messages runs between storing and routing.
-        with self._submit_lock, self._cluster.serial if self._cluster is not None else contextlib.nullcontext():
-            stored = self._writer.accept(
-                p,
-                channel,
-                user,
-                text,
-                request_id=uuid.uuid4().hex,
-                source=source,
-                options=_options(disable_memory, disable_tools),
-                at=at,
-            )
-            assert stored.request_id is not None
-            turn = Turn(
-                stored.request_id,
-                p.name,
-                channel,
-                user,
-                stored.id,
-                text,
-                sink or _discard,
-                disable_memory,
-                disable_tools=disable_tools,
-            )
-            if self._cluster is not None:
-                self._cluster.route(turn)  # here, or by the daemon that owns the channel
-            else:
-                self._dispatch(turn)
+        # Stored together with concurrent submits (group commit), then dispatched in id order:
+        # a channel's messages are answered in the order they were stored. Several daemons:
+        # no sweep of the pending messages runs between storing and routing (the intake's guard).
+        item = self._writer.incoming(
+            p,
+            channel,
+            user,
+            text,
+            request_id=uuid.uuid4().hex,
+            source=source,
+            options=_options(disable_memory, disable_tools),
+            at=at,
+        )
+        stored = self._intake.submit(item, _Delivery(sink or _discard, disable_memory, disable_tools))
+        assert stored.request_id is not None
         return Accepted(stored.id, stored.request_id, p.name, channel)
 
     def chat(
@@ -357,6 +347,30 @@ class Runtime:
         persona = self._app.personas[key[0]]
         return PersonaActor.start(key, self._responder(persona, key[1]), supervisor, generation)
 
+    def _serial(self) -> AbstractContextManager[Any]:
+        """Held while a batch of submitted messages is stored and routed (several daemons: no
+        sweep of the pending messages runs in between)."""
+        return self._cluster.serial if self._cluster is not None else contextlib.nullcontext()
+
+    def _dispatch_stored(self, stored: Message, delivery: _Delivery) -> None:
+        """A submitted message is stored: send it to its actor (called in id order)."""
+        assert stored.request_id is not None and stored.persona is not None
+        turn = Turn(
+            stored.request_id,
+            stored.persona,
+            stored.channel,
+            stored.author,
+            stored.id,
+            stored.content,
+            delivery.sink,
+            delivery.disable_memory,
+            disable_tools=delivery.disable_tools,
+        )
+        if self._cluster is not None:
+            self._cluster.route(turn)  # here, or by the daemon that owns the channel
+        else:
+            self._dispatch(turn)
+
     def _dispatch(self, turn: Turn) -> None:
         """Track the turn and send it; its events fan out to the sink and the listeners."""
         tracked = Turn(
@@ -430,6 +444,15 @@ class Runtime:
         else:
             code, why = ErrorCode.SHUTTING_DOWN, "agentd stopped first; the message is kept and answered after restart"
         turn.sink(Error(code, why, turn.message_id, reply_id))
+
+
+@dataclass(frozen=True)
+class _Delivery:
+    """How a submitted message's turn is run, once the message is stored."""
+
+    sink: Sink
+    disable_memory: bool
+    disable_tools: bool
 
 
 def _discard(_event: Event) -> None:
