@@ -177,9 +177,7 @@ class TurnWriter:
     ) -> Incoming:
         """A user message ready to store, its tokens counted (no store access: callers do this in parallel)."""
         tokens, counter = self._builder.count_message(persona, text)
-        return Incoming(
-            persona.name, channel, author, text, request_id, source, reply_to, options, tokens, counter, at
-        )
+        return Incoming(persona.name, channel, author, text, request_id, source, reply_to, options, tokens, counter, at)
 
     def accept(
         self,
