@@ -22,6 +22,8 @@ from agentd.store import Store
 from agentd.store.memories import Memory
 
 PAGE = 200
+#: A channel's recent history, newest first, and how many messages the channel has.
+RecentHistory = tuple[list[HistoryItem], int]
 #: Never inspect more history than this, whatever the window.
 MAX_HISTORY_MESSAGES = 20_000
 
@@ -56,16 +58,25 @@ class ContextBuilder:
         counter = self.counter(persona)
         return counter.count(text), counter.name
 
-    def history_start(self, persona: Persona, channel: str, before_id: int | None = None) -> int | None:
+    def recent(self, persona: Persona, channel: str, before_id: int | None = None) -> RecentHistory:
+        """The channel's recent history as ``persona``'s prompt could carry it (read once per turn:
+        pass it to :meth:`history_start` and :meth:`build`)."""
+        window = self.window(persona)
+        return self.history(channel, before_id, self.counter(persona), window.tokens - persona.max_tokens)
+
+    def history_start(
+        self, persona: Persona, channel: str, before_id: int | None = None, recent: RecentHistory | None = None
+    ) -> int | None:
         """The id of the oldest message the prompt's recent history can carry (``None``: none fits).
 
         An upper bound: everything older is certainly out of the prompt, so history
         recall summarises only older exchanges (the assembler may keep fewer, and drops
-        a recalled exchange that its kept history quotes anyway).
+        a recalled exchange that its kept history quotes anyway). ``recent``: what
+        :meth:`recent` read for this turn (read now when not given).
         """
         window = self.window(persona)
         room = window.tokens - persona.max_tokens
-        items, _available = self.history(channel, before_id, self.counter(persona), room)
+        items, _available = recent if recent is not None else self.recent(persona, channel, before_id)
         spent, oldest = 0, None
         for item in items:
             spent += item.tokens + PER_MESSAGE
@@ -88,6 +99,7 @@ class ContextBuilder:
         memory_budget: int | None = None,
         profile: Sequence[Memory] = (),
         episodes: Sequence[MemoryHit] = (),
+        recent: RecentHistory | None = None,
     ) -> AssembledContext:
         """Assemble ``persona``'s prompt in ``channel`` for ``current``.
 
@@ -95,11 +107,12 @@ class ContextBuilder:
         current message's own id, so it is not sent twice). ``profile``: the user's
         profile memories (:meth:`agentd.memory.MemoryService.profile`), given up to
         ``[memory] profile_tokens``. ``episodes``: earlier exchanges recalled by meaning,
-        best first (they share the memories' budget).
+        best first (they share the memories' budget). ``recent``: what :meth:`recent` read
+        for this turn (read now when not given).
         """
         window = self.window(persona)
         counter = self.counter(persona)
-        history, available = self.history(channel, before_id, counter, window.tokens - persona.max_tokens)
+        history, available = recent if recent is not None else self.recent(persona, channel, before_id)
         project_dir = self._config.channel_project_dir(channel) or persona.project_dir
         request = PromptRequest(
             model=persona.model,

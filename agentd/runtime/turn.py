@@ -142,10 +142,12 @@ class TurnPreparer:
         recalled = HistoryRecall()
         history_status = RecallStatus.DISABLED
         episode_limit = cfg.episodes.top_k if self._episodes is not None else 0
+        # The channel's recent history, read once: history recall and the prompt both use it.
+        recent = self._builder.recent(persona, channel, message_id)
         in_prompt: int | None = None
         if recall_on and query and ((cfg.history.enabled and user is not None) or episode_limit):
             # What the prompt's recent history carries is not recalled again (it still gives seeds).
-            in_prompt = self._builder.history_start(persona, channel, message_id)
+            in_prompt = self._builder.history_start(persona, channel, message_id, recent)
         if recall_on and cfg.history.enabled and user is not None and query:
             recalled = self._history.recall(channel, user, query, message_id, in_prompt)
             history_status = RecallStatus.OK
@@ -176,6 +178,7 @@ class TurnPreparer:
             memory_budget=memory_budget,
             profile=profile,
             episodes=episodes,
+            recent=recent,
         )
         stages = StageTimes(
             (recalled_at - started) * 1000,
