@@ -333,8 +333,8 @@ def settle(url: str, timeout: float) -> bool:
     return False
 
 
-def replies(config: Path, ids: list[int]) -> dict[int, tuple[int, datetime]]:
-    """message id -> (complete replies, the first one's created_at)."""
+def replies(config: Path, ids: list[int]) -> tuple[dict[int, tuple[int, datetime]], dict[int, str]]:
+    """message id -> (complete replies, the first one's created_at); and message id -> status."""
     import sqlalchemy as sa
 
     from agentd.config import load_config
@@ -344,6 +344,7 @@ def replies(config: Path, ids: list[int]) -> dict[int, tuple[int, datetime]]:
     msgs = table(MessageRow)
     store = Store.open(load_config(config, environ={}).database_url)
     found: dict[int, tuple[int, datetime]] = {}
+    statuses: dict[int, str] = {}
     try:
         with store.read() as conn:
             for start in range(0, len(ids), 500):
@@ -356,9 +357,11 @@ def replies(config: Path, ids: list[int]) -> dict[int, tuple[int, datetime]]:
                 for reply_to, count, first in conn.execute(query):
                     when = first if isinstance(first, datetime) else datetime.fromisoformat(str(first))
                     found[int(reply_to)] = (int(count), when.replace(tzinfo=UTC))
+                for mid, status in conn.execute(sa.select(msgs.c.id, msgs.c.status).where(msgs.c.id.in_(chunk))):
+                    statuses[int(mid)] = str(status)
     finally:
         store.close()
-    return found
+    return found, statuses
 
 
 # -- figures ----------------------------------------------------------------------------------
@@ -371,9 +374,14 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def report(phase: Phase, answered: dict[int, tuple[int, datetime]], turns: list[dict[str, Any]]) -> dict[str, Any]:
+def report(
+    phase: Phase, found: tuple[dict[int, tuple[int, datetime]], dict[int, str]], turns: list[dict[str, Any]]
+) -> dict[str, Any]:
+    answered, statuses = found
     ids = [s.message_id for s in phase.sent]
-    lost = sum(1 for i in ids if i not in answered)
+    # Lost: accepted, and neither answered nor ended with an error (a failed turn is not lost).
+    failed = sum(1 for i in ids if i not in answered and statuses.get(i) in ("failed", "interrupted"))
+    lost = sum(1 for i in ids if i not in answered) - failed
     duplicated = sum(1 for i in ids if answered.get(i, (0,))[0] > 1)
     reply_at = {i: answered[i][1].timestamp() for i in ids if i in answered}
     during = sum(1 for t in reply_at.values() if phase.started <= t <= phase.ended)
@@ -396,6 +404,7 @@ def report(phase: Phase, answered: dict[int, tuple[int, datetime]], turns: list[
         "stage_p50_ms": stages,
         "turns_logged": len(mine),
         "lost": lost,
+        "failed": failed,
         "duplicated": duplicated,
     }
 
@@ -411,7 +420,7 @@ def show(r: dict[str, Any]) -> None:
     print(f"  post->reply stored  p50 {r['reply_p50_ms']:.0f} ms   p95 {r['reply_p95_ms']:.0f} ms")
     stages = "  ".join(f"{k} {v:.1f}" for k, v in r["stage_p50_ms"].items())
     print(f"  turn stages p50 ms  {stages}   ({r['turns_logged']} turns logged)")
-    print(f"  lost {r['lost']}   duplicated {r['duplicated']}")
+    print(f"  lost {r['lost']}   duplicated {r['duplicated']}   failed (error reply) {r['failed']}")
 
 
 def loadavg() -> str:
@@ -451,6 +460,9 @@ def main() -> None:
     parser.add_argument("--actors", default="1,100,1000", help="live-actor counts for the RSS figures ('' skips)")
     parser.add_argument("--no-floor", action="store_true", help="skip the no-op-turn phase")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--cache", type=Path, help="keep the seeded database here and reuse it in later runs with the same sizes"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary home (database, logs)")
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     args = parser.parse_args()
@@ -468,7 +480,17 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     loads: list[str] = []
     try:
-        seed(config, channels, args.history, args.memories, rng)
+        seeded = None
+        if args.cache is not None:
+            seeded = args.cache / f"seeded-{args.channels}c-{args.history}h-{args.memories}m-{args.seed}.db"
+        if seeded is not None and seeded.exists():
+            shutil.copy(seeded, home / "bench.db")
+            print(f"  seeded database copied from {seeded}", file=sys.stderr)
+        else:
+            seed(config, channels, args.history, args.memories, rng)
+            if seeded is not None:
+                seeded.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(home / "bench.db", seeded)
         daemon = Daemon(config, home / "daemon.log")
         try:
             # One turn first: the embedder and the tokenizers are warm before the clock starts.
