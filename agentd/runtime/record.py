@@ -210,26 +210,26 @@ class TurnWriter:
     def accept_many(self, items: Sequence[Incoming]) -> list[Message]:
         """Store user messages (``pending``) in one transaction, ids in the order given; durable
         when this returns (all of them, or none: a failure raises)."""
+        rows = [
+            {
+                "channel": item.channel,
+                "role": "user",
+                "author": item.author,
+                "persona": item.persona,
+                "content": item.text,
+                "status": "pending",
+                "source": item.source,
+                "request_id": item.request_id,
+                "reply_to": item.reply_to,
+                "token_count": item.tokens,
+                "token_counter": item.counter,
+                "options": item.options,
+                "created_at": item.at,
+            }
+            for item in items
+        ]
         with self._store.write() as conn:
-            return [
-                self._store.messages.add(
-                    conn,
-                    channel=item.channel,
-                    role="user",
-                    author=item.author,
-                    persona=item.persona,
-                    content=item.text,
-                    status="pending",
-                    source=item.source,
-                    request_id=item.request_id,
-                    reply_to=item.reply_to,
-                    token_count=item.tokens,
-                    token_counter=item.counter,
-                    options=item.options,
-                    created_at=item.at,
-                )
-                for item in items
-            ]
+            return self._store.messages.add_many(conn, rows)
 
     def answered(self, persona: Persona, channel: str, user_message_id: int, reply: Reply) -> int:
         """Store the reply, its context record and the user message's new status, in one transaction."""
