@@ -119,7 +119,7 @@ def fill(template: str, rng: random.Random) -> str:
 # -- the home, the data, the daemon --------------------------------------------------------
 
 
-def write_home(home: Path) -> Path:
+def write_home(home: Path, turn_slots: int = 0) -> Path:
     from agentd.shipped import example_personas
 
     personas = home / "personas"
@@ -135,7 +135,7 @@ def write_home(home: Path) -> Path:
         '[embedding]\nprovider = "local"\n'
         '[logging]\nlevel = "info"\nformat = "json"\n'
         # Actors stay alive for the whole run (the RSS figures count live actors).
-        "[runtime]\nidle_stop_seconds = 3600\n"
+        f"[runtime]\nidle_stop_seconds = 3600\nturn_slots = {turn_slots}\n"
     )
     return config
 
@@ -459,6 +459,7 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=1000, help="global memories in reach")
     parser.add_argument("--actors", default="1,100,1000", help="live-actor counts for the RSS figures ('' skips)")
     parser.add_argument("--no-floor", action="store_true", help="skip the no-op-turn phase")
+    parser.add_argument("--turn-slots", type=int, default=0, help="[runtime] turn_slots (0: the default)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--cache", type=Path, help="keep the seeded database here and reuse it in later runs with the same sizes"
@@ -469,7 +470,7 @@ def main() -> None:
 
     rng = random.Random(args.seed)
     home = Path(tempfile.mkdtemp(prefix="agentd-bench-"))
-    config = write_home(home)
+    config = write_home(home, args.turn_slots)
     channels = [f"dm-bench-{i}" for i in range(args.channels)]
     floor_channels = [f"floor-{i}" for i in range(args.channels)]
     print(

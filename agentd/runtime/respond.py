@@ -15,6 +15,7 @@ turn with an ``Error`` event; anything else is a bug and escapes to the actor.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -82,13 +83,17 @@ class Responder:
         preparer: TurnPreparer,
         writer: TurnWriter,
         llm: ChatModel,
+        slots: threading.Semaphore | None = None,
     ) -> None:
+        """``slots``: held while the turn prepares (not while the model runs), shared by every
+        responder of the runtime."""
         self._persona = persona
         self._channel = channel
         self._config = config
         self._preparer = preparer
         self._writer = writer
         self._llm = llm
+        self._slots = slots if slots is not None else threading.Semaphore(1024)
 
     def respond(
         self,
@@ -110,16 +115,17 @@ class Responder:
         prepared: PreparedTurn | None = None
         try:
             try:
-                prepared = self._preparer.prepare(
-                    self._persona,
-                    self._channel,
-                    turn.user,
-                    turn.text,
-                    message_id=turn.message_id,
-                    disable_memory=turn.disable_memory,
-                    memory_limit=memory_limit,
-                    memory_budget=memory_budget,
-                )
+                with self._slots:
+                    prepared = self._preparer.prepare(
+                        self._persona,
+                        self._channel,
+                        turn.user,
+                        turn.text,
+                        message_id=turn.message_id,
+                        disable_memory=turn.disable_memory,
+                        memory_limit=memory_limit,
+                        memory_budget=memory_budget,
+                    )
             except AgentdError:
                 # memory_context is always a turn's first event, whatever happens after.
                 turn.sink(MemoryContext((), RecallStatus.OK, turn.message_id))

@@ -79,6 +79,9 @@ class Runtime:
         self._llm = llm
         self._listeners = list(listeners)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentd-retrieval")
+        # The CPU-bound parts of turns take turns ([runtime] turn_slots): under the GIL, fifty
+        # actors preparing at once only make each other, and the accept path, wait longer.
+        self._slots = threading.BoundedSemaphore(app.config.runtime.slots)
         self._learning = Learning(app, llm)
         self._listeners.append(self._learning.listener())
         self._preparer = TurnPreparer.for_app(app, self._pool, delegate=self, episodes=self._learning.episodes)
@@ -340,7 +343,13 @@ class Runtime:
 
     def _responder(self, persona: Persona, channel: str) -> Responder:
         return Responder(
-            persona, channel, config=self._config, preparer=self._preparer, writer=self._writer, llm=self._llm
+            persona,
+            channel,
+            config=self._config,
+            preparer=self._preparer,
+            writer=self._writer,
+            llm=self._llm,
+            slots=self._slots,
         )
 
     def _spawn(self, key: ActorKey, supervisor: pykka.ActorRef[Any], generation: int) -> pykka.ActorRef[Any]:
