@@ -175,3 +175,19 @@ def test_a_post_is_accepted_while_its_channel_is_busy_with_a_slow_turn(
     done_first = next(e for e in events["first"] if isinstance(e, Done))
     done_second = next(e for e in events["second"] if isinstance(e, Done))
     assert done_first.message_id < done_second.message_id
+
+
+@pytest.mark.parametrize("extra_config", ["[runtime]\nturn_slots = 1\n"])
+def test_a_turn_waiting_on_its_model_holds_no_turn_slot(app: App, runtime: Runtime, fake_openai: FakeOpenAI) -> None:
+    """With one turn slot, a turn hanging in the model does not keep another channel's turn
+    from preparing and finishing."""
+    fake_openai.queue(Turn(hang=True, text="slow"))
+    events: dict[str, list[Any]] = defaultdict(list)
+    runtime.submit("fake", "general", "alice", "slow one", sink=events["slow"].append)
+    wait_for(lambda: fake_openai.hanging == 1, 120, "the first turn to wait on the model")
+    runtime.submit("quick", "elsewhere", "bob", "hello there", sink=events["quick"].append)
+    wait_for(lambda: any(isinstance(e, Done) for e in events["quick"]), 60, "the other channel's reply")
+    assert not any(isinstance(e, Done | Error) for e in events["slow"])
+    fake_openai.release()
+    assert runtime.wait_idle(60)
+    assert any(isinstance(e, Done) for e in events["slow"])
