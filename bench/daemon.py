@@ -17,9 +17,10 @@ Printed (medians unless said otherwise):
   posting, per second; and until the last reply);
 * POST→202 p50/p95 (client clock), post→reply p50/p95 (from the client sending
   the POST until the reply's ``created_at`` in the store; same machine, same clock);
-* the turn's stages, p50, from the daemon's ``turn`` log lines: history recall,
-  retrieval, the rest of preparing (profile, tools, assembly), the model, storing
-  the reply, and the whole turn;
+* the turn's stages, p50, from the daemon's ``turn`` log lines: history (the
+  query's burst, the channel's recent history, the user's earlier exchanges),
+  retrieval, assembly (profile, tools, the prompt), the model, storing the reply,
+  and the whole turn (which includes waiting for a ``[runtime] turn_slots`` slot);
 * lost (accepted, never answered) and duplicated (more than one complete reply);
 * the same for a **no-op turn** in the same run, as the floor: a persona without
   tools, ``disable_memory: true`` (no retrieval, no earlier exchanges), in fresh

@@ -51,7 +51,7 @@ PREVIEW_LOOKBACK = 50
 class StageTimes:
     """Milliseconds each stage of preparing a turn took (the ``turn`` log line carries them)."""
 
-    #: Reading the query's burst and recalling the user's earlier exchanges.
+    #: Reading the query's burst and the channel's recent history; recalling the user's earlier exchanges.
     history_ms: float = 0.0
     #: Automatic retrieval (embedding the query and searching), as the caller waited for it.
     retrieval_ms: float = 0.0
