@@ -29,12 +29,26 @@ OFFLINE = 'name = "quick"\nmodel = "offline"\nmax_tokens = 64\nskills = []\nsyst
 
 
 @pytest.fixture
+def extra_config() -> str:
+    """More TOML for the test's agentd.toml."""
+    return ""
+
+
+@pytest.fixture
 def app(
-    tmp_path: Path, database_url: str, embedder: LocalEmbedder, fake_openai: FakeOpenAI, monkeypatch
+    tmp_path: Path,
+    database_url: str,
+    embedder: LocalEmbedder,
+    fake_openai: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+    extra_config: str,
 ) -> Iterator[App]:
     monkeypatch.setenv(KEY_ENV, "test-key")
     home = write_home(
-        tmp_path / "home", "", {"quick": OFFLINE, "fake": fake_persona(fake_openai.url)}, database_url=database_url
+        tmp_path / "home",
+        extra_config,
+        {"quick": OFFLINE, "fake": fake_persona(fake_openai.url)},
+        database_url=database_url,
     )
     made = App(load_config(home, environ={}), embedder=embedder)
     yield made
@@ -178,9 +192,12 @@ def test_a_post_is_accepted_while_its_channel_is_busy_with_a_slow_turn(
 
 
 @pytest.mark.parametrize("extra_config", ["[runtime]\nturn_slots = 1\n"])
-def test_a_turn_waiting_on_its_model_holds_no_turn_slot(app: App, runtime: Runtime, fake_openai: FakeOpenAI) -> None:
+def test_a_turn_waiting_on_its_model_holds_no_turn_slot(
+    extra_config: str, app: App, runtime: Runtime, fake_openai: FakeOpenAI
+) -> None:
     """With one turn slot, a turn hanging in the model does not keep another channel's turn
     from preparing and finishing."""
+    assert app.config.runtime.slots == 1, extra_config
     fake_openai.queue(Turn(hang=True, text="slow"))
     events: dict[str, list[Any]] = defaultdict(list)
     runtime.submit("fake", "general", "alice", "slow one", sink=events["slow"].append)
