@@ -34,7 +34,7 @@ from agentd.llm.chat import ChatModel
 from agentd.personas import Persona
 from agentd.runtime.actor import PersonaActor
 from agentd.runtime.events import Done, Error, Event, MemoryContext
-from agentd.runtime.intake import GroupCommit
+from agentd.runtime.intake import MAX_BATCH, GroupCommit
 from agentd.runtime.learning import Learning
 from agentd.runtime.messages import ActorKey, Dispatch, Draft, Health, Sink, Turn, TurnState, resumed_turn
 from agentd.runtime.record import TurnWriter
@@ -89,8 +89,14 @@ class Runtime:
         self._accepting = True
         self._inflight: dict[str, Turn] = {}
         self._changed = threading.Condition()
+        # Several daemons (PostgreSQL): routing a message of a channel this daemon takes over
+        # dispatches every pending message of that channel, so each message is committed and
+        # routed on its own (a batch's later messages would be dispatched twice).
         self._intake: GroupCommit[_Delivery] = GroupCommit(
-            self._writer.accept_many, self._dispatch_stored, guard=self._serial
+            self._writer.accept_many,
+            self._dispatch_stored,
+            max_batch=1 if app.store.backend == "postgresql" else MAX_BATCH,
+            guard=self._serial,
         )
         self._subagents: dict[int, Turn] = {}
         self._supervisor = Supervisor.start(self._spawn, app.config.runtime, self._unanswerable)

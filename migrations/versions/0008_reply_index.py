@@ -4,15 +4,15 @@ Every turn looks up the replies to the user's earlier messages it recalls
 (``MessageRepo.replies_to``); without this index SQLite scans the whole
 messages table for them. Frozen history: the DDL is written out here.
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0008
+Revises: 0007
 Create Date: 2026-11-23
 """
 
 from alembic import op
 
-revision = "0004"
-down_revision = "0003"
+revision = "0008"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 
