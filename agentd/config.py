@@ -251,6 +251,15 @@ class RuntimeConfig(_Section):
     #: Re-dispatch user messages that were accepted but never answered (e.g. after a crash).
     #: SQLite only: on PostgreSQL, taking over a channel always answers its pending messages.
     resume_pending: bool = True
+    #: How many turns may prepare (recall, retrieve, assemble) at once; 0: two per CPU.
+    #: Python runs one thread at a time: more only makes them queue for it, and the
+    #: daemon's own requests with them. Waiting on a model takes no slot.
+    turn_slots: int = Field(default=0, ge=0, le=1024)
+
+    @property
+    def slots(self) -> int:
+        """``turn_slots``, with 0 read as twice the number of CPUs."""
+        return self.turn_slots or 2 * max(1, os.cpu_count() or 1)
 
 
 class ClusterConfig(_Section):

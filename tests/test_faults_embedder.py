@@ -207,13 +207,19 @@ def test_sigterm_ends_the_daemon_while_the_embedder_hangs(tmp_path, fake_openai,
         client = httpx.Client(base_url=daemon.url, timeout=60)
         fake_openai.embedding_fault = EmbeddingFault("hang")
         fake_openai.queue(Turn(tool_calls=[("remember", {"text": "User likes Python"})]))
-        first = client.post("/v1/channels/general/messages", json={"persona": "fake", "user": "a", "text": "remember"})
-        second = client.post("/v1/channels/general/messages", json={"persona": "fake", "user": "a", "text": "later"})
+        # Texts with a topic: a greeting-like "later" or "x" is never embedded (nothing to search for).
+        first = client.post(
+            "/v1/channels/general/messages",
+            json={"persona": "fake", "user": "a", "text": "remember the python project"},
+        )
+        second = client.post(
+            "/v1/channels/general/messages", json={"persona": "fake", "user": "a", "text": "the rust compiler later"}
+        )
         assert first.status_code == second.status_code == 202
         searches = [
             threading.Thread(
                 target=lambda: httpx.post(
-                    f"{daemon.url}/v1/memory/search", json={"query": "x", "persona": "fake"}, timeout=60
+                    f"{daemon.url}/v1/memory/search", json={"query": "python project", "persona": "fake"}, timeout=60
                 ),
                 daemon=True,
             )

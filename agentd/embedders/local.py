@@ -26,6 +26,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,8 @@ from agentd.embedders import normalize
 from agentd.relevance import DEFAULT_WORDS, Calibration, WordWeights
 
 DIMENSION = 384
+#: Calls of at most this many texts (queries) run on a single-threaded session.
+SMALL_CALL = 8
 
 
 def _package_file(package: str, *parts: str) -> Callable[[], Path]:
@@ -149,7 +152,6 @@ class LocalEmbedder:
     dimension = DIMENSION
 
     def __init__(self, model: str | LocalModel = "", batch_size: int = 64, threads: int | None = None) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         spec = model if isinstance(model, LocalModel) else local_model(model)
@@ -165,12 +167,38 @@ class LocalEmbedder:
         tokenizer.enable_truncation(spec.max_tokens)
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # pad to the longest in the batch
         self._tokenizer = tokenizer
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
-        options.log_severity_level = 3
-        self._session = ort.InferenceSession(str(onnx), options, providers=["CPUExecutionProvider"])
+        self._onnx = onnx
+        self._threads = threads or min(4, os.cpu_count() or 1)
+        self._sessions: dict[int, Any] = {}
+        self._sessions_lock = threading.Lock()
+        self._session(1)  # what queries use: loaded now
         # tokenizers' Tokenizer is not documented as safe for concurrent encode calls.
         self._lock = threading.Lock()
+
+    def _session(self, threads: int) -> Any:
+        """The onnxruntime session with ``threads`` intra-op threads (made on first use).
+
+        A query (a few texts) runs on a single-threaded session: the daemon's actors embed
+        queries concurrently, and onnxruntime runs concurrent calls on one session in
+        parallel (it releases the GIL), so one thread per call uses the cores without
+        the calls' thread pools fighting over them. Larger batches (imports, re-embedding)
+        get a session with :attr:`_threads` threads. Idle pool threads never spin: on a
+        busy machine a spinning thread takes the CPU the Python threads need.
+        """
+        with self._sessions_lock:
+            session = self._sessions.get(threads)
+            if session is None:
+                import onnxruntime as ort
+
+                options = ort.SessionOptions()
+                options.intra_op_num_threads = threads
+                options.inter_op_num_threads = 1
+                options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+                options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+                options.log_severity_level = 3
+                session = ort.InferenceSession(str(self._onnx), options, providers=["CPUExecutionProvider"])
+                self._sessions[threads] = session
+            return session
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts to be stored (memories); batches are formed by length so padding stays small."""
@@ -197,7 +225,8 @@ class LocalEmbedder:
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         try:
-            (states,) = self._session.run(["last_hidden_state"], feeds)
+            session = self._session(1 if len(texts) <= SMALL_CALL else self._threads)
+            (states,) = session.run(["last_hidden_state"], feeds)
         except Exception as exc:  # onnxruntime raises its own untyped errors
             raise EmbedderError(f"local embedding failed: {exc}") from exc
         weights = mask[..., None].astype(np.float32)

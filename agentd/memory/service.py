@@ -329,6 +329,31 @@ class MemoryService:
         In a shared channel (``reach.shared_channel``) a user memory learned elsewhere
         is never a result; the ones passed over are appended to ``excluded`` when given.
         """
+        hits, _near = self.search_near(
+            query, reach, limit, min_relevance, vector=vector, now=now, mode=mode, scopes=scopes, excluded=excluded
+        )
+        return hits
+
+    def search_near(
+        self,
+        query: str,
+        reach: Reach,
+        limit: int | None = None,
+        min_relevance: float | None = None,
+        *,
+        near_misses: int = 0,
+        near_floor: float = 0.0,
+        vector: np.ndarray | None = None,
+        now: datetime | None = None,
+        mode: SearchMode = "hybrid",
+        scopes: Sequence[Scope] | None = None,
+        excluded: list[Ineligible] | None = None,
+    ) -> tuple[list[MemoryHit], list[MemoryHit]]:
+        """:meth:`search`, and in the same pass up to ``near_misses`` of the best memories just
+        below the threshold (relevance at least ``near_floor``): what automatic retrieval shows
+        as near-misses. The hits are exactly what :meth:`search` returns. The query is embedded
+        only when the search needs its vector (a greeting or a question about the user does not).
+        """
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query", "must not be empty")
         limit = self._config.recall_limit if limit is None else limit
@@ -342,12 +367,13 @@ class MemoryService:
         now = now or utcnow()
         intent = analyse(query, names=(reach.persona,))
         if intent.kind == "none":
-            return []
+            return [], []
         if intent.kind == "about_user" and scopes is None:
-            return self._about_user(reach, intent.facet, limit, threshold, now, excluded)
+            # Every such hit has the one intent relevance: at or above the threshold, or not found.
+            return self._about_user(reach, intent.facet, limit, threshold, now, excluded), []
         searched = [str(s) for s in (reach.scopes() if scopes is None else scopes)]
         if scopes is not None and not searched:
-            return []
+            return [], []
         # Both sides fetch a bounded pool, so one search costs the same at any store size
         # (up to the index lookups themselves).
         pool = max(limit * 2, self._config.candidate_pool)
@@ -356,6 +382,7 @@ class MemoryService:
         qvec = None
         if mode != "lexical":
             qvec = self.embed_query(query) if vector is None else vector
+        floor = min(threshold, near_floor) if near_misses > 0 else threshold
         with self._store.read() as conn:
             nearest = self._store.vectors.nearest(conn, qvec, reach.persona, searched, pool) if qvec is not None else []
             matched = self._store.words.search(conn, terms, reach.persona, searched, pool) if terms else []
@@ -368,11 +395,16 @@ class MemoryService:
                 self._recency,
                 now,
                 None,
-                threshold,
+                floor,
                 self._fusion,
                 query_dates(query) if mode == "hybrid" and self._fusion.date_weight > 0 else (),
             )
-            return self._winners(conn, ranked, limit, reach, excluded)
+            hits = self._winners(conn, [r for r in ranked if r.relevance >= threshold], limit, reach, excluded)
+            near: list[MemoryHit] = []
+            if near_misses > 0:
+                # Near-misses are shown, never injected: what is not eligible here is not shown either.
+                near = self._winners(conn, [r for r in ranked if r.relevance < threshold], near_misses, reach, None)
+            return hits, near
 
     # -- internals -----------------------------------------------------------------
 

@@ -23,6 +23,8 @@ from agentd.store import Store
 from agentd.store.memories import Memory
 
 PAGE = 200
+#: A channel's recent history, newest first, and how many messages the channel has.
+RecentHistory = tuple[list[HistoryItem], int]
 #: Never inspect more history than this, whatever the window.
 MAX_HISTORY_MESSAGES = 20_000
 
@@ -77,16 +79,30 @@ class ContextBuilder:
         counter = self.counter(persona)
         return counter.count(text), counter.name
 
-    def history_start(self, persona: Persona, channel: str, before_id: int | None = None) -> int | None:
+    def recent(
+        self, persona: Persona, channel: str, before_id: int | None = None, *, before_user: bool = True
+    ) -> RecentHistory:
+        """The channel's recent history as ``persona``'s prompt could carry it (read once per turn:
+        pass it to :meth:`history_start` and :meth:`build`). ``before_user``: a user message
+        (the turn's own) follows it (see :meth:`history`)."""
+        window = self.window(persona)
+        return self.history(
+            channel, before_id, self.counter(persona), window.tokens - persona.max_tokens, before_user=before_user
+        )
+
+    def history_start(
+        self, persona: Persona, channel: str, before_id: int | None = None, recent: RecentHistory | None = None
+    ) -> int | None:
         """The id of the oldest message the prompt's recent history can carry (``None``: none fits).
 
         An upper bound: everything older is certainly out of the prompt, so history
         recall summarises only older exchanges (the assembler may keep fewer, and drops
-        a recalled exchange that its kept history quotes anyway).
+        a recalled exchange that its kept history quotes anyway). ``recent``: what
+        :meth:`recent` read for this turn (read now when not given).
         """
         window = self.window(persona)
         room = window.tokens - persona.max_tokens
-        items, _available = self.history(channel, before_id, self.counter(persona), room)
+        items, _available = recent if recent is not None else self.recent(persona, channel, before_id)
         spent, oldest = 0, None
         for item in items:
             spent += item.tokens + PER_MESSAGE
@@ -110,6 +126,7 @@ class ContextBuilder:
         profile: Sequence[Memory] = (),
         episodes: Sequence[MemoryHit] = (),
         speaker: str | None = None,
+        recent: RecentHistory | None = None,
     ) -> AssembledContext:
         """Assemble ``persona``'s prompt in ``channel`` for ``current``.
 
@@ -119,12 +136,13 @@ class ContextBuilder:
         ``[memory] profile_tokens``. ``episodes``: earlier exchanges recalled by meaning,
         best first (they share the memories' budget). ``speaker`` (a shared channel's current user):
         every user message, the current one too, starts with its author
-        (``alice: ...``), counted, so the model can tell the speakers apart.
+        (``alice: ...``), counted, so the model can tell the speakers apart. ``recent``: what
+        :meth:`recent` read for this turn (read now when not given).
         """
         window = self.window(persona)
         counter = self.counter(persona)
-        history, available = self.history(
-            channel, before_id, counter, window.tokens - persona.max_tokens, before_user=current is not None
+        history, available = (
+            recent if recent is not None else self.recent(persona, channel, before_id, before_user=current is not None)
         )
         if speaker is not None and {i.author for i in history if i.role == "user" and not i.synthetic} - {speaker}:
             # Several people speak here: each user message says who wrote it.

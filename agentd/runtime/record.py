@@ -9,7 +9,7 @@ versioned :class:`ContextRecord`: written here and read back here (by
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -131,6 +131,26 @@ class ContextRecord:
 
 
 @dataclass(frozen=True)
+class Incoming:
+    """A user message to accept (:meth:`TurnWriter.incoming`), its tokens already counted."""
+
+    persona: str
+    channel: str
+    author: str
+    text: str
+    request_id: str
+    source: str
+    reply_to: int | None
+    options: Mapping[str, Any] | None
+    tokens: int
+    counter: str
+    #: When it was said (a replayed conversation); ``None``: now.
+    at: datetime | None = None
+    #: What the poster declared of the channel (``direct`` | ``shared``); ``None``: nothing.
+    visibility: str | None = None
+
+
+@dataclass(frozen=True)
 class Reply:
     """A finished reply to store."""
 
@@ -146,6 +166,26 @@ class TurnWriter:
     def __init__(self, store: Store, builder: ContextBuilder) -> None:
         self._store = store
         self._builder = builder
+
+    def incoming(
+        self,
+        persona: Persona,
+        channel: str,
+        author: str,
+        text: str,
+        *,
+        request_id: str,
+        source: str,
+        reply_to: int | None = None,
+        options: Mapping[str, Any] | None = None,
+        at: datetime | None = None,
+        visibility: str | None = None,
+    ) -> Incoming:
+        """A user message ready to store, its tokens counted (no store access: callers do this in parallel)."""
+        tokens, counter = self._builder.count_message(persona, text)
+        return Incoming(
+            persona.name, channel, author, text, request_id, source, reply_to, options, tokens, counter, at, visibility
+        )
 
     def accept(
         self,
@@ -167,26 +207,47 @@ class TurnWriter:
         (``direct`` | ``shared``) is declared for the channel with the message unless the
         channel has one already (the first declaration stands).
         """
-        tokens, counter = self._builder.count_message(persona, text)
+        item = self.incoming(
+            persona,
+            channel,
+            author,
+            text,
+            request_id=request_id,
+            source=source,
+            reply_to=reply_to,
+            options=options,
+            at=at,
+            visibility=visibility,
+        )
+        return self.accept_many([item])[0]
+
+    def accept_many(self, items: Sequence[Incoming]) -> list[Message]:
+        """Store user messages (``pending``) in one transaction, ids in the order given; durable
+        when this returns (all of them, or none: a failure raises)."""
+        rows = [
+            {
+                "channel": item.channel,
+                "role": "user",
+                "author": item.author,
+                "persona": item.persona,
+                "content": item.text,
+                "status": "pending",
+                "source": item.source,
+                "request_id": item.request_id,
+                "reply_to": item.reply_to,
+                "token_count": item.tokens,
+                "token_counter": item.counter,
+                "options": item.options,
+                "created_at": item.at,
+            }
+            for item in items
+        ]
         with self._store.write() as conn:
-            if visibility is not None:
-                self._store.messages.declare(conn, channel, visibility, author if visibility == "direct" else None)
-            return self._store.messages.add(
-                conn,
-                channel=channel,
-                role="user",
-                author=author,
-                persona=persona.name,
-                content=text,
-                status="pending",
-                source=source,
-                request_id=request_id,
-                reply_to=reply_to,
-                token_count=tokens,
-                token_counter=counter,
-                options=options,
-                created_at=at,
-            )
+            for item in items:
+                if item.visibility is not None:
+                    owner = item.author if item.visibility == "direct" else None
+                    self._store.messages.declare(conn, item.channel, item.visibility, owner)
+            return self._store.messages.add_many(conn, rows)
 
     def answered(self, persona: Persona, channel: str, user_message_id: int, reply: Reply) -> int:
         """Store the reply, its context record and the user message's new status, in one transaction."""

@@ -15,6 +15,7 @@ turn with an ``Error`` event; anything else is a bug and escapes to the actor.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -82,13 +83,17 @@ class Responder:
         preparer: TurnPreparer,
         writer: TurnWriter,
         llm: ChatModel,
+        slots: threading.Semaphore | None = None,
     ) -> None:
+        """``slots``: held while the turn prepares (not while the model runs), shared by every
+        responder of the runtime."""
         self._persona = persona
         self._channel = channel
         self._config = config
         self._preparer = preparer
         self._writer = writer
         self._llm = llm
+        self._slots = slots if slots is not None else threading.Semaphore(1024)
 
     def respond(
         self,
@@ -110,16 +115,17 @@ class Responder:
         prepared: PreparedTurn | None = None
         try:
             try:
-                prepared = self._preparer.prepare(
-                    self._persona,
-                    self._channel,
-                    turn.user,
-                    turn.text,
-                    message_id=turn.message_id,
-                    disable_memory=turn.disable_memory,
-                    memory_limit=memory_limit,
-                    memory_budget=memory_budget,
-                )
+                with self._slots:
+                    prepared = self._preparer.prepare(
+                        self._persona,
+                        self._channel,
+                        turn.user,
+                        turn.text,
+                        message_id=turn.message_id,
+                        disable_memory=turn.disable_memory,
+                        memory_limit=memory_limit,
+                        memory_budget=memory_budget,
+                    )
             except AgentdError:
                 # memory_context is always a turn's first event, whatever happens after.
                 turn.sink(MemoryContext((), RecallStatus.OK, turn.message_id))
@@ -173,6 +179,7 @@ class Responder:
                 chain or (self._persona.name,),
                 shared_channel=self._channel if shared else None,
             )
+            model_started = time.perf_counter()
             while True:
                 offer = tools if rounds < cfg.runtime.max_tool_rounds else []
                 result = self._llm.stream(settings, messages, offer, on_text, should_stop=turn.draft.cancel.is_set)
@@ -187,6 +194,7 @@ class Responder:
                 messages.append(_assistant_with_calls(result.text, result.tool_calls))
                 for call in result.tool_calls:
                     messages.append(self._run_tool(call, prepared.registry, caller, turn, tool_log))
+            model_ms = (time.perf_counter() - model_started) * 1000
             record = ContextRecord(
                 request_id=turn.request_id,
                 retrieval=RetrievalInfo(
@@ -212,6 +220,7 @@ class Responder:
                 return Outcome(None, turn.draft.text(), False, prepared)  # shutdown stored it as interrupted
             text = turn.draft.text()
             summary = next((m.content for m in ctx.messages if m.source == "user_history"), None)
+            store_started = time.perf_counter()
             try:
                 reply_id = self._writer.answered(
                     self._persona, self._channel, turn.message_id, Reply(text, record, summary)
@@ -224,6 +233,7 @@ class Responder:
                 return Outcome(None, text, False, prepared)
             except StoreError as exc:
                 return self._unstored(turn, exc, log, prepared)
+            store_ms = (time.perf_counter() - store_started) * 1000
             turn.sink(Done(reply_id, turn.message_id, usage.as_json(), ctx.budget.as_json(), text))
             log.info(
                 "turn",
@@ -232,6 +242,10 @@ class Responder:
                 memories=len(ctx.memories),
                 retrieval=retrieval.status,
                 retrieval_ms=round(retrieval.elapsed_ms, 1),
+                history_ms=round(prepared.stages.history_ms, 1),
+                assemble_ms=round(prepared.stages.assemble_ms, 1),
+                model_ms=round(model_ms, 1),
+                store_ms=round(store_ms, 1),
                 prompt_tokens=ctx.budget.total_tokens,
                 history_messages=ctx.budget.history_messages,
                 rounds=rounds,

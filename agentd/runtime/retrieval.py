@@ -117,21 +117,25 @@ def _search(
     """The hits above the threshold, up to :data:`NEAR_MISSES` just below it, the episodes, and
     what was not eligible in this channel.
 
-    The query is embedded once; the other searches (same vector: a lower floor, the
-    episodes scopes) only read the indexes again, and never change which memories are hits.
+    The query is embedded at most once: up front when episodes are searched too (same
+    vector), else only when the memory search needs it (a greeting needs no vector).
     """
-    vector = memory.embed_query(query)
+    vector = memory.embed_query(query) if episodes is not None and episode_limit > 0 else None
+    threshold = memory.config.min_score
     ineligible: list[Ineligible] = []
-    hits = list(memory.search(query, reach, limit, vector=vector, excluded=ineligible))
+    hits, near = memory.search_near(
+        query,
+        reach,
+        limit,
+        near_misses=NEAR_MISSES,
+        near_floor=max(0.0, threshold - NEAR_MISS_MARGIN),
+        vector=vector,
+        excluded=ineligible,
+    )
     found: list[MemoryHit] = []
     if episodes is not None:
         try:
             found = episodes.search(query, reach, episode_limit, vector=vector)
         except AgentdError as exc:  # episodes are best effort too: the memories found still count
             log.warning("episodes_skipped", reason="error", code=exc.code, error=exc.message, persona=reach.persona)
-    threshold = memory.config.min_score
-    floor = max(0.0, threshold - NEAR_MISS_MARGIN)
-    if floor >= threshold:
-        return hits, [], found, ineligible
-    wider = memory.search(query, reach, limit + NEAR_MISSES, min_relevance=floor, vector=vector)
-    return hits, [h for h in wider if h.relevance < threshold][:NEAR_MISSES], found, ineligible
+    return hits, near, found, ineligible

@@ -20,6 +20,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from agentd.llm.chat import ChatModel
 from agentd.personas import Persona
 from agentd.runtime.actor import PersonaActor
 from agentd.runtime.events import Done, Error, Event, MemoryContext
+from agentd.runtime.intake import MAX_BATCH, GroupCommit
 from agentd.runtime.learning import Learning
 from agentd.runtime.messages import ActorKey, Dispatch, Draft, Health, Sink, Turn, TurnState, resumed_turn
 from agentd.runtime.record import TurnWriter
@@ -42,6 +44,7 @@ from agentd.runtime.turn import PreparedTurn, TurnPreparer
 from agentd.runtime.visibility import VISIBILITIES
 from agentd.scopes import DELEGATION_MARK, check_identifier
 from agentd.skills import Caller
+from agentd.store.messages import Message
 
 if TYPE_CHECKING:
     from agentd.runtime.cluster import Cluster
@@ -77,6 +80,9 @@ class Runtime:
         self._llm = llm
         self._listeners = list(listeners)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentd-retrieval")
+        # The CPU-bound parts of turns take turns ([runtime] turn_slots): under the GIL, fifty
+        # actors preparing at once only make each other, and the accept path, wait longer.
+        self._slots = threading.BoundedSemaphore(app.config.runtime.slots)
         self._learning = Learning(app, llm)
         self._listeners.append(self._learning.listener())
         self._preparer = TurnPreparer.for_app(app, self._pool, delegate=self, episodes=self._learning.episodes)
@@ -84,7 +90,15 @@ class Runtime:
         self._accepting = True
         self._inflight: dict[str, Turn] = {}
         self._changed = threading.Condition()
-        self._submit_lock = threading.Lock()
+        # Several daemons (PostgreSQL): routing a message of a channel this daemon takes over
+        # dispatches every pending message of that channel, so each message is committed and
+        # routed on its own (a batch's later messages would be dispatched twice).
+        self._intake: GroupCommit[_Delivery] = GroupCommit(
+            self._writer.accept_many,
+            self._dispatch_stored,
+            max_batch=1 if app.store.backend == "postgresql" else MAX_BATCH,
+            guard=self._serial,
+        )
         self._subagents: dict[int, Turn] = {}
         self._supervisor = Supervisor.start(self._spawn, app.config.runtime, self._unanswerable)
         self._cluster: Cluster | None = None
@@ -141,37 +155,22 @@ class Runtime:
         if visibility is not None and visibility not in VISIBILITIES:
             raise InvalidInput("visibility", f"must be one of {', '.join(VISIBILITIES)}")
         declared = self._config.channel_visibility(channel) or visibility
-        # Store and dispatch under one lock: concurrent submits reach the actors in id order,
-        # so a channel's messages are answered in the order they were stored.
-        # Several daemons: no sweep of the pending messages runs between storing and routing.
-        with self._submit_lock, self._cluster.serial if self._cluster is not None else contextlib.nullcontext():
-            stored = self._writer.accept(
-                p,
-                channel,
-                user,
-                text,
-                request_id=uuid.uuid4().hex,
-                source=source,
-                options=_options(disable_memory, disable_tools),
-                at=at,
-                visibility=declared if DELEGATION_MARK not in channel else None,
-            )
-            assert stored.request_id is not None
-            turn = Turn(
-                stored.request_id,
-                p.name,
-                channel,
-                user,
-                stored.id,
-                text,
-                sink or _discard,
-                disable_memory,
-                disable_tools=disable_tools,
-            )
-            if self._cluster is not None:
-                self._cluster.route(turn)  # here, or by the daemon that owns the channel
-            else:
-                self._dispatch(turn)
+        # Stored together with concurrent submits (group commit), then dispatched in id order:
+        # a channel's messages are answered in the order they were stored. Several daemons:
+        # no sweep of the pending messages runs between storing and routing (the intake's guard).
+        item = self._writer.incoming(
+            p,
+            channel,
+            user,
+            text,
+            request_id=uuid.uuid4().hex,
+            source=source,
+            options=_options(disable_memory, disable_tools),
+            at=at,
+            visibility=declared if DELEGATION_MARK not in channel else None,
+        )
+        stored = self._intake.submit(item, _Delivery(sink or _discard, disable_memory, disable_tools))
+        assert stored.request_id is not None
         return Accepted(stored.id, stored.request_id, p.name, channel)
 
     def chat(
@@ -367,12 +366,42 @@ class Runtime:
 
     def _responder(self, persona: Persona, channel: str) -> Responder:
         return Responder(
-            persona, channel, config=self._config, preparer=self._preparer, writer=self._writer, llm=self._llm
+            persona,
+            channel,
+            config=self._config,
+            preparer=self._preparer,
+            writer=self._writer,
+            llm=self._llm,
+            slots=self._slots,
         )
 
     def _spawn(self, key: ActorKey, supervisor: pykka.ActorRef[Any], generation: int) -> pykka.ActorRef[Any]:
         persona = self._app.personas[key[0]]
         return PersonaActor.start(key, self._responder(persona, key[1]), supervisor, generation)
+
+    def _serial(self) -> AbstractContextManager[Any]:
+        """Held while a batch of submitted messages is stored and routed (several daemons: no
+        sweep of the pending messages runs in between)."""
+        return self._cluster.serial if self._cluster is not None else contextlib.nullcontext()
+
+    def _dispatch_stored(self, stored: Message, delivery: _Delivery) -> None:
+        """A submitted message is stored: send it to its actor (called in id order)."""
+        assert stored.request_id is not None and stored.persona is not None
+        turn = Turn(
+            stored.request_id,
+            stored.persona,
+            stored.channel,
+            stored.author,
+            stored.id,
+            stored.content,
+            delivery.sink,
+            delivery.disable_memory,
+            disable_tools=delivery.disable_tools,
+        )
+        if self._cluster is not None:
+            self._cluster.route(turn)  # here, or by the daemon that owns the channel
+        else:
+            self._dispatch(turn)
 
     def _dispatch(self, turn: Turn) -> None:
         """Track the turn and send it; its events fan out to the sink and the listeners."""
@@ -447,6 +476,15 @@ class Runtime:
         else:
             code, why = ErrorCode.SHUTTING_DOWN, "agentd stopped first; the message is kept and answered after restart"
         turn.sink(Error(code, why, turn.message_id, reply_id))
+
+
+@dataclass(frozen=True)
+class _Delivery:
+    """How a submitted message's turn is run, once the message is stored."""
+
+    sink: Sink
+    disable_memory: bool
+    disable_tools: bool
 
 
 def _discard(_event: Event) -> None:

@@ -23,8 +23,9 @@ earlier exchanges; ``[history] enabled = false`` turns off earlier exchanges alo
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agentd.app import App
 from agentd.config import Config
@@ -48,6 +49,18 @@ PREVIEW_LOOKBACK = 50
 
 
 @dataclass(frozen=True)
+class StageTimes:
+    """Milliseconds each stage of preparing a turn took (the ``turn`` log line carries them)."""
+
+    #: Reading the query's burst and the channel's recent history; recalling the user's earlier exchanges.
+    history_ms: float = 0.0
+    #: Automatic retrieval (embedding the query and searching), as the caller waited for it.
+    retrieval_ms: float = 0.0
+    #: The profile, the tools and assembling the prompt under the window.
+    assemble_ms: float = 0.0
+
+
+@dataclass(frozen=True)
 class PreparedTurn:
     """A turn ready for the model: its query, what was recalled, its tools, and the prompt."""
 
@@ -59,6 +72,7 @@ class PreparedTurn:
     context: AssembledContext
     #: Who reads the channel, which decides which user memories may be used.
     visibility: ChannelVisibility | None = None
+    stages: StageTimes = field(default_factory=StageTimes)
 
 
 class TurnPreparer:
@@ -125,21 +139,25 @@ class TurnPreparer:
         even the system prompt and the message do not fit.
         """
         cfg = self._config
+        started = time.perf_counter()
         query = self.query(channel, user, text, message_id)
         recall_on = cfg.memory.auto_retrieve and not disable_memory
         recalled = HistoryRecall()
         history_status = RecallStatus.DISABLED
         episode_limit = cfg.episodes.top_k if self._episodes is not None else 0
+        # The channel's recent history, read once: history recall and the prompt both use it.
+        recent = self._builder.recent(persona, channel, message_id)
         in_prompt: int | None = None
         if recall_on and query and ((cfg.history.enabled and user is not None) or episode_limit):
             # What the prompt's recent history carries is not recalled again (it still gives seeds).
-            in_prompt = self._builder.history_start(persona, channel, message_id)
+            in_prompt = self._builder.history_start(persona, channel, message_id, recent)
         if recall_on and cfg.history.enabled and user is not None and query:
             recalled = self._history.recall(channel, user, query, message_id, in_prompt)
             history_status = RecallStatus.OK
             query = seeded_query(query, recalled, cfg.history.seed_sparse_below)
         visibility = resolve(cfg, self._store, channel)
         reach = visibility.reach(persona.name, channel, user)
+        recalled_at = time.perf_counter()
         retrieval = self._retriever.recall(
             query,
             reach,
@@ -148,6 +166,7 @@ class TurnPreparer:
             # Some found may be in the recent history and left out: ask for a few more.
             episode_limit=episode_limit * 2,
         )
+        retrieved_at = time.perf_counter()
         episodes = _not_in_history(retrieval.episodes, channel, in_prompt)[:episode_limit]
         # The user's profile ([memory] profile_tokens), given whatever the message; memory too, so
         # opting out leaves it out. It needs no embedder.
@@ -168,8 +187,14 @@ class TurnPreparer:
             episodes=episodes,
             # In a channel others read, the model is told who said what (when several speak).
             speaker=user if user is not None and not visibility.private_to(user) else None,
+            recent=recent,
         )
-        return PreparedTurn(query, recalled, history_status, retrieval, registry, context, visibility)
+        stages = StageTimes(
+            (recalled_at - started) * 1000,
+            (retrieved_at - recalled_at) * 1000,
+            (time.perf_counter() - retrieved_at) * 1000,
+        )
+        return PreparedTurn(query, recalled, history_status, retrieval, registry, context, visibility, stages)
 
     def query(self, channel: str, user: str | None, text: str | None, before_id: int | None) -> str:
         """The retrieval query: ``user``'s burst of messages since the last reply, then ``text``.

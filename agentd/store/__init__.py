@@ -12,6 +12,7 @@ and FTS5 on SQLite, pgvector and PostgreSQL full-text search on PostgreSQL.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,9 +41,15 @@ class EmbeddingSpace:
 class Store:
     """An open agentd database."""
 
-    def __init__(self, engine: sa.Engine, url: str) -> None:
+    def __init__(self, engine: sa.Engine, url: str, busy_timeout_ms: int = 5000) -> None:
         self.engine = engine
         self.url = url
+        self._busy_timeout = busy_timeout_ms / 1000.0
+        # SQLite has one writer at a time. Its busy handler makes a waiting writer sleep and
+        # poll (1, 2, 5, 10 … 100 ms), so under many writers each waits far longer than the
+        # write it waits for: this process's writers queue on a lock instead, handed over at
+        # once. Other processes (the CLI) still meet the busy timeout.
+        self._write_lock: threading.RLock | None = threading.RLock() if backend(engine) == "sqlite" else None
         #: Why the last write failed, until one succeeds again (``None``: writes work).
         self.write_failure: str | None = None
         self._writer = engine.execution_options(**{WRITE: True})
@@ -75,7 +82,7 @@ class Store:
             raise StoreError(f"cannot open the database at {where}: {exc.orig}") from exc
         # Connections opened before the migration created pgvector's type have no adapter for it.
         engine.dispose()
-        return cls(engine, url)
+        return cls(engine, url, busy_timeout_ms)
 
     @property
     def backend(self) -> str:
@@ -101,14 +108,24 @@ class Store:
 
         A failure of the database itself (disk full, I/O error, locked past the busy
         timeout) is a :class:`StoreError` and is remembered until a write succeeds
-        again (:attr:`write_failure`, which ``/healthz`` reports).
+        again (:attr:`write_failure`, which ``/healthz`` reports). On SQLite this
+        process's writers take turns on a lock first, waiting at most the busy timeout.
         """
+        lock = self._write_lock
+        if lock is not None and not lock.acquire(timeout=self._busy_timeout):
+            raise StoreError(
+                f"cannot write the database: another write of this process held it for longer than "
+                f"{self._busy_timeout:g} s ([database] busy_timeout_ms)"
+            )
         try:
             with self._writer.begin() as conn:
                 yield conn
         except OperationalError as exc:
             self.write_failure = str(exc.orig)
             raise StoreError(f"cannot write the database: {exc.orig}") from exc
+        finally:
+            if lock is not None:
+                lock.release()
         self.write_failure = None
 
     # -- the embedding space -------------------------------------------------

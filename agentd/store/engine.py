@@ -39,6 +39,8 @@ from agentd._exceptions import StoreError
 WRITE = "agentd_write"
 #: PostgreSQL: the longest one statement may run (maintenance such as an HNSW build sets its own).
 STATEMENT_TIMEOUT_MS = 120_000
+#: SQLite: connections kept open (as many again may be opened for a moment).
+SQLITE_POOL = 64
 #: PostgreSQL: seconds to wait for a connection to the server.
 CONNECT_TIMEOUT_S = 10
 
@@ -97,8 +99,11 @@ def create_engine(url: str, busy_timeout_ms: int = 5000) -> Engine:
         url,
         module=sqlean,
         connect_args={"timeout": busy_timeout_ms / 1000.0, "check_same_thread": False},
-        pool_size=8,
-        max_overflow=32,
+        # The daemon's actors, retrieval workers and request threads each hold a connection for
+        # a moment; a connection beyond the pool is closed after use, and the next one pays for
+        # opening it again (sqlite-vec, pragmas, the memory map). A kept SQLite connection costs little.
+        pool_size=SQLITE_POOL,
+        max_overflow=SQLITE_POOL,
         pool_timeout=60,
     )
 

@@ -154,6 +154,51 @@ class MessageRepo:
             conn.execute(sa.update(_C).where(_C.c.name == channel).values(message_count=_C.c.message_count + 1))
         return Message(id=mid, **{**values, "options": dict(options or {})})  # type: ignore[arg-type]
 
+    def add_many(self, conn: sa.Connection, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
+        """Insert messages (each given as :meth:`add`'s keyword arguments) with a few statements
+        whatever their number; ids are assigned in the order given."""
+        if not messages:
+            return []
+        now = utcnow()
+        rows = [
+            {
+                "channel": m["channel"],
+                "persona": m.get("persona"),
+                "role": m["role"],
+                "author": m["author"],
+                "content": m["content"],
+                "source": m.get("source", "chat"),
+                "status": m["status"],
+                "reply_to": m.get("reply_to"),
+                "request_id": m.get("request_id"),
+                "token_count": m.get("token_count"),
+                "token_counter": m.get("token_counter"),
+                "options": dict(m["options"]) if m.get("options") else None,
+                "created_at": m.get("created_at") or now,
+            }
+            for m in messages
+        ]
+        insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+        channels = sorted({r["channel"] for r in rows})
+        conn.execute(
+            insert(_C).on_conflict_do_nothing(), [{"name": c, "created_at": now, "message_count": 0} for c in channels]
+        )
+        ids = conn.execute(sa.insert(_M).returning(_M.c.id, sort_by_parameter_order=True), rows).scalars().all()
+        counts: dict[str, int] = {}
+        for r in rows:
+            if r["role"] in CONVERSATION_ROLES:
+                counts[r["channel"]] = counts.get(r["channel"], 0) + 1
+        if counts:
+            conn.execute(
+                sa.update(_C)
+                .where(_C.c.name == sa.bindparam("c"))
+                .values(message_count=_C.c.message_count + sa.bindparam("n")),
+                [{"c": c, "n": n} for c, n in counts.items()],
+            )
+        return [
+            Message(id=int(mid), **{**r, "options": dict(r["options"] or {})}) for mid, r in zip(ids, rows, strict=True)
+        ]
+
     def get(self, conn: sa.Connection, message_id: int) -> Message | None:
         """One message by id."""
         row = conn.execute(sa.select(_M).where(_M.c.id == message_id)).first()

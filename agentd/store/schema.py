@@ -78,6 +78,7 @@ class MessageRow(Base):
         sa.Index("ix_messages_channel_id", "channel", "id"),
         sa.Index("ix_messages_channel_author_id", "channel", "author", "id"),
         sa.Index("ix_messages_status", "status"),
+        sa.Index("ix_messages_reply_to", "reply_to"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)

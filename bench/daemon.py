@@ -1,0 +1,545 @@
+"""Throughput of ``agentd serve``: how fast messages are accepted and answered.
+
+    python bench/daemon.py --clients 20 --channels 50 --seconds 20 --history 10000 --memories 10000
+
+Starts ``agentd serve`` on loopback (``--port 0``) in a fresh temporary
+``AGENTD_HOME`` with the shipped ``buddy`` persona on the offline model (no key,
+no network, no model time) and the local embedder. Before it starts, each
+channel gets ``--history`` messages of earlier conversation and the persona
+``--memories`` global memories (every one in reach of every channel).
+
+Then ``--clients`` threads, each a closed loop over its own HTTP connection,
+post to ``POST /v1/channels/{c}/messages`` over ``--channels`` channels for
+``--seconds`` seconds, and the daemon is left to answer everything accepted.
+Printed (medians unless said otherwise):
+
+* accepted/s (202s per second of posting), replies/s (replies stored while
+  posting, per second; and until the last reply);
+* POST→202 p50/p95 (client clock), post→reply p50/p95 (from the client sending
+  the POST until the reply's ``created_at`` in the store; same machine, same clock);
+* the turn's stages, p50, from the daemon's ``turn`` log lines: history (the
+  query's burst, the channel's recent history, the user's earlier exchanges),
+  retrieval, assembly (profile, tools, the prompt), the model, storing the reply,
+  and the whole turn (which includes waiting for a ``[runtime] turn_slots`` slot);
+* lost (accepted, never answered) and duplicated (more than one complete reply);
+* the same for a **no-op turn** in the same run, as the floor: a persona without
+  tools, ``disable_memory: true`` (no retrieval, no earlier exchanges), in fresh
+  channels (no history): what accepting, dispatching, assembling a tiny prompt,
+  the offline model and storing the reply cost by themselves;
+* the daemon's resident memory (VmRSS) after the run, and in a second, fresh
+  daemon with 1, 100 and 1,000 live actors (one channel each, no-op turns).
+
+The machine this runs on may be shared: the load average is printed with the
+figures (``/proc/loadavg``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+#: Stages of the ``turn`` log line, as printed.
+STAGES = (
+    ("history", "history_ms"),
+    ("retrieval", "retrieval_ms"),
+    ("assembly", "assemble_ms"),
+    ("model", "model_ms"),
+    ("store", "store_ms"),
+    ("turn", "ms"),
+)
+FLOOR_PERSONA = "floor"
+
+TOPICS = [
+    ("python", "programming"),
+    ("rust", "programming"),
+    ("gardening", "hobby"),
+    ("tomatoes", "garden"),
+    ("jazz", "music"),
+    ("hiking", "outdoors"),
+    ("espresso", "coffee"),
+    ("kubernetes", "work"),
+    ("sourdough", "baking"),
+    ("chess", "games"),
+    ("japanese", "languages"),
+    ("cycling", "sport"),
+    ("postgres", "databases"),
+    ("watercolour", "painting"),
+    ("sailing", "outdoors"),
+    ("budgeting", "money"),
+]
+FACTS = [
+    "{who} likes {topic} and practises it on {day}s",
+    "{who} decided to learn more about {topic} this year",
+    "The {project} project needs someone who knows {topic}",
+    "{who} prefers {topic} over {other}",
+    "{who} asked for a book about {topic} ({kind})",
+]
+QUESTIONS = [
+    "what do you think about {topic} for the {project} project?",
+    "any tips on {topic}? I tried it on {day}",
+    "should I pick {topic} or {other} next?",
+    "remind me what we said about {topic} and {kind}",
+    "how long does it take to get good at {topic}?",
+    "hi!",
+    "thanks, that helps",
+]
+DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+PROJECTS = ["atlas", "borealis", "cobalt", "delta", "ember", "fjord"]
+
+
+def fill(template: str, rng: random.Random) -> str:
+    topic, kind = rng.choice(TOPICS)
+    other = rng.choice(TOPICS)[0]
+    return template.format(
+        who=f"user{rng.randrange(40)}",
+        topic=topic,
+        kind=kind,
+        other=other,
+        day=rng.choice(DAYS),
+        project=rng.choice(PROJECTS),
+    )
+
+
+# -- the home, the data, the daemon --------------------------------------------------------
+
+
+def write_home(home: Path, turn_slots: int = 0) -> Path:
+    from agentd.shipped import example_personas
+
+    personas = home / "personas"
+    personas.mkdir(parents=True)
+    shutil.copy(example_personas() / "buddy.toml", personas / "buddy.toml")
+    (personas / f"{FLOOR_PERSONA}.toml").write_text(
+        f'name = "{FLOOR_PERSONA}"\nmodel = "offline"\nmax_tokens = 256\nchannels = ["floor-*"]\n'
+        'skills = []\nsystem_prompt = "You answer briefly."\n'
+    )
+    config = home / "agentd.toml"
+    config.write_text(
+        '[database]\nurl = "sqlite:///bench.db"\n'
+        '[embedding]\nprovider = "local"\n'
+        '[logging]\nlevel = "info"\nformat = "json"\n'
+        # Actors stay alive for the whole run (the RSS figures count live actors).
+        f"[runtime]\nidle_stop_seconds = 3600\nturn_slots = {turn_slots}\n"
+    )
+    return config
+
+
+def seed(config: Path, channels: list[str], history: int, memories: int, rng: random.Random) -> None:
+    """``history`` messages in each channel and ``memories`` global memories for buddy."""
+    from agentd.app import App
+    from agentd.config import load_config
+    from agentd.scopes import GLOBAL
+    from agentd.store.memories import NewMemory
+    from agentd.store.schema import ChannelRow, MessageRow, table, utcnow
+
+    app = App(load_config(config, environ={}))
+    try:
+        persona = app.personas["buddy"]
+        if memories:
+            started = time.perf_counter()
+            texts = list({fill(rng.choice(FACTS), rng) + f" (note {i})" for i in range(memories)})
+            items = [NewMemory("buddy", GLOBAL, "fact", t) for t in texts]
+            for start in range(0, len(items), 256):
+                app.memory.add_many(items[start : start + 256])
+            print(f"  seeded {len(items)} memories in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        if history:
+            started = time.perf_counter()
+            samples = [fill(rng.choice(QUESTIONS[:5] + FACTS), rng) for _ in range(200)]
+            counted = [(t, *app.builder.count_message(persona, t)) for t in samples]
+            msgs, chans = table(MessageRow), table(ChannelRow)
+            then = utcnow() - timedelta(days=30)
+            import sqlalchemy as sa
+
+            for channel in channels:
+                rows = []
+                for i in range(history):
+                    text, tokens, counter = counted[i % len(counted)]
+                    user = i % 2 == 0
+                    rows.append(
+                        {
+                            "channel": channel,
+                            "persona": "buddy",
+                            "role": "user" if user else "assistant",
+                            "author": f"u{i % 7}" if user else "buddy",
+                            "content": text,
+                            "source": "channel" if user else "reply",
+                            "status": "answered" if user else "complete",
+                            "token_count": tokens,
+                            "token_counter": counter,
+                            "created_at": then + timedelta(seconds=i),
+                        }
+                    )
+                with app.store.write() as conn:
+                    conn.execute(sa.insert(chans).values(name=channel, created_at=then, message_count=history))
+                    conn.execute(sa.insert(msgs), rows)
+            print(
+                f"  seeded {history} messages in each of {len(channels)} channels in "
+                f"{time.perf_counter() - started:.0f} s",
+                file=sys.stderr,
+            )
+    finally:
+        app.close()
+
+
+class Daemon:
+    """``agentd serve --port 0`` in a subprocess; its log goes to a file."""
+
+    def __init__(self, config: Path, log: Path) -> None:
+        exe = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
+        env["AGENTD_HOME"] = str(config.parent)
+        self.log = log
+        self._err = log.open("w")
+        self.proc = subprocess.Popen(
+            [exe, "--config", str(config), "serve", "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            text=True,
+            env=env,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if "listening on" not in line:
+            raise SystemExit(f"agentd serve did not start: {line}{log.read_text()[-2000:]}")
+        self.url = line.split("listening on ")[1].split()[0]
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def live_actors(self) -> int:
+        health = httpx.get(self.url + "/healthz", timeout=30).json()
+        return sum(1 for a in health.get("actors", []) if a.get("running"))
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._err.close()
+
+    def turn_lines(self) -> list[dict[str, Any]]:
+        lines = []
+        for raw in self.log.read_text().splitlines():
+            try:
+                entry = json.loads(raw)
+            except json.JSONDecodeError:
+                continue
+            if entry.get("event") == "turn" and entry.get("outcome") == "answered":
+                lines.append(entry)
+        return lines
+
+
+# -- load -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Sent:
+    """One accepted post."""
+
+    message_id: int
+    channel: str
+    sent: float  # wall clock (time.time) when the POST was sent
+    ack_ms: float
+
+
+@dataclass
+class Phase:
+    """What one phase of load did."""
+
+    name: str
+    seconds: float
+    sent: list[Sent] = field(default_factory=list)
+    refused: int = 0
+    started: float = 0.0  # wall clock
+    ended: float = 0.0
+
+
+def drive(
+    url: str,
+    phase: Phase,
+    clients: int,
+    channels: list[str],
+    seconds: float,
+    body: dict[str, Any],
+    rng_seed: int,
+) -> None:
+    """``clients`` closed loops posting to ``channels`` for ``seconds``."""
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def client(index: int) -> None:
+        rng = random.Random(rng_seed * 1000 + index)
+        mine = [c for i, c in enumerate(channels) if i % clients == index % len(channels) % clients] or channels
+        with httpx.Client(base_url=url, timeout=60) as http:
+            while not stop.is_set():
+                channel = rng.choice(mine if rng.random() < 0.7 else channels)
+                payload = {"user": f"u{index % 7}", "text": fill(rng.choice(QUESTIONS), rng), **body}
+                sent = time.time()
+                t0 = time.perf_counter()
+                try:
+                    answer = http.post(f"/v1/channels/{channel}/messages", json=payload)
+                except httpx.HTTPError:
+                    with lock:
+                        phase.refused += 1
+                    continue
+                ack = (time.perf_counter() - t0) * 1000
+                with lock:
+                    if answer.status_code == 202:
+                        phase.sent.append(Sent(int(answer.json()["id"]), channel, sent, ack))
+                    else:
+                        phase.refused += 1
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
+    phase.started = time.time()
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join()
+    phase.ended = time.time()
+
+
+def settle(url: str, timeout: float) -> bool:
+    """Wait until the daemon has no turn in flight."""
+    deadline = time.monotonic() + timeout
+    with httpx.Client(base_url=url, timeout=30) as client:
+        while time.monotonic() < deadline:
+            health = client.get("/healthz").json()
+            if not any(a.get("inflight") for a in health.get("actors", [])):
+                return True
+            time.sleep(0.2)
+    return False
+
+
+def replies(config: Path, ids: list[int]) -> tuple[dict[int, tuple[int, datetime]], dict[int, str]]:
+    """message id -> (complete replies, the first one's created_at); and message id -> status."""
+    import sqlalchemy as sa
+
+    from agentd.config import load_config
+    from agentd.store import Store
+    from agentd.store.schema import MessageRow, table
+
+    msgs = table(MessageRow)
+    store = Store.open(load_config(config, environ={}).database_url)
+    found: dict[int, tuple[int, datetime]] = {}
+    statuses: dict[int, str] = {}
+    try:
+        with store.read() as conn:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                query = (
+                    sa.select(msgs.c.reply_to, sa.func.count(), sa.func.min(msgs.c.created_at))
+                    .where(msgs.c.reply_to.in_(chunk), msgs.c.role == "assistant", msgs.c.status == "complete")
+                    .group_by(msgs.c.reply_to)
+                )
+                for reply_to, count, first in conn.execute(query):
+                    when = first if isinstance(first, datetime) else datetime.fromisoformat(str(first))
+                    found[int(reply_to)] = (int(count), when.replace(tzinfo=UTC))
+                for mid, status in conn.execute(sa.select(msgs.c.id, msgs.c.status).where(msgs.c.id.in_(chunk))):
+                    statuses[int(mid)] = str(status)
+    finally:
+        store.close()
+    return found, statuses
+
+
+# -- figures ----------------------------------------------------------------------------------
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def report(
+    phase: Phase, found: tuple[dict[int, tuple[int, datetime]], dict[int, str]], turns: list[dict[str, Any]]
+) -> dict[str, Any]:
+    answered, statuses = found
+    ids = [s.message_id for s in phase.sent]
+    # Lost: accepted, and neither answered nor ended with an error (a failed turn is not lost).
+    failed = sum(1 for i in ids if i not in answered and statuses.get(i) in ("failed", "interrupted"))
+    lost = sum(1 for i in ids if i not in answered) - failed
+    duplicated = sum(1 for i in ids if answered.get(i, (0,))[0] > 1)
+    reply_at = {i: answered[i][1].timestamp() for i in ids if i in answered}
+    during = sum(1 for t in reply_at.values() if phase.started <= t <= phase.ended)
+    last = max(reply_at.values(), default=phase.ended)
+    e2e = [(reply_at[s.message_id] - s.sent) * 1000 for s in phase.sent if s.message_id in reply_at]
+    acks = [s.ack_ms for s in phase.sent]
+    mine = [t for t in turns if t.get("message_id") in set(ids)]
+    stages = {label: pct([float(t[key]) for t in mine if key in t], 0.5) for label, key in STAGES}
+    return {
+        "phase": phase.name,
+        "accepted": len(ids),
+        "refused": phase.refused,
+        "accepted_per_s": len(ids) / phase.seconds,
+        "replies_per_s_while_posting": during / phase.seconds,
+        "replies_per_s_to_last": len(reply_at) / max(last - phase.started, 1e-9),
+        "ack_p50_ms": pct(acks, 0.5),
+        "ack_p95_ms": pct(acks, 0.95),
+        "reply_p50_ms": pct(e2e, 0.5),
+        "reply_p95_ms": pct(e2e, 0.95),
+        "stage_p50_ms": stages,
+        "turns_logged": len(mine),
+        "lost": lost,
+        "failed": failed,
+        "duplicated": duplicated,
+    }
+
+
+def show(r: dict[str, Any]) -> None:
+    print(f"\n[{r['phase']}]")
+    print(f"  accepted            {r['accepted']} ({r['accepted_per_s']:.1f}/s), refused {r['refused']}")
+    print(
+        f"  replies/s           {r['replies_per_s_while_posting']:.1f} while posting, "
+        f"{r['replies_per_s_to_last']:.1f} until the last reply"
+    )
+    print(f"  POST->202           p50 {r['ack_p50_ms']:.1f} ms   p95 {r['ack_p95_ms']:.1f} ms")
+    print(f"  post->reply stored  p50 {r['reply_p50_ms']:.0f} ms   p95 {r['reply_p95_ms']:.0f} ms")
+    stages = "  ".join(f"{k} {v:.1f}" for k, v in r["stage_p50_ms"].items())
+    print(f"  turn stages p50 ms  {stages}   ({r['turns_logged']} turns logged)")
+    print(f"  lost {r['lost']}   duplicated {r['duplicated']}   failed (error reply) {r['failed']}")
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def actors_rss(home: Path, counts: list[int]) -> list[tuple[int, int, float]]:
+    """(wanted actors, live actors, RSS MB) in a fresh daemon, one no-op turn per channel."""
+    config = home / "agentd.toml"
+    daemon = Daemon(config, home / "actors.log")
+    rows = []
+    try:
+        done = 0
+        with httpx.Client(base_url=daemon.url, timeout=60) as http:
+            rows.append((0, 0, daemon.rss_mb()))
+            for target in counts:
+                for i in range(done, target):
+                    http.post(
+                        f"/v1/channels/floor-a{i}/messages",
+                        json={"user": "u", "text": "hello there", "persona": FLOOR_PERSONA, "disable_memory": True},
+                    ).raise_for_status()
+                done = target
+                settle(daemon.url, 300)
+                rows.append((target, daemon.live_actors(), daemon.rss_mb()))
+    finally:
+        daemon.stop()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--channels", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=20.0, help="seconds of posting per phase")
+    parser.add_argument("--history", type=int, default=1000, help="earlier messages in each channel")
+    parser.add_argument("--memories", type=int, default=1000, help="global memories in reach")
+    parser.add_argument("--actors", default="1,100,1000", help="live-actor counts for the RSS figures ('' skips)")
+    parser.add_argument("--no-floor", action="store_true", help="skip the no-op-turn phase")
+    parser.add_argument("--turn-slots", type=int, default=0, help="[runtime] turn_slots (0: the default)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--cache", type=Path, help="keep the seeded database here and reuse it in later runs with the same sizes"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the temporary home (database, logs)")
+    parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
+    args = parser.parse_args()
+
+    rng = random.Random(args.seed)
+    home = Path(tempfile.mkdtemp(prefix="agentd-bench-"))
+    config = write_home(home, args.turn_slots)
+    channels = [f"dm-bench-{i}" for i in range(args.channels)]
+    floor_channels = [f"floor-{i}" for i in range(args.channels)]
+    print(
+        f"bench/daemon.py: {args.clients} clients, {args.channels} channels, {args.seconds:g} s, "
+        f"history {args.history}/channel, memories {args.memories}; home {home}",
+        file=sys.stderr,
+    )
+    results: list[dict[str, Any]] = []
+    loads: list[str] = []
+    try:
+        seeded = None
+        if args.cache is not None:
+            seeded = args.cache / f"seeded-{args.channels}c-{args.history}h-{args.memories}m-{args.seed}.db"
+        if seeded is not None and seeded.exists():
+            shutil.copy(seeded, home / "bench.db")
+            print(f"  seeded database copied from {seeded}", file=sys.stderr)
+        else:
+            seed(config, channels, args.history, args.memories, rng)
+            if seeded is not None:
+                seeded.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(home / "bench.db", seeded)
+        daemon = Daemon(config, home / "daemon.log")
+        try:
+            # One turn first: the embedder and the tokenizers are warm before the clock starts.
+            httpx.post(
+                daemon.url + f"/v1/channels/{channels[0]}/messages",
+                json={"user": "warm", "text": "warm up"},
+                timeout=60,
+            )
+            settle(daemon.url, 60)
+            phases = [Phase("buddy", args.seconds)]
+            bodies: list[dict[str, Any]] = [{}]
+            lists = [channels]
+            if not args.no_floor:
+                phases.append(Phase("floor (no-op turn)", args.seconds))
+                bodies.append({"persona": FLOOR_PERSONA, "disable_memory": True})
+                lists.append(floor_channels)
+            for phase, body, chans in zip(phases, bodies, lists, strict=True):
+                loads.append(f"{phase.name}: before {loadavg()}")
+                drive(daemon.url, phase, args.clients, chans, args.seconds, body, args.seed)
+                loads.append(f"{phase.name}: after {loadavg()}")
+                if not settle(daemon.url, 600):
+                    print("  (turns still in flight after 600 s)", file=sys.stderr)
+            rss = daemon.rss_mb()
+        finally:
+            daemon.stop()
+        turns = daemon.turn_lines()
+        for phase in phases:
+            results.append(report(phase, replies(config, [s.message_id for s in phase.sent]), turns))
+        counts = [int(c) for c in args.actors.split(",") if c.strip()]
+        actor_rows = actors_rss(home, counts) if counts else []
+    finally:
+        if args.keep:
+            print(f"kept {home}", file=sys.stderr)
+        else:
+            shutil.rmtree(home, ignore_errors=True)
+    print(f"agentd serve, offline model, local embedder; cpus {os.cpu_count()}")
+    for r in results:
+        show(r)
+    print(f"\ndaemon RSS after the run: {rss:.0f} MB")
+    if actor_rows:
+        print("RSS of a fresh daemon by live actors (one no-op turn per channel):")
+        for wanted, live, mb in actor_rows:
+            print(f"  {wanted:>5} channels  {live:>5} live actors  {mb:7.0f} MB")
+    print("load average (1/5/15 min): " + "; ".join(loads))
+    if args.json:
+        print(json.dumps({"results": results, "rss_mb": rss, "actors": actor_rows, "load": loads}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""Accepting messages: group commit, durability before the answer, order, and not waiting on turns."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentd._exceptions import StoreError
+from agentd.app import App
+from agentd.config import load_config
+from agentd.embedders.local import LocalEmbedder
+from agentd.runtime import Done, Error, Event, Runtime
+from agentd.runtime.intake import GroupCommit
+from agentd.runtime.record import Incoming, TurnWriter
+from agentd.store import Store
+from agentd.store.messages import Message
+from tests.conftest import write_home
+from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
+from tests.support import wait_for
+
+pytestmark = pytest.mark.both_backends
+
+OFFLINE = 'name = "quick"\nmodel = "offline"\nmax_tokens = 64\nskills = []\nsystem_prompt = "Be brief."\n'
+
+
+@pytest.fixture
+def extra_config() -> str:
+    """More TOML for the test's agentd.toml."""
+    return ""
+
+
+@pytest.fixture
+def app(
+    tmp_path: Path,
+    database_url: str,
+    embedder: LocalEmbedder,
+    fake_openai: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+    extra_config: str,
+) -> Iterator[App]:
+    monkeypatch.setenv(KEY_ENV, "test-key")
+    home = write_home(
+        tmp_path / "home",
+        extra_config,
+        {"quick": OFFLINE, "fake": fake_persona(fake_openai.url)},
+        database_url=database_url,
+    )
+    made = App(load_config(home, environ={}), embedder=embedder)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def runtime(app: App) -> Iterator[Runtime]:
+    rt = Runtime(app)
+    yield rt
+    rt.stop(grace=5)
+
+
+def incoming(writer: TurnWriter, app: App, channel: str, text: str) -> Incoming:
+    return writer.incoming(app.personas["quick"], channel, "alice", text, request_id=text, source="chat")
+
+
+def test_concurrent_posts_are_each_durable_when_accepted_ordered_per_channel_and_answered_once(
+    app: App, runtime: Runtime
+) -> None:
+    """Many threads submit at once over a few channels. Each submit returns only once its message
+    can be read by another connection; every message gets exactly one reply, and each channel's
+    replies come in the order its messages were stored."""
+    other = Store.open(app.config.database_url)
+    finals: list[Event] = []
+    lock = threading.Lock()
+    accepted: list[int] = []
+    not_visible: list[int] = []
+
+    def sink(event: Event) -> None:
+        if isinstance(event, Done | Error):
+            with lock:
+                finals.append(event)
+
+    def client(index: int) -> None:
+        for n in range(4):
+            got = runtime.submit("quick", f"room{(index + n) % 3}", "alice", f"message {index}-{n}", sink=sink)
+            with other.read() as conn:  # a separate connection: committed, not merely written
+                if other.messages.get(conn, got.message_id) is None:
+                    not_visible.append(got.message_id)
+            with lock:
+                accepted.append(got.message_id)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert not_visible == []
+        assert runtime.wait_idle(180)
+        assert len(accepted) == 96 and len(finals) == 96
+        assert [e for e in finals if not isinstance(e, Done)] == []
+        with other.read() as conn:
+            replies = other.messages.replies_to(conn, accepted)
+            messages = {i: other.messages.get(conn, i) for i in accepted}
+            per_channel: dict[str, list[tuple[int, int]]] = defaultdict(list)
+            for mid in sorted(accepted):
+                msg = messages[mid]
+                assert msg is not None and msg.status == "answered"
+                per_channel[msg.channel].append((mid, replies[mid].id))
+            complete = [m for m in other.messages.after(conn, "room0", 0, 1000) if m.role == "assistant" and m.reply_to]
+        for pairs in per_channel.values():
+            reply_ids = [r for _, r in pairs]
+            assert reply_ids == sorted(reply_ids)  # answered in the order stored
+        assert len(complete) == len({m.reply_to for m in complete})  # one reply per message
+    finally:
+        other.close()
+
+
+def test_what_queues_during_a_commit_is_stored_in_one_transaction_and_dispatched_in_id_order(app: App) -> None:
+    writer = TurnWriter(app.store, app.builder)
+    gate = threading.Event()
+    batches: list[int] = []
+    dispatched: list[int] = []
+
+    def commit(items: Sequence[Incoming]) -> list[Message]:
+        batches.append(len(items))
+        if len(batches) == 1:
+            assert gate.wait(30)
+        return writer.accept_many(items)
+
+    def dispatch(message: Message, _then: None) -> None:
+        with app.store.read() as conn:  # stored before it is dispatched
+            assert app.store.messages.get(conn, message.id) is not None
+        dispatched.append(message.id)
+
+    group: GroupCommit[None] = GroupCommit(commit, dispatch)
+    results: dict[int, Message] = {}
+
+    def post(i: int) -> None:
+        results[i] = group.submit(incoming(writer, app, "room", f"m{i}"), None)
+
+    first = threading.Thread(target=post, args=(0,))
+    first.start()
+    wait_for(lambda: batches == [1], 10, "the first commit to start")
+    rest = [threading.Thread(target=post, args=(i,)) for i in range(1, 12)]
+    for t in rest:
+        t.start()
+    wait_for(lambda: group.queued == 11, 10, "eleven posts queued behind the first commit")
+    gate.set()
+    for t in [first, *rest]:
+        t.join()
+    assert batches == [1, 11]
+    assert dispatched == sorted(dispatched) and sorted(dispatched) == sorted(m.id for m in results.values())
+    assert [results[i].content for i in range(12)] == [f"m{i}" for i in range(12)]
+
+
+def test_a_batch_that_cannot_be_stored_fails_every_caller_in_it_and_dispatches_nothing(app: App) -> None:
+    writer = TurnWriter(app.store, app.builder)
+    dispatched: list[Message] = []
+
+    def commit(items: Sequence[Incoming]) -> list[Message]:
+        raise StoreError("cannot write the database: disk I/O error")
+
+    group: GroupCommit[None] = GroupCommit(commit, lambda m, _t: dispatched.append(m))
+    with pytest.raises(StoreError, match="disk I/O error"):
+        group.submit(incoming(writer, app, "room", "lost?"), None)
+    assert dispatched == []
+
+
+def test_a_post_is_accepted_while_its_channel_is_busy_with_a_slow_turn(
+    app: App, runtime: Runtime, fake_openai: FakeOpenAI
+) -> None:
+    """The first turn hangs in the model; posts to the same and another channel are accepted
+    (stored, ids returned) before that turn ends, and are answered after it, in order."""
+    fake_openai.queue(Turn(hang=True, text="first"), Turn(text="second"), Turn(text="third"))
+    events: dict[str, list[Any]] = defaultdict(list)
+    first = runtime.submit("fake", "general", "alice", "first", sink=events["first"].append)
+    wait_for(lambda: fake_openai.hanging == 1, 120, "the first turn to wait on the model")
+    second = runtime.submit("fake", "general", "alice", "second", sink=events["second"].append)
+    third = runtime.submit("quick", "elsewhere", "bob", "third", sink=events["third"].append)
+    assert not any(isinstance(e, Done | Error) for e in events["first"])  # still running
+    assert first.message_id < second.message_id < third.message_id
+    wait_for(lambda: any(isinstance(e, Done) for e in events["third"]), 60, "the other channel's reply")
+    assert not any(isinstance(e, Done | Error) for e in events["first"])  # other channels are not held up
+    fake_openai.release()
+    assert runtime.wait_idle(60)
+    done_first = next(e for e in events["first"] if isinstance(e, Done))
+    done_second = next(e for e in events["second"] if isinstance(e, Done))
+    assert done_first.message_id < done_second.message_id
+
+
+@pytest.mark.parametrize("extra_config", ["[runtime]\nturn_slots = 1\n"])
+def test_a_turn_waiting_on_its_model_holds_no_turn_slot(
+    extra_config: str, app: App, runtime: Runtime, fake_openai: FakeOpenAI
+) -> None:
+    """With one turn slot, a turn hanging in the model does not keep another channel's turn
+    from preparing and finishing."""
+    assert app.config.runtime.slots == 1, extra_config
+    fake_openai.queue(Turn(hang=True, text="slow"))
+    events: dict[str, list[Any]] = defaultdict(list)
+    runtime.submit("fake", "general", "alice", "slow one", sink=events["slow"].append)
+    wait_for(lambda: fake_openai.hanging == 1, 120, "the first turn to wait on the model")
+    runtime.submit("quick", "elsewhere", "bob", "hello there", sink=events["quick"].append)
+    wait_for(lambda: any(isinstance(e, Done) for e in events["quick"]), 60, "the other channel's reply")
+    assert not any(isinstance(e, Done | Error) for e in events["slow"])
+    fake_openai.release()
+    assert runtime.wait_idle(60)
+    assert any(isinstance(e, Done) for e in events["slow"])
