@@ -138,7 +138,8 @@ def episodes_source(app: App, memory_id: int) -> int | None:
 
 @pytest.mark.both_backends
 def test_episodes_stay_in_their_channel_and_direct_exchanges_stay_with_their_user(make: Any) -> None:
-    app, rt = make()
+    # The direct channels are direct by config (as a deployment says so); unposted ones are recalled from too.
+    app, rt = make('[channels."dm-*"]\nvisibility = "direct"\n')
     say(rt, "general", "alice", "The group picnic is at Riverside Park on Saturday.")
     say(rt, "dm-alice", "alice", "Privately: my bank PIN reminder is the year my dog Rex was born.")
     say(rt, "dm-bob", "bob", "My dog Rex needs his vaccination next week.")

@@ -34,6 +34,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("post", "/v1/memories/import"): {"admin"},
     ("get", "/v1/memories"): {"admin"},
     ("delete", "/v1/memories/{memory_id}"): {"admin"},
+    ("get", "/v1/memories/{memory_id}/history"): {"admin"},
     ("get", "/v1/personas"): {"admin", "adapter", "service"},
     ("get", "/v1/budget"): {"admin"},
     ("get", "/v1/models"): {"admin", "adapter", "service"},

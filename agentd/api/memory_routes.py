@@ -218,7 +218,12 @@ def forget(memory_id: Annotated[int, Path(ge=1, le=MAX_ID)], d: Annotated[Daemon
     return {"forgotten": d.app.memory.forget(memory_id).as_json()}
 
 
-@router.get("/v1/memories/{memory_id}/history", response_model=MemoryHistory, responses=error_responses(404, 422))
+@router.get(
+    "/v1/memories/{memory_id}/history",
+    response_model=MemoryHistory,
+    responses=error_responses(404, 422),
+    **allow(Policy.ADMIN),
+)
 def history(memory_id: Annotated[int, Path(ge=1, le=MAX_ID)], d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """How a memory changed through fact extraction (``[memory] extract``), oldest first; also for a
     memory since deleted (as ``agentd memory history ID``)."""
