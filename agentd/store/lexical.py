@@ -159,7 +159,13 @@ def bounded_terms(conn: sa.Connection, terms: Sequence[str], budget: int = TERM_
         if len(cache) >= _COMMON_MAX:
             cache.clear()
         cache[term] = (n, n < cap, now + COMMON_TTL)
-    if sum(df.values()) <= budget:
+    return within_budget(terms, df, budget)
+
+
+def within_budget(terms: Sequence[str], df: Mapping[str, int], budget: int) -> list[str]:
+    """The rarest of ``terms`` (by their document frequency ``df``) within ``budget`` postings in
+    total (the rarest always), in their order: both text indexes bound a query this way."""
+    if sum(df[t] for t in dict.fromkeys(terms)) <= budget:
         return list(terms)
     kept: set[str] = set()
     total = 0

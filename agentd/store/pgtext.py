@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 import sqlalchemy as sa
 
 from agentd.store.indexes import WordsRow
-from agentd.store.lexical import persona_token, scope_token
+from agentd.store.lexical import persona_token, scope_token, within_budget
 
 TABLE = "memory_words"
 STATS = "memory_words_stats"
@@ -119,7 +119,7 @@ class PgText:
             return []
         df = self._frequencies(conn, lexemes)
         if TERM_BUDGET > 0:
-            lexemes = _bounded(lexemes, df, TERM_BUDGET)
+            lexemes = within_budget(lexemes, df, TERM_BUDGET)
         for lexeme in lexemes:
             if df[lexeme] > TERM_BUDGET > 0:  # the rarest term, kept alone over the budget: count it exactly
                 df[lexeme] = _postings(conn, [lexeme], None)[lexeme]
@@ -179,17 +179,3 @@ def _postings(conn: sa.Connection, lexemes: Sequence[str], cap: int | None) -> d
         (list(lexemes), [lexeme_query(x) for x in lexemes]),
     )
     return {str(lexeme): int(n) for lexeme, n in rows}
-
-
-def _bounded(lexemes: Sequence[str], df: dict[str, int], budget: int) -> list[str]:
-    """The rarest lexemes within ``budget`` postings in total (the rarest always), in their order."""
-    if sum(df[x] for x in lexemes) <= budget:
-        return list(lexemes)
-    kept: set[str] = set()
-    total = 0
-    for i, lexeme in enumerate(sorted(lexemes, key=lambda x: df[x])):
-        if i and total + df[lexeme] > budget:
-            break
-        kept.add(lexeme)
-        total += df[lexeme]
-    return [x for x in lexemes if x in kept]
