@@ -22,7 +22,7 @@ for the assembled request. The assembler is pure: same inputs, same output.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,20 +179,16 @@ class ContextAssembler:
         # The user's profile: whole memories, newest first, within its own cap.
         profile_tokens, kept_profile = 0, []
         if request.profile and request.profile_budget > 0:
-            cost = JOIN + count(PROFILE_HEADING)
-            room = min(left, request.profile_budget)
-            lines = []
-            for memory in request.profile:
-                line_cost = count(profile_line(memory.text, memory.category)) + JOIN
-                if cost + line_cost > room:
-                    break
-                cost += line_cost
-                lines.append(profile_line(memory.text, memory.category))
-                kept_profile.append(memory)
-            if lines:
-                sections.append("\n".join([PROFILE_HEADING, *lines]))
-                profile_tokens = cost
-                left -= cost
+            block, profile_tokens, n = _whole_lines(
+                count,
+                PROFILE_HEADING,
+                (profile_line(m.text, m.category) for m in request.profile),
+                min(left, request.profile_budget),
+            )
+            kept_profile = list(request.profile[:n])
+            if block:
+                sections.append(block)
+                left -= profile_tokens
         profile_dropped = len(request.profile) - len(kept_profile) if request.profile_budget > 0 else 0
         in_profile = {m.id for m in kept_profile}
 
@@ -200,41 +196,31 @@ class ContextAssembler:
         memory_tokens, kept_memories = 0, []
         recalled = [hit for hit in request.memories if hit.memory.id not in in_profile]
         if recalled:
-            cost = JOIN + count(MEMORIES_HEADING)
-            room = left if request.memory_budget is None else min(left, request.memory_budget)
-            lines = []
-            for hit in recalled:
-                line = memory_line(hit.memory.text, hit.memory.category, hit.relevance)
-                line_cost = count(line) + JOIN
-                if cost + line_cost > room:
-                    break
-                cost += line_cost
-                lines.append(line)
-                kept_memories.append(hit)
-            if lines:
-                sections.append("\n".join([MEMORIES_HEADING, *lines]))
-                memory_tokens = cost
-                left -= cost
+            block, memory_tokens, n = _whole_lines(
+                count,
+                MEMORIES_HEADING,
+                (memory_line(h.memory.text, h.memory.category, h.relevance) for h in recalled),
+                left if request.memory_budget is None else min(left, request.memory_budget),
+            )
+            kept_memories = recalled[:n]
+            if block:
+                sections.append(block)
+                left -= memory_tokens
         memories_dropped = len(recalled) - len(kept_memories)
 
         # Episodes: whole ones, best first, in what the memories left of their budget.
         episode_tokens, kept_episodes = 0, []
         if request.episodes:
-            cost = JOIN + count(EPISODES_HEADING)
-            room = left if request.memory_budget is None else min(left, request.memory_budget - memory_tokens)
-            lines = []
-            for hit in request.episodes:
-                line = episode_line(hit.memory.text, hit.memory.created_at, hit.relevance)
-                line_cost = count(line) + JOIN
-                if cost + line_cost > room:
-                    break
-                cost += line_cost
-                lines.append(line)
-                kept_episodes.append(hit)
-            if lines:
-                sections.append("\n".join([EPISODES_HEADING, *lines]))
-                episode_tokens = cost
-                left -= cost
+            block, episode_tokens, n = _whole_lines(
+                count,
+                EPISODES_HEADING,
+                (episode_line(h.memory.text, h.memory.created_at, h.relevance) for h in request.episodes),
+                left if request.memory_budget is None else min(left, request.memory_budget - memory_tokens),
+            )
+            kept_episodes = list(request.episodes[:n])
+            if block:
+                sections.append(block)
+                left -= episode_tokens
         episodes_dropped = len(request.episodes) - len(kept_episodes)
 
         # Recalled exchanges with this user: one system message of whole snippets.
@@ -368,3 +354,20 @@ class ContextAssembler:
         if not best:
             return "", 0, True
         return best, count(best) + JOIN, True
+
+
+def _whole_lines(count: Callable[[str], int], heading: str, lines: Iterable[str], room: int) -> tuple[str, int, int]:
+    """A section of ``heading`` and whole ``lines`` in their order, stopping at the first that
+    does not fit in ``room`` tokens: ``(the section, its tokens, how many lines)``, or
+    ``("", 0, 0)`` when not even the first fits."""
+    cost = JOIN + count(heading)
+    kept: list[str] = []
+    for line in lines:
+        line_cost = count(line) + JOIN
+        if cost + line_cost > room:
+            break
+        cost += line_cost
+        kept.append(line)
+    if not kept:
+        return "", 0, 0
+    return "\n".join([heading, *kept]), cost, len(kept)
