@@ -120,6 +120,17 @@ def test_disable_memory_per_request_makes_no_embedding_call(make_app, runtimes, 
     assert isinstance(events[-1], Done)
 
 
+def test_a_greeting_is_never_embedded_as_a_query_even_with_episodes_searched(make_app, runtimes, fake_openai) -> None:
+    # Episodes on (the default): memories and episodes share one query vector, made only for a topic.
+    app = make_app(embedding_config(fake_openai))
+    rt = runtimes(app)
+    assert isinstance(run(rt, "hello there!")[-1], Done)
+    assert isinstance(run(rt, "tell me about my friend there")[-1], Done)
+    queries = [r["input"] for r in fake_openai.embedding_requests()]
+    assert ["hello there!"] not in queries and "hello there!" not in queries
+    assert sum(q in (["tell me about my friend there"], "tell me about my friend there") for q in queries) == 1
+
+
 def test_auto_retrieve_false_makes_no_embedding_call(make_app, runtimes, fake_openai) -> None:
     app = make_app(embedding_config(fake_openai) + "\n[memory]\nauto_retrieve = false\n[episodes]\nenabled = false\n")
     app.memory.add("fake", GLOBAL, "hello there friend")

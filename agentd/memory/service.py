@@ -295,6 +295,13 @@ class MemoryService:
         vector: np.ndarray = self._require_embedder().embed_queries([text])[0]
         return vector
 
+    def topic_vector(self, query: str, persona: str) -> np.ndarray | None:
+        """``query``'s embedding for searches that share it, or ``None`` when it has no topic to
+        search by ("hello", "ok thanks!"): then no search embeds it (see :meth:`search`)."""
+        if analyse(query, names=(persona,)).kind == "none":
+            return None
+        return self.embed_query(query)
+
     def search(
         self,
         query: str,

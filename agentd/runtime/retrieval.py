@@ -118,9 +118,9 @@ def _search(
     what was not eligible in this channel.
 
     The query is embedded at most once: up front when episodes are searched too (same
-    vector), else only when the memory search needs it (a greeting needs no vector).
+    vector), else only when the memory search needs it; a greeting is never embedded.
     """
-    vector = memory.embed_query(query) if episodes is not None and episode_limit > 0 else None
+    vector = memory.topic_vector(query, reach.persona) if episodes is not None and episode_limit > 0 else None
     threshold = memory.config.min_score
     ineligible: list[Ineligible] = []
     hits, near = memory.search_near(
