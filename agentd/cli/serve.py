@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import threading
 from typing import TYPE_CHECKING
@@ -81,3 +82,15 @@ def serve(app: App, host: str | None, port: int | None) -> None:
         server.run()
     finally:
         llm.join()
+    _exit_past_stuck_threads()
+
+
+def _exit_past_stuck_threads() -> None:
+    """End the process now that the daemon has stopped and closed its store, without the
+    interpreter's finalization when other threads are still alive: a thread stuck in a
+    dependency that never answered (a hung embedder) can hold the import lock that a library's
+    ``__del__`` then waits for during finalization, and the process would never exit."""
+    if any(t is not threading.main_thread() and t.is_alive() for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
