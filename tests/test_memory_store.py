@@ -123,6 +123,18 @@ def test_forget_removes_row_vector_and_words(app: App) -> None:
         app.memory.forget(mem.id)
 
 
+def test_a_forgotten_memory_id_is_never_given_to_a_new_memory(app: App) -> None:
+    """Forgetting the newest memory, then adding one: the old id still 404s, the new memory is untouched."""
+    app.memory.add("buddy", GLOBAL, "User likes Python")
+    newest, _ = app.memory.add("buddy", GLOBAL, "User's dog is named Max")
+    app.memory.forget(newest.id)
+    later, _ = app.memory.add("buddy", GLOBAL, "User lives in Lisbon")
+    assert later.id > newest.id
+    with pytest.raises(NotFound):
+        app.memory.forget(newest.id)
+    assert [h.memory.id for h in app.memory.search("Lisbon", BUDDY, min_relevance=0.0, mode="lexical")] == [later.id]
+
+
 def test_metadata_and_created_at_are_kept_and_returned(app: App) -> None:
     when = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
     app.memory.add("buddy", GLOBAL, "Caroline went to a support group", metadata={"dia_id": "D1:3"}, created_at=when)

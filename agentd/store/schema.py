@@ -108,6 +108,8 @@ class MemoryRow(Base):
     __table_args__ = (
         sa.UniqueConstraint("persona", "scope", "content_hash", name="uq_memories_persona_scope_hash"),
         sa.Index("ix_memories_persona_scope_id", "persona", "scope", "id"),
+        # A forgotten memory's id is never given to a new one (migration 0010).
+        {"sqlite_autoincrement": True},
     )
 
     id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
