@@ -1,6 +1,10 @@
 """Schemathesis against a real ``agentd serve``: every operation (the endless events stream
 excepted), every check, a bounded number of examples, and 0 failures.
 
+The operations are run in three groups, each against its own daemon, so that
+pytest-xdist can spread them over the cores; together the groups cover every
+path exactly once (the last group is "everything the others do not take").
+
 The schema must declare what the API enforces (patterns, lengths, ranges, the
 error body, the error statuses, the API key), the API must accept what the
 schema allows and refuse what it does not, and never answer 5xx.
@@ -13,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import write_home
 from tests.test_serve import Serve
 
@@ -20,6 +26,16 @@ from tests.test_serve import Serve
 SEED = 20261123
 MAX_EXAMPLES = 25
 KEY = "schemathesis-key"
+
+TURNS = "^/v1/(chat|channels/)"
+MEMORY = "^/v1/memor"
+EVENTS = "/events$"
+#: The filters of each group (schemathesis keeps only the last of a repeated option).
+GROUPS = {
+    "turns": ["--include-path-regex", TURNS, "--exclude-path-regex", EVENTS],
+    "memory": ["--include-path-regex", MEMORY],
+    "the-rest": ["--exclude-path-regex", f"{TURNS}|{MEMORY}|{EVENTS}"],
+}
 
 PERSONA = """
 name = "buddy"
@@ -31,7 +47,8 @@ system_prompt = "You are buddy."
 """
 
 
-def test_schemathesis_finds_no_failure(tmp_path: Path) -> None:
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_schemathesis_finds_no_failure(tmp_path: Path, group: str) -> None:
     home = write_home(tmp_path, f'[daemon]\napi_key = "{KEY}"\n', {"buddy": PERSONA})
     daemon = Serve(home)
     try:
@@ -45,8 +62,7 @@ def test_schemathesis_finds_no_failure(tmp_path: Path) -> None:
                 "all",
                 "--header",
                 f"Authorization: Bearer {KEY}",
-                "--exclude-path-regex",
-                "/events$",
+                *GROUPS[group],
                 "--max-examples",
                 str(MAX_EXAMPLES),
                 "--seed",
