@@ -316,6 +316,51 @@ def test_a_daemon_that_loses_its_lock_connection_gives_up_its_channels(tmp_path,
             a.close()
 
 
+def test_a_message_another_daemon_stored_first_is_answered_first(tmp_path, postgres) -> None:
+    """Per-channel order across daemons: the owner is posted a message while an earlier one, stored
+    by another daemon whose NOTIFY has not arrived yet (here: stored with no NOTIFY at all), is
+    pending. The earlier one is answered first, at once, not at the next heartbeat's sweep."""
+    from agentd.app import App
+    from agentd.config import load_config
+    from agentd.runtime import Runtime
+
+    url = postgres.fresh()
+    slow_sweep = CONFIG.replace("heartbeat_seconds = 0.5", "heartbeat_seconds = 60")
+    app = App(load_config(write_home(tmp_path / "h", slow_sweep, {"echo": ECHO}, url), environ={}))
+    runtime = Runtime(app)
+    try:
+        assert list(runtime.chat("echo", "c01", "u", "hello"))[-1].type == "done"  # c01 is owned here
+        with app.store.write() as conn:
+            app.store.messages.add(
+                conn,
+                channel="c01",
+                role="user",
+                author="v",
+                content="stored elsewhere",
+                status="pending",
+                persona="echo",
+            )
+        events = list(runtime.chat("echo", "c01", "u", "posted here"))
+        assert events[-1].type == "done" and "posted here" in events[-1].text
+
+        def replies() -> dict[str, int]:
+            with app.store.read() as conn:
+                rows = conn.execute(
+                    sa.text(
+                        "SELECT q.content, r.id FROM messages r JOIN messages q ON r.reply_to = q.id "
+                        "WHERE r.role = 'assistant' AND r.status = 'complete' AND q.channel = 'c01'"
+                    )
+                ).all()
+            return {str(content): int(rid) for content, rid in rows}
+
+        wait_for(lambda: "stored elsewhere" in replies(), 10, "the earlier message's reply")
+        answered = replies()
+        assert answered["stored elsewhere"] < answered["posted here"], answered
+    finally:
+        runtime.stop(2)
+        app.close()
+
+
 def test_lock_keys_differ_per_persona_and_channel() -> None:
     keys: set[Any] = {lock_key((p, c)) for p in ("a", "b") for c in CHANNELS}
     assert len(keys) == 2 * len(CHANNELS)

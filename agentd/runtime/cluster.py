@@ -133,7 +133,9 @@ class Cluster:
         key = turn.key
         with self._lock:
             if self._link.owns(key):
-                self._host.dispatch(turn)
+                # Not just this turn: a message another daemon stored before it, whose NOTIFY has
+                # not arrived yet, is answered first (per-channel order follows the commits).
+                self._pickup(key, {turn.message_id: turn})
                 return
             if self._link.try_own(key):
                 log.info("cluster_took", persona=key[0], channel=key[1], daemon=self.name)
