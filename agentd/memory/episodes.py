@@ -145,11 +145,11 @@ class Episodes:
         if should_stop():
             return 0, False
         with self._store.write() as conn:
-            # Compare-and-set: another worker (a daemon that was stopping) may have done this batch.
-            if self._store.cursors.get(conn, JOB, channel) != start:
+            # Compare-and-set: another worker (another daemon on the same database, or one that
+            # was stopping) may have done this batch.
+            if not self._store.cursors.advance(conn, JOB, channel, start, cursor):
                 return 0, True
             added = self._store.memories.add(conn, items, vectors) if items else []
-            self._store.cursors.set(conn, JOB, channel, cursor)
         self._prune({(i.persona, i.scope) for i in items})
         created = sum(1 for _mid, new in added if new)
         log.debug("episodes_indexed", channel=channel, added=created, cursor=cursor)

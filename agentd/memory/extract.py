@@ -225,8 +225,7 @@ class Extractor:
 
     def _advance(self, channel: str, start: int, cursor: int) -> None:
         with self._store.write() as conn:
-            if self._store.cursors.get(conn, JOB, channel) == start:
-                self._store.cursors.set(conn, JOB, channel, cursor)
+            self._store.cursors.advance(conn, JOB, channel, start, cursor)
 
     def _apply(
         self,
@@ -261,7 +260,8 @@ class Extractor:
         vecs = self._memory.embed_passages(texts)
         memories, history = self._store.memories, self._store.memory_history
         with self._store.write() as conn:
-            if self._store.cursors.get(conn, JOB, channel) != start:
+            # Compare-and-set first: another daemon on the same database may have done this one.
+            if not self._store.cursors.advance(conn, JOB, channel, start, cursor):
                 return False
             v = 0
             for d, target, item in writes:
@@ -307,7 +307,6 @@ class Extractor:
                     note(target.id, "DELETE", target.text, None)
                 else:
                     note(target.id, "NONE", None, target.text)
-            self._store.cursors.set(conn, JOB, channel, cursor)
         log.info("facts_extracted", message_id=msg.id, decisions=[d.event for d, _t, _i in writes])
         return True
 

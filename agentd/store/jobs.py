@@ -13,6 +13,8 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from agentd.store.schema import JobCursorRow, MemoryHistoryRow, MessageRow, inserted_id, table, utcnow
 
@@ -31,20 +33,30 @@ class CursorRepo:
         ).scalar_one_or_none()
         return int(found or 0)
 
-    def set(self, conn: sa.Connection, job: str, channel: str, last_message_id: int) -> None:
-        """Move ``job``'s cursor in ``channel`` (only forward)."""
+    def advance(self, conn: sa.Connection, job: str, channel: str, start: int, last_message_id: int) -> bool:
+        """Move ``job``'s cursor in ``channel`` from ``start`` to ``last_message_id``, atomically;
+        False (and nothing moved) if it is no longer at ``start``: another worker did that batch.
+
+        Call it first in the transaction that writes the batch's results, and write them only
+        if it returned True. The conditional update takes the row's lock, so of two daemons
+        finishing the same batch on PostgreSQL the second waits for the first to commit and then
+        finds the cursor moved (a plain read-then-write would let both commit their results);
+        a first batch inserts the row, and a concurrent insert of it does nothing.
+        """
         now = utcnow()
-        moved = conn.execute(
-            sa.update(_J)
-            .where(_J.c.job == job, _J.c.channel == channel, _J.c.last_message_id < last_message_id)
-            .values(last_message_id=last_message_id, updated_at=now)
-        ).rowcount
-        if moved:
-            return
-        exists = conn.execute(sa.select(_J.c.job).where(_J.c.job == job, _J.c.channel == channel)).first()
-        if exists is None:
-            values = {"job": job, "channel": channel, "last_message_id": last_message_id, "updated_at": now}
-            conn.execute(sa.insert(_J).values(**values))
+        # RETURNING, not rowcount: the PostgreSQL driver reports -1 for an INSERT ... ON CONFLICT.
+        if start:
+            moved = conn.execute(
+                sa.update(_J)
+                .where(_J.c.job == job, _J.c.channel == channel, _J.c.last_message_id == start)
+                .values(last_message_id=last_message_id, updated_at=now)
+                .returning(_J.c.job)
+            ).first()
+            return moved is not None
+        insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+        values = {"job": job, "channel": channel, "last_message_id": last_message_id, "updated_at": now}
+        added = conn.execute(insert(_J).values(**values).on_conflict_do_nothing().returning(_J.c.job)).first()
+        return added is not None
 
     def behind(self, conn: sa.Connection, job: str) -> list[str]:
         """Channels with a user message newer than ``job``'s cursor there (catch-up after a start)."""
