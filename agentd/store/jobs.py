@@ -16,11 +16,12 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from agentd.store.schema import JobCursorRow, MemoryHistoryRow, MessageRow, inserted_id, table, utcnow
+from agentd.store import schema
+from agentd.store.schema import inserted_id, utcnow
 
-_J = table(JobCursorRow)
-_H = table(MemoryHistoryRow)
-_M = table(MessageRow)
+_J = schema.job_cursors
+_H = schema.memory_history
+_M = schema.messages
 
 
 class CursorRepo:

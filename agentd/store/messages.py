@@ -12,11 +12,13 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from agentd._exceptions import AlreadyAnswered
+from agentd.store import schema
 from agentd.store.engine import driver_sql
-from agentd.store.schema import ChannelRow, MessageRow, inserted_id, table, utcnow
+from agentd.store.schema import inserted_id, utcnow
 
-_M = table(MessageRow)
-_C = table(ChannelRow)
+_C = schema.channels
+_M = schema.messages
+
 #: The predicate of the unique index ``uq_messages_one_reply`` (PostgreSQL). Literal SQL: with bound
 #: parameters a prepared statement's generic plan cannot prove it matches the index.
 _ONE_REPLY = sa.text("role = 'assistant' AND status = 'complete'")
