@@ -22,7 +22,7 @@ import sqlean
 from agentd.cli.main import COMMANDS
 
 #: Imports that only some commands may pay for.
-HEAVY = ("litellm", "alembic", "fastapi", "uvicorn", "onnxruntime")
+HEAVY = ("litellm", "alembic", "fastapi", "uvicorn", "onnxruntime", "numpy")
 
 
 def isolated_env(root: Path) -> dict[str, str]:
@@ -69,14 +69,14 @@ def user(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (["--version"], ()),
         (["personas"], ()),
         (["memory", "list", "--persona", "buddy"], ()),
-        (["memory", "search", "python", "--persona", "buddy"], ("onnxruntime",)),
-        (["memory", "add", "I drink tea", "--persona", "buddy"], ("onnxruntime",)),
+        (["memory", "search", "python", "--persona", "buddy"], ("onnxruntime", "numpy")),
+        (["memory", "add", "I drink tea", "--persona", "buddy"], ("onnxruntime", "numpy")),
         (["memory", "forget", "1"], ()),
-        (["budget", "buddy", "--channel", "general"], ("onnxruntime",)),
+        (["budget", "buddy", "--channel", "general"], ("onnxruntime", "numpy")),
         (["inspect", "2"], ()),
-        (["doctor"], ("onnxruntime",)),
+        (["doctor"], ("onnxruntime", "numpy")),
         (["db", "upgrade"], ("alembic",)),
-        (["chat", "buddy", "--channel", "general", "--message", "what do I like?"], ("onnxruntime",)),
+        (["chat", "buddy", "--channel", "general", "--message", "what do I like?"], ("onnxruntime", "numpy")),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else None,
 )

@@ -24,9 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import structlog
 
 from agentd._exceptions import InvalidInput, NotFound
@@ -39,6 +38,9 @@ from agentd.store.lexical import CONTEXT_KEY
 from agentd.store.memories import NewMemory
 from agentd.store.messages import Message
 from agentd.store.schema import utcnow
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = structlog.get_logger("agentd.episodes")
 

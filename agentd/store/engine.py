@@ -6,7 +6,10 @@ one place. :func:`backend` tells the two apart.
 
 **SQLite.** This Python's ``sqlite3`` is built without ``enable_load_extension``, so agentd
 hands SQLAlchemy the ``sqlean`` driver (same DB-API, SQLite 3.50, extensions
-allowed) through ``module=`` and loads sqlite-vec into every new connection.
+allowed) through ``module=`` and loads sqlite-vec into every new connection. The
+extension is loaded from its file in the ``sqlite_vec`` package (:func:`vec0_path`),
+without importing that package: its ``__init__`` imports numpy, which a command that
+handles no vector (``agentd memory list``) should not pay for.
 
 Every connection gets: a large page size (only effective before the first table
 exists; sqlite-vec's chunked blobs read faster with it), WAL, a busy timeout,
@@ -24,12 +27,13 @@ writers could race.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 import sqlean
-import sqlite_vec
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
@@ -57,6 +61,16 @@ PRAGMAS = (
     "PRAGMA cache_size = -65536",
     "PRAGMA temp_store = MEMORY",
 )
+
+
+@functools.cache
+def vec0_path() -> str:
+    """The sqlite-vec extension's file, as ``sqlite_vec.loadable_path()`` gives it (found without
+    importing the package, whose ``__init__`` imports numpy)."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        raise StoreError("the sqlite-vec package is not installed (pip install sqlite-vec)")
+    return str(Path(next(iter(spec.submodule_search_locations)), "vec0"))
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -112,7 +126,7 @@ def create_engine(url: str, busy_timeout_ms: int = 5000) -> Engine:
         # Let SQLAlchemy's "begin" hook below own transaction boundaries.
         dbapi_conn.isolation_level = None
         dbapi_conn.enable_load_extension(True)
-        sqlite_vec.load(dbapi_conn)
+        dbapi_conn.load_extension(vec0_path())
         dbapi_conn.enable_load_extension(False)
         cursor = dbapi_conn.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
