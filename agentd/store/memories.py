@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from agentd.scopes import Scope
 from agentd.store import schema
+from agentd.store.engine import insert_for
 from agentd.store.indexes import TextIndex, VectorIndex, VectorRow, WordsRow
 from agentd.store.lexical import context_of
 from agentd.store.schema import inserted_id, utcnow
@@ -125,7 +125,7 @@ class MemoryRepo:
             if conn.dialect.name == "postgresql":
                 # Writers do not queue on PostgreSQL: the same text added concurrently
                 # waits for the other transaction, then finds its row.
-                stmt = pg_insert(_T).values(**values).on_conflict_do_nothing().returning(_T.c.id)
+                stmt = insert_for(conn)(_T).values(**values).on_conflict_do_nothing().returning(_T.c.id)
                 mid = conn.execute(stmt).scalar_one_or_none()
                 if mid is None:
                     out.append((conn.execute(sa.select(_T.c.id).where(*key)).scalar_one(), False))
