@@ -26,10 +26,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from agentd._exceptions import InvalidInput, NotFound
 from agentd.config import EpisodesConfig
+from agentd.log import get_logger
 from agentd.memory.ranking import MemoryHit
 from agentd.memory.service import MemoryService
 from agentd.scopes import Reach, Scope, root_channel
@@ -42,7 +41,7 @@ from agentd.store.schema import utcnow
 if TYPE_CHECKING:
     import numpy as np
 
-log = structlog.get_logger("agentd.episodes")
+log = get_logger("agentd.episodes")
 
 #: The background job's name (its cursors in ``job_cursors``).
 JOB = "episodes"
