@@ -94,13 +94,16 @@ def test_a_command_imports_only_what_it_uses(user: Path, args: list[str], allowe
         assert not imported & {"sqlalchemy", "numpy", "pydantic", "structlog", "rich"}, sorted(imported)
 
 
-def test_memory_list_reads_rows_without_the_vector_and_logging_machinery(user: Path) -> None:
+def test_memory_list_reads_rows_without_the_vector_and_logging_machinery(tmp_path: Path) -> None:
     """`agentd memory list` only reads rows: no numpy (sqlite-vec is loaded by its file), no ORM
     (the schema is Core tables), no PostgreSQL dialect, no structlog (nothing logs), no tokenizer."""
-    work = user / "work"
+    status, _out, err, _ = run(["memory", "add", "I like Python", "--persona", "buddy"], tmp_path)
+    assert status == 0, err
     code = "import sys; from agentd.cli.main import main; sys.argv[0] = 'agentd'; main()"
     cmd = [sys.executable, "-X", "importtime", "-c", code, "memory", "list", "--persona", "buddy"]
-    done = subprocess.run(cmd, env=isolated_env(user), cwd=work, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        cmd, env=isolated_env(tmp_path), cwd=tmp_path / "work", capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert "I like Python" in done.stdout
     modules = modules_imported(done.stderr)
