@@ -5,21 +5,57 @@ terminal (a service manager, a container, a pipe into a log shipper) and a
 readable console line when a person is watching. Records of the standard
 ``logging`` module (uvicorn, libraries) go through the same renderer, so a JSON
 log stays all JSON.
+
+structlog is imported by the first module that logs (through :func:`get_logger`),
+not by :func:`configure`: importing it costs a tenth of a second (it brings asyncio
+and rich's tracebacks), which commands that never log through it (``agentd memory
+list``) do not pay. Whichever comes second, :func:`configure` or the first
+:func:`get_logger`, sets structlog up, so no event is ever rendered unconfigured.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from typing import TextIO
-
-import structlog
+import threading
+from typing import TYPE_CHECKING, Any, TextIO
 
 from agentd.config import LoggingConfig
+
+if TYPE_CHECKING:
+    import structlog
+
+_lock = threading.Lock()
+#: The configuration :func:`configure` was given while structlog was not imported yet.
+_pending: tuple[int, bool] | None = None
 
 
 class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
     """The handler :func:`configure` installs (and replaces when called again)."""
+
+
+class _Formatter(logging.Formatter):
+    """Renders records of the logging module like agentd's own events; structlog's formatter is
+    made for the first record (imported then)."""
+
+    def __init__(self, as_json: bool) -> None:
+        super().__init__()
+        self._as_json = as_json
+        self._inner: logging.Formatter | None = None
+
+    def format(self, record: logging.LogRecord) -> str:
+        if self._inner is None:
+            import structlog
+
+            self._inner = structlog.stdlib.ProcessorFormatter(
+                foreign_pre_chain=[*_shared(), structlog.stdlib.add_logger_name],
+                processors=[
+                    structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.processors.format_exc_info,
+                    _renderer(self._as_json),
+                ],
+            )
+        return self._inner.format(record)
 
 
 def renders_json(config: LoggingConfig, stream: TextIO | None = None) -> bool:
@@ -35,33 +71,18 @@ def renders_json(config: LoggingConfig, stream: TextIO | None = None) -> bool:
 
 def configure(config: LoggingConfig) -> None:
     """Route structlog and stdlib logging to stderr at ``config.level``."""
+    global _pending
     level = getattr(logging, config.level.upper())
-    renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer() if renders_json(config) else structlog.dev.ConsoleRenderer(colors=False)
-    )
-    shared: list[structlog.typing.Processor] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
-    structlog.configure(
-        processors=[*shared, structlog.processors.format_exc_info, renderer],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=False,
-    )
+    as_json = renders_json(config)
+    with _lock:
+        if "structlog" in sys.modules:
+            _set_up(level, as_json)
+            _pending = None
+        else:
+            _pending = (level, as_json)
     # Records of the logging module, rendered like agentd's own events (the logger's name kept).
     handler = _Handler(sys.stderr)
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                structlog.processors.format_exc_info,
-                renderer,
-            ],
-        )
-    )
+    handler.setFormatter(_Formatter(as_json))
     root = logging.getLogger()
     for old in [h for h in root.handlers if isinstance(h, _Handler)]:
         root.removeHandler(old)
@@ -69,3 +90,42 @@ def configure(config: LoggingConfig) -> None:
     root.setLevel(max(level, logging.WARNING))
     for noisy in ("LiteLLM", "litellm", "httpx", "pykka"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def get_logger(name: str) -> Any:
+    """structlog's logger called ``name``, with structlog set up as :func:`configure` was told."""
+    global _pending
+    import structlog
+
+    with _lock:
+        if _pending is not None:
+            _set_up(*_pending)
+            _pending = None
+    return structlog.get_logger(name)
+
+
+def _shared() -> list[structlog.typing.Processor]:
+    import structlog
+
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+
+
+def _renderer(as_json: bool) -> structlog.typing.Processor:
+    import structlog
+
+    return structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer(colors=False)
+
+
+def _set_up(level: int, as_json: bool) -> None:
+    import structlog
+
+    structlog.configure(
+        processors=[*_shared(), structlog.processors.format_exc_info, _renderer(as_json)],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )

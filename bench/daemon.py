@@ -147,7 +147,9 @@ def seed(config: Path, channels: list[str], history: int, memories: int, rng: ra
     from agentd.config import load_config
     from agentd.scopes import GLOBAL
     from agentd.store.memories import NewMemory
-    from agentd.store.schema import ChannelRow, MessageRow, table, utcnow
+    from agentd.store.schema import channels as chans
+    from agentd.store.schema import messages as msgs
+    from agentd.store.schema import utcnow
 
     app = App(load_config(config, environ={}))
     try:
@@ -163,7 +165,6 @@ def seed(config: Path, channels: list[str], history: int, memories: int, rng: ra
             started = time.perf_counter()
             samples = [fill(rng.choice(QUESTIONS[:5] + FACTS), rng) for _ in range(200)]
             counted = [(t, *app.builder.count_message(persona, t)) for t in samples]
-            msgs, chans = table(MessageRow), table(ChannelRow)
             then = utcnow() - timedelta(days=30)
             import sqlalchemy as sa
 
@@ -340,9 +341,8 @@ def replies(config: Path, ids: list[int]) -> tuple[dict[int, tuple[int, datetime
 
     from agentd.config import load_config
     from agentd.store import Store
-    from agentd.store.schema import MessageRow, table
+    from agentd.store.schema import messages as msgs
 
-    msgs = table(MessageRow)
     store = Store.open(load_config(config, environ={}).database_url)
     found: dict[int, tuple[int, datetime]] = {}
     statuses: dict[int, str] = {}

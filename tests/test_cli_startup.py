@@ -22,7 +22,7 @@ import sqlean
 from agentd.cli.main import COMMANDS
 
 #: Imports that only some commands may pay for.
-HEAVY = ("litellm", "alembic", "fastapi", "uvicorn", "onnxruntime")
+HEAVY = ("litellm", "alembic", "fastapi", "uvicorn", "onnxruntime", "numpy")
 
 
 def isolated_env(root: Path) -> dict[str, str]:
@@ -42,13 +42,18 @@ def run(
     cmd = [sys.executable, *(["-X", "importtime"] if importtime else []), "-c", code, *args]
     full_env = {**isolated_env(root), **(env or {})}
     done = subprocess.run(cmd, env=full_env, cwd=work, capture_output=True, text=True, timeout=120)
-    imported = {
-        line.rsplit("|", 1)[-1].strip().split(".")[0]
-        for line in done.stderr.splitlines()
-        if line.startswith("import time:")
-    }
+    imported = {name.split(".")[0] for name in modules_imported(done.stderr)}
     stderr = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("import time:"))
     return done.returncode, done.stdout, stderr, imported
+
+
+def modules_imported(importtime_stderr: str) -> set[str]:
+    """Every module ``python -X importtime`` reported, by its full name."""
+    return {
+        line.rsplit("|", 1)[-1].strip()
+        for line in importtime_stderr.splitlines()
+        if line.startswith("import time:") and not line.endswith("imported package")
+    }
 
 
 @pytest.fixture(scope="module")
@@ -69,14 +74,14 @@ def user(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (["--version"], ()),
         (["personas"], ()),
         (["memory", "list", "--persona", "buddy"], ()),
-        (["memory", "search", "python", "--persona", "buddy"], ("onnxruntime",)),
-        (["memory", "add", "I drink tea", "--persona", "buddy"], ("onnxruntime",)),
+        (["memory", "search", "python", "--persona", "buddy"], ("onnxruntime", "numpy")),
+        (["memory", "add", "I drink tea", "--persona", "buddy"], ("onnxruntime", "numpy")),
         (["memory", "forget", "1"], ()),
-        (["budget", "buddy", "--channel", "general"], ("onnxruntime",)),
+        (["budget", "buddy", "--channel", "general"], ("onnxruntime", "numpy")),
         (["inspect", "2"], ()),
-        (["doctor"], ("onnxruntime",)),
+        (["doctor"], ("onnxruntime", "numpy")),
         (["db", "upgrade"], ("alembic",)),
-        (["chat", "buddy", "--channel", "general", "--message", "what do I like?"], ("onnxruntime",)),
+        (["chat", "buddy", "--channel", "general", "--message", "what do I like?"], ("onnxruntime", "numpy")),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else None,
 )
@@ -87,6 +92,43 @@ def test_a_command_imports_only_what_it_uses(user: Path, args: list[str], allowe
     assert not (imported & set(HEAVY)) - set(allowed), sorted(imported & set(HEAVY))
     if args[0] in ("--help", "--version"):
         assert not imported & {"sqlalchemy", "numpy", "pydantic", "structlog", "rich"}, sorted(imported)
+
+
+def test_memory_list_reads_rows_without_the_vector_and_logging_machinery(tmp_path: Path) -> None:
+    """`agentd memory list` only reads rows: no numpy (sqlite-vec is loaded by its file), no ORM
+    (the schema is Core tables), no PostgreSQL dialect, no structlog (nothing logs), no tokenizer."""
+    status, _out, err, _ = run(["memory", "add", "I like Python", "--persona", "buddy"], tmp_path)
+    assert status == 0, err
+    code = "import sys; from agentd.cli.main import main; sys.argv[0] = 'agentd'; main()"
+    cmd = [sys.executable, "-X", "importtime", "-c", code, "memory", "list", "--persona", "buddy"]
+    done = subprocess.run(
+        cmd, env=isolated_env(tmp_path), cwd=tmp_path / "work", capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "I like Python" in done.stdout
+    modules = modules_imported(done.stderr)
+    unwanted = {
+        "numpy",
+        "sqlite_vec",
+        "sqlalchemy.orm",
+        "sqlalchemy.dialects.postgresql",
+        "structlog",
+        "tiktoken",
+        "tokenizers",
+        "onnxruntime",
+        "alembic",
+        "litellm",
+    }
+    assert not modules & unwanted, sorted(modules & unwanted)
+    assert "sqlalchemy" in modules  # the check sees the store's imports at all
+
+
+def test_sqlite_vec_is_loaded_from_the_file_its_package_names() -> None:
+    import sqlite_vec
+
+    from agentd.store.engine import vec0_path
+
+    assert vec0_path() == sqlite_vec.loadable_path()
 
 
 def test_the_help_summaries_are_the_commands_own() -> None:

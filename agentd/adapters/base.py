@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
-import structlog
 
 from agentd.adapters.split import split_text
 from agentd.adapters.state import AdapterState
 from agentd.client import ApiError, AsyncAgentdClient, AsyncFeed, Backoff, DaemonUnreachable
+from agentd.log import get_logger
 
 #: Turn errors after which the message will still be answered (so no notice is sent).
 _TRANSIENT = frozenset({"shutting_down", "interrupted", "overflow", "feed_overflow"})
@@ -77,7 +77,7 @@ class Adapter(ABC):
         for room in self.rooms:
             self.state.routes[self.channel_for_room(room)] = {"room": room}
         self.network_ready = asyncio.Event()
-        self.log = structlog.get_logger(f"agentd.adapters.{self.network}")
+        self.log = get_logger(f"agentd.adapters.{self.network}")
         self._inbox: asyncio.Queue[Inbound] = asyncio.Queue()
         self._outbox: asyncio.Queue[Reply] = asyncio.Queue()
         self._feeds: dict[str, AsyncFeed] = {}

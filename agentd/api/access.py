@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import time
 
-import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-log = structlog.get_logger("agentd.access")
+from agentd.log import get_logger
+
+log = get_logger("agentd.access")
 
 
 class AccessLog:

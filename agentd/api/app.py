@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import structlog
 from anyio import to_thread
 from fastapi import FastAPI
 
@@ -16,8 +15,9 @@ from agentd.api.access import AccessLog
 from agentd.api.guard import BodyLimit, HostGuard, KeyGuard, allowed_hosts
 from agentd.api.openai_errors import OpenAIErrorShape
 from agentd.api.state import Daemon
+from agentd.log import get_logger
 
-log = structlog.get_logger("agentd.api")
+log = get_logger("agentd.api")
 
 DESCRIPTION = """\
 agentd hosts LLM personas across chat channels, each with a long-term memory.

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -28,9 +27,10 @@ from agentd._exceptions import (
     http_status,
 )
 from agentd.api.schemas import CATEGORY_PATTERN, SCOPE_PATTERN, TEXT_PATTERN
+from agentd.log import get_logger
 from agentd.scopes import IDENTIFIER_PATTERN
 
-log = structlog.get_logger("agentd.api")
+log = get_logger("agentd.api")
 
 #: Starlette's own HTTP errors (routing, methods) and the code each is answered with.
 _HTTP_CODES = {

@@ -24,18 +24,18 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
 from anyio import to_thread
 
 from agentd._exceptions import ErrorCode
 from agentd.api.redact import for_followers
 from agentd.api.sse import KEEPALIVE, frame
+from agentd.log import get_logger
 from agentd.runtime import Done, Error, Event, MemoryContext
 from agentd.runtime.messages import Turn
 from agentd.store import Store
 from agentd.store.messages import Message
 
-log = structlog.get_logger("agentd.api.feed")
+log = get_logger("agentd.api.feed")
 
 #: Events a subscriber may fall behind by before its stream is ended (it can resume).
 QUEUE_LIMIT = 10_000

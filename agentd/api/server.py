@@ -17,7 +17,6 @@ import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-import structlog
 import uvicorn
 from anyio import to_thread
 
@@ -30,9 +29,10 @@ from agentd.api.schemas import HTTP_LINE_LIMIT
 from agentd.api.state import Daemon
 from agentd.app import App
 from agentd.llm.chat import ChatModel
+from agentd.log import get_logger
 from agentd.runtime import Runtime
 
-log = structlog.get_logger("agentd.serve")
+log = get_logger("agentd.serve")
 
 #: After the runtime has stopped, how long open connections get to finish.
 CONNECTION_GRACE_SECONDS = 3

@@ -47,11 +47,12 @@ def _driver() -> str:
 
 def _sqlite_vec() -> str:
     import sqlean
-    import sqlite_vec
+
+    from agentd.store.engine import vec0_path
 
     conn = sqlean.connect(":memory:")
     conn.enable_load_extension(True)
-    sqlite_vec.load(conn)
+    conn.load_extension(vec0_path())
     version = conn.execute("SELECT vec_version()").fetchone()[0]
     conn.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
     conn.close()

@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 # Piped output gets a width that fits the tables instead of rich's 80 columns.
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
@@ -29,7 +28,10 @@ def print_json_line(value: Any) -> None:
 
 @contextmanager
 def progress_bar(description: str) -> Iterator[Any]:
-    """A progress bar on stderr; yields ``update(done, total)``."""
+    """A progress bar on stderr; yields ``update(done, total)`` (rich's progress module is imported
+    here: only imports and re-embedding show one)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),

@@ -22,9 +22,9 @@ def _start(app: App, what: str) -> threading.Thread:
     code must not be cut off at exit."""
 
     def preload() -> None:
-        import structlog
+        from agentd.log import get_logger
 
-        log = structlog.get_logger("agentd.serve")
+        log = get_logger("agentd.serve")
         try:
             getattr(app, f"preload_{what}")()
         except Exception as exc:

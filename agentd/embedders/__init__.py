@@ -4,19 +4,23 @@ An embedder is injected wherever text becomes a vector (the memory service, the
 actors); nothing else knows which model is behind it. What any of them returns
 is checked (:func:`check_vectors`) before it is used or stored, and every call
 is bounded in time (:mod:`agentd.embedders.guard`).
+
+numpy is imported where vectors are made or checked, not with these modules: a
+command that builds the embedder but never embeds (``agentd memory list``) does
+not pay for it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-import numpy as np
-
 from agentd._exceptions import EmbedderBadOutput
 from agentd.relevance import DEFAULT_WORDS, UNCALIBRATED, Calibration, WordWeights
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    import numpy as np
 
 
 @runtime_checkable
@@ -50,6 +54,8 @@ NORM_TOLERANCE = 1e-3
 
 def check_vectors(vectors: object, count: int, dimension: int, model_id: str) -> np.ndarray:
     """``vectors`` as a float32 ``(count, dimension)`` array of finite unit rows, or :class:`EmbedderBadOutput`."""
+    import numpy as np
+
     try:
         array = np.asarray(vectors, dtype=np.float32)
     except (TypeError, ValueError) as exc:
@@ -75,6 +81,8 @@ def check_vectors(vectors: object, count: int, dimension: int, model_id: str) ->
 
 def normalize(vectors: np.ndarray) -> np.ndarray:
     """L2-normalise rows (zero rows stay zero)."""
+    import numpy as np
+
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return (vectors / np.where(norms == 0, 1, norms)).astype(np.float32)
 

@@ -23,13 +23,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
-from typing import Any, TypeVar
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentd._exceptions import AgentdError, EmbedderError, EmbedderTimeout, ShuttingDown
 from agentd.embedders import Embedder, check_vectors
 from agentd.relevance import Calibration, WordWeights
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Seconds one call of up to :data:`DEFAULT_BATCH` texts may take (``[embedding] timeout_seconds``).
 DEFAULT_TIMEOUT = 30.0
@@ -117,6 +118,8 @@ class GuardedEmbedder:
         texts = list(texts)
         dimension = self.dimension
         if not texts:
+            import numpy as np
+
             return np.zeros((0, dimension), dtype=np.float32)
         timeout = self.timeout * math.ceil(len(texts) / self._batch)
         answer = self._bounded(lambda: method(texts), timeout, f"{len(texts)} texts")

@@ -26,14 +26,15 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from agentd._exceptions import EmbedderError
 from agentd.config import LOCAL_EMBEDDING_MODELS
 from agentd.embedders import normalize
 from agentd.relevance import DEFAULT_WORDS, Calibration, WordWeights
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DIMENSION = 384
 #: Calls of at most this many texts (queries) run on a single-threaded session.
@@ -209,6 +210,8 @@ class LocalEmbedder:
         return self._embed([self.model.query_prefix + t for t in texts])
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         if not texts:
             return np.zeros((0, DIMENSION), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -219,6 +222,8 @@ class LocalEmbedder:
         return out
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
         with self._lock:
             encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)

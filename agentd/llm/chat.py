@@ -23,15 +23,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import structlog
-
 from agentd._exceptions import LLMAuthError, LLMError, LLMMalformed, LLMTruncated
 from agentd.llm import litellm_module
 from agentd.llm.errors import backoff, is_transient, map_error, retry_after
 from agentd.llm.models import missing_credentials, request_key
 from agentd.llm.offline import OfflineChat, is_offline
+from agentd.log import get_logger
 
-log = structlog.get_logger("agentd.llm")
+log = get_logger("agentd.llm")
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
-
-import numpy as np
-import structlog
+from typing import TYPE_CHECKING, Any
 
 from agentd._exceptions import InvalidInput, NotFound
 from agentd.config import EpisodesConfig
+from agentd.log import get_logger
 from agentd.memory.ranking import MemoryHit
 from agentd.memory.service import MemoryService
 from agentd.scopes import Reach, Scope, root_channel
@@ -40,7 +38,10 @@ from agentd.store.memories import NewMemory
 from agentd.store.messages import Message
 from agentd.store.schema import utcnow
 
-log = structlog.get_logger("agentd.episodes")
+if TYPE_CHECKING:
+    import numpy as np
+
+log = get_logger("agentd.episodes")
 
 #: The background job's name (its cursors in ``job_cursors``).
 JOB = "episodes"

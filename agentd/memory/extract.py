@@ -31,18 +31,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import structlog
-
 from agentd._exceptions import AgentdError, InvalidInput, NotFound
 from agentd.config import MemoryConfig
 from agentd.llm.chat import ChatModel, ModelSettings
+from agentd.log import get_logger
 from agentd.memory.episodes import Exchange, exchanges
 from agentd.memory.service import MemoryService
 from agentd.scopes import Reach, Scope
 from agentd.store import Store
 from agentd.store.memories import Memory, NewMemory
 
-log = structlog.get_logger("agentd.extract")
+log = get_logger("agentd.extract")
 
 #: The background job's name (its cursors in ``job_cursors``).
 JOB = "extract"

@@ -12,9 +12,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentd._exceptions import EmbedderNotConfigured, InvalidInput, NotFound
 from agentd.config import MemoryConfig
@@ -33,6 +31,9 @@ from agentd.store.jobs import HistoryEntry
 from agentd.store.lexical import CONTEXT_KEY
 from agentd.store.memories import Memory, NewMemory
 from agentd.store.schema import utcnow
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _CATEGORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")
 #: ``progress(done, total)`` callbacks for long operations.

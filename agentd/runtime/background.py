@@ -18,11 +18,10 @@ import threading
 import time
 from collections.abc import Callable
 
-import structlog
-
+from agentd.log import get_logger
 from agentd.store import Store
 
-log = structlog.get_logger("agentd.background")
+log = get_logger("agentd.background")
 
 #: First wait before a failed channel is tried again; doubled per failure, up to MAX_BACKOFF.
 BACKOFF = 1.0

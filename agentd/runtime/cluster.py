@@ -30,16 +30,15 @@ import time
 from collections.abc import Collection, Mapping
 from typing import Any, Protocol
 
-import structlog
-
 from agentd._exceptions import StoreError
 from agentd.config import ClusterConfig
+from agentd.log import get_logger
 from agentd.runtime.events import Done, Error, Event, event_from_json
 from agentd.runtime.messages import ActorKey, Sink, Turn, resumed_turn
 from agentd.store import Store
 from agentd.store.cluster import ClusterLink
 
-log = structlog.get_logger("agentd.cluster")
+log = get_logger("agentd.cluster")
 
 #: A remote turn's sink is forgotten after this long without its last event.
 REMOTE_SINK_SECONDS = 3600.0

@@ -21,11 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
 from agentd._exceptions import AgentdError, AlreadyAnswered, ErrorCode, SkillError, StoreError
 from agentd.config import Config
 from agentd.llm.chat import ChatModel, ModelSettings, ToolCallRequest, Usage
+from agentd.log import get_logger
 from agentd.personas import Persona
 from agentd.prompt.user_history import HistoryRecall
 from agentd.runtime.events import (
@@ -104,7 +103,7 @@ class Responder:
         memory_budget: int | None = None,
     ) -> Outcome:
         """Answer ``turn``, emitting its events to ``turn.sink``."""
-        log = structlog.get_logger("agentd.turn").bind(
+        log = get_logger("agentd.turn").bind(
             persona=self._persona.name, channel=self._channel, request_id=turn.request_id, message_id=turn.message_id
         )
         started = time.perf_counter()

@@ -7,16 +7,15 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
-import structlog
-
 from agentd._exceptions import AgentdError
+from agentd.log import get_logger
 from agentd.memory import MemoryHit, MemoryService
 from agentd.memory.episodes import Episodes
 from agentd.memory.service import Ineligible
 from agentd.runtime.events import RecallStatus
 from agentd.scopes import Reach
 
-log = structlog.get_logger("agentd.retrieval")
+log = get_logger("agentd.retrieval")
 
 #: Near-misses shown with each reply: the best memories below the threshold...
 NEAR_MISSES = 3

@@ -26,11 +26,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pykka
-import structlog
 
 from agentd._exceptions import ErrorCode, InvalidInput, ShuttingDown, SkillExecutionFailed, StoreError
 from agentd.app import App
 from agentd.llm.chat import ChatModel
+from agentd.log import get_logger
 from agentd.personas import Persona
 from agentd.runtime.actor import PersonaActor
 from agentd.runtime.events import Done, Error, Event, MemoryContext
@@ -49,7 +49,7 @@ from agentd.store.messages import Message
 if TYPE_CHECKING:
     from agentd.runtime.cluster import Cluster
 
-log = structlog.get_logger("agentd.runtime")
+log = get_logger("agentd.runtime")
 
 #: Longest message accepted, in characters.
 MAX_MESSAGE_CHARS = 32_000

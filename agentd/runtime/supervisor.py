@@ -20,10 +20,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pykka
-import structlog
 
 from agentd._exceptions import ErrorCode
 from agentd.config import RuntimeConfig
+from agentd.log import get_logger
 from agentd.runtime.messages import (
     ActorCrashed,
     ActorKey,
@@ -35,7 +35,7 @@ from agentd.runtime.messages import (
     TurnFinished,
 )
 
-log = structlog.get_logger("agentd.supervisor")
+log = get_logger("agentd.supervisor")
 
 #: spawn(key, supervisor, generation) -> the new actor's ref.
 Spawn = Callable[[ActorKey, pykka.ActorRef[Any], int], pykka.ActorRef[Any]]

@@ -21,13 +21,13 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from agentd._exceptions import EmbeddingMismatch, StoreError
-from agentd.store import migrate
+from agentd.store import migrate, schema
 from agentd.store.engine import WRITE, backend, create_engine, sqlite_path
 from agentd.store.indexes import TextIndex, VectorIndex
 from agentd.store.memories import Memory, MemoryRepo, NewMemory, content_hash
-from agentd.store.schema import EmbeddingSpaceRow, table, utcnow
+from agentd.store.schema import utcnow
 
-_SPACE = table(EmbeddingSpaceRow)
+_SPACE = schema.embedding_space
 
 
 @dataclass(frozen=True)

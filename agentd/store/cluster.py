@@ -33,11 +33,11 @@ from typing import Any
 
 import psycopg
 import sqlalchemy as sa
-import structlog
 
 from agentd._exceptions import StoreError
+from agentd.log import get_logger
 
-log = structlog.get_logger("agentd.cluster")
+log = get_logger("agentd.cluster")
 
 #: (persona, channel).
 Key = tuple[str, str]

@@ -8,9 +8,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from agentd.store.schema import ContextRecordRow, inserted_id, table, utcnow
+from agentd.store import schema
+from agentd.store.schema import inserted_id, utcnow
 
-_T = table(ContextRecordRow)
+_T = schema.context_records
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -22,30 +22,27 @@ from agentd._exceptions import StoreError
 from agentd.store import Store
 from agentd.store.lexical import context_of
 from agentd.store.schema import (
-    ApiKeyRow,
-    ChannelRow,
-    ContextRecordRow,
-    JobCursorRow,
-    MemoryHistoryRow,
-    MemoryRow,
-    MessageRow,
+    api_keys,
+    channels,
+    context_records,
+    job_cursors,
+    memories,
+    memory_history,
+    messages,
 )
 
 #: Rows read and written per batch.
 BATCH = 1000
 #: Tables copied row for row, in an order that satisfies their references; the key pages through them.
 #: ``None``: a small table read in one go (background jobs' cursors: one row per job and channel).
-TABLES: tuple[tuple[sa.Table, str | None], ...] = tuple(
-    (cast(sa.Table, row.__table__), key)
-    for row, key in (
-        (ChannelRow, "name"),
-        (MessageRow, "id"),
-        (MemoryRow, "id"),
-        (ContextRecordRow, "id"),
-        (JobCursorRow, None),
-        (MemoryHistoryRow, "id"),
-        (ApiKeyRow, "id"),
-    )
+TABLES: tuple[tuple[sa.Table, str | None], ...] = (
+    (channels, "name"),
+    (messages, "id"),
+    (memories, "id"),
+    (context_records, "id"),
+    (job_cursors, None),
+    (memory_history, "id"),
+    (api_keys, "id"),
 )
 #: Tables whose ids come from a sequence on PostgreSQL (moved past the copied ids).
 _SEQUENCED = ("messages", "memories", "context_records", "memory_history", "api_keys")

@@ -6,7 +6,10 @@ one place. :func:`backend` tells the two apart.
 
 **SQLite.** This Python's ``sqlite3`` is built without ``enable_load_extension``, so agentd
 hands SQLAlchemy the ``sqlean`` driver (same DB-API, SQLite 3.50, extensions
-allowed) through ``module=`` and loads sqlite-vec into every new connection.
+allowed) through ``module=`` and loads sqlite-vec into every new connection. The
+extension is loaded from its file in the ``sqlite_vec`` package (:func:`vec0_path`),
+without importing that package: its ``__init__`` imports numpy, which a command that
+handles no vector (``agentd memory list``) should not pay for.
 
 Every connection gets: a large page size (only effective before the first table
 exists; sqlite-vec's chunked blobs read faster with it), WAL, a busy timeout,
@@ -24,16 +27,22 @@ writers could race.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 import sqlean
-import sqlite_vec
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from agentd._exceptions import StoreError
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects.postgresql import Insert as PgInsert
+    from sqlalchemy.dialects.sqlite import Insert as SqliteInsert
 
 #: Execution option that marks a connection as a writer (``BEGIN IMMEDIATE``).
 WRITE = "agentd_write"
@@ -59,6 +68,16 @@ PRAGMAS = (
 )
 
 
+@functools.cache
+def vec0_path() -> str:
+    """The sqlite-vec extension's file, as ``sqlite_vec.loadable_path()`` gives it (found without
+    importing the package, whose ``__init__`` imports numpy)."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        raise StoreError("the sqlite-vec package is not installed (pip install sqlite-vec)")
+    return str(Path(next(iter(spec.submodule_search_locations)), "vec0"))
+
+
 def sqlite_path(url: str) -> Path | None:
     """The file behind a ``sqlite:///`` URL (``None`` for memory or other backends)."""
     parsed = sa.engine.make_url(url)
@@ -72,6 +91,18 @@ def backend(url_or_engine: str | Engine | sa.Connection) -> str:
     if isinstance(url_or_engine, str):
         return sa.engine.make_url(url_or_engine).get_backend_name()
     return url_or_engine.dialect.name
+
+
+def insert_for(conn: sa.Connection) -> Callable[[sa.Table], PgInsert | SqliteInsert]:
+    """The backend's own INSERT (it has ``ON CONFLICT``). PostgreSQL's dialect module is imported
+    only for a PostgreSQL connection: importing it costs a SQLite command 50 ms."""
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert
 
 
 def driver_sql(conn: sa.Connection, sql: str) -> str:
@@ -112,7 +143,7 @@ def create_engine(url: str, busy_timeout_ms: int = 5000) -> Engine:
         # Let SQLAlchemy's "begin" hook below own transaction boundaries.
         dbapi_conn.isolation_level = None
         dbapi_conn.enable_load_extension(True)
-        sqlite_vec.load(dbapi_conn)
+        dbapi_conn.load_extension(vec0_path())
         dbapi_conn.enable_load_extension(False)
         cursor = dbapi_conn.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")

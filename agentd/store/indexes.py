@@ -16,13 +16,15 @@ Every method runs inside the caller's transaction (``Store.read``/``Store.write`
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
 import sqlalchemy as sa
 
+if TYPE_CHECKING:
+    import numpy as np
+
 #: ``(memory_id, persona, scope, vector)``.
-VectorRow = tuple[int, str, str, np.ndarray]
+VectorRow = tuple[int, str, str, "np.ndarray"]
 #: ``(memory_id, persona, scope, text, context)``.
 WordsRow = tuple[int, str, str, str, str]
 

@@ -13,14 +13,14 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from agentd.store.schema import JobCursorRow, MemoryHistoryRow, MessageRow, inserted_id, table, utcnow
+from agentd.store import schema
+from agentd.store.engine import insert_for
+from agentd.store.schema import inserted_id, utcnow
 
-_J = table(JobCursorRow)
-_H = table(MemoryHistoryRow)
-_M = table(MessageRow)
+_J = schema.job_cursors
+_H = schema.memory_history
+_M = schema.messages
 
 
 class CursorRepo:
@@ -53,7 +53,7 @@ class CursorRepo:
                 .returning(_J.c.job)
             ).first()
             return moved is not None
-        insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+        insert = insert_for(conn)
         values = {"job": job, "channel": channel, "last_message_id": last_message_id, "updated_at": now}
         added = conn.execute(insert(_J).values(**values).on_conflict_do_nothing().returning(_J.c.job)).first()
         return added is not None

@@ -9,9 +9,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from agentd.store.schema import ApiKeyRow, inserted_id, table, utcnow
+from agentd.store import schema
+from agentd.store.schema import inserted_id, utcnow
 
-_T = table(ApiKeyRow)
+_T = schema.api_keys
 
 
 @dataclass(frozen=True)

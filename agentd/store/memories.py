@@ -8,18 +8,23 @@ import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from agentd.scopes import Scope
+from agentd.store import schema
+from agentd.store.engine import insert_for
 from agentd.store.indexes import TextIndex, VectorIndex, VectorRow, WordsRow
 from agentd.store.lexical import context_of
-from agentd.store.schema import MemoryRow, MessageRow, inserted_id, table, utcnow
+from agentd.store.schema import inserted_id, utcnow
 
-_T = table(MemoryRow)
+if TYPE_CHECKING:
+    import numpy as np
+
+_T = schema.memories
+_MESSAGES = schema.messages
+
 #: How every episodes scope starts (``episodes:channel:NAME``, ``episodes:user:ID``).
 EPISODES_PREFIX = "episodes:"
 _WS = re.compile(r"\s+")
@@ -120,7 +125,7 @@ class MemoryRepo:
             if conn.dialect.name == "postgresql":
                 # Writers do not queue on PostgreSQL: the same text added concurrently
                 # waits for the other transaction, then finds its row.
-                stmt = pg_insert(_T).values(**values).on_conflict_do_nothing().returning(_T.c.id)
+                stmt = insert_for(conn)(_T).values(**values).on_conflict_do_nothing().returning(_T.c.id)
                 mid = conn.execute(stmt).scalar_one_or_none()
                 if mid is None:
                     out.append((conn.execute(sa.select(_T.c.id).where(*key)).scalar_one(), False))
@@ -152,13 +157,12 @@ class MemoryRepo:
 
     def learned_in(self, conn: sa.Connection, ids: Sequence[int]) -> dict[int, str | None]:
         """The channel each memory of ``ids`` was learned in (its source message's; ``None``: unknown)."""
-        messages = table(MessageRow)
         found: dict[int, str | None] = {int(i): None for i in ids}
         for start in range(0, len(ids), 500):
             chunk = [int(i) for i in ids[start : start + 500]]
             query = (
-                sa.select(_T.c.id, messages.c.channel)
-                .join(messages, messages.c.id == _T.c.source_message_id)
+                sa.select(_T.c.id, _MESSAGES.c.channel)
+                .join(_MESSAGES, _MESSAGES.c.id == _T.c.source_message_id)
                 .where(_T.c.id.in_(chunk))
             )
             found.update((mid, channel) for mid, channel in conn.execute(query))

@@ -8,15 +8,15 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from agentd._exceptions import AlreadyAnswered
-from agentd.store.engine import driver_sql
-from agentd.store.schema import ChannelRow, MessageRow, inserted_id, table, utcnow
+from agentd.store import schema
+from agentd.store.engine import driver_sql, insert_for
+from agentd.store.schema import inserted_id, utcnow
 
-_M = table(MessageRow)
-_C = table(ChannelRow)
+_C = schema.channels
+_M = schema.messages
+
 #: The predicate of the unique index ``uq_messages_one_reply`` (PostgreSQL). Literal SQL: with bound
 #: parameters a prepared statement's generic plan cannot prove it matches the index.
 _ONE_REPLY = sa.text("role = 'assistant' AND status = 'complete'")
@@ -84,7 +84,7 @@ class MessageRepo:
 
     def ensure_channel(self, conn: sa.Connection, name: str) -> None:
         """Create the channel row if it does not exist yet."""
-        insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+        insert = insert_for(conn)
         conn.execute(insert(_C).values(name=name, created_at=utcnow()).on_conflict_do_nothing())
 
     def declare(self, conn: sa.Connection, name: str, visibility: str, owner: str | None) -> None:
@@ -140,7 +140,7 @@ class MessageRepo:
         if conn.dialect.name == "postgresql" and role == "assistant" and status == "complete" and reply_to:
             # Several daemons: at most one complete reply per message (migration 0006's index).
             found = conn.execute(
-                pg_insert(_M)
+                insert_for(conn)(_M)
                 .values(**values)
                 .on_conflict_do_nothing(index_elements=["reply_to"], index_where=_ONE_REPLY)
                 .returning(_M.c.id)
@@ -178,7 +178,7 @@ class MessageRepo:
             }
             for m in messages
         ]
-        insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+        insert = insert_for(conn)
         channels = sorted({r["channel"] for r in rows})
         conn.execute(
             insert(_C).on_conflict_do_nothing(), [{"name": c, "created_at": now, "message_count": 0} for c in channels]

@@ -1,7 +1,10 @@
-"""The relational schema, as SQLAlchemy 2.x tables.
+"""The relational schema, as SQLAlchemy Core tables.
 
 These declarations mirror ``migrations/versions``; the migrations are the source
-of truth for the database, these are how Python code addresses it. The two
+of truth for the database, these are how Python code addresses it. They are Core
+tables, not ORM classes: the repositories write SQL expressions and read rows, and
+mapping classes would cost every command a fifth of a second at import
+(docs/startup.md). The two
 virtual tables (``memory_vectors``: sqlite-vec, ``memory_fts``: FTS5) are not
 declared here; :mod:`agentd.store.vectors` and :mod:`agentd.store.lexical` own them.
 """
@@ -12,7 +15,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
 class UTCDateTime(sa.types.TypeDecorator[datetime]):
@@ -44,154 +46,138 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class Base(DeclarativeBase):
-    """Declarative base of agentd's tables."""
+#: Every table agentd declares.
+metadata = sa.MetaData()
 
+#: Ids on PostgreSQL are 64-bit; SQLite's INTEGER already is.
+_BIGINT = sa.BigInteger().with_variant(sa.Integer, "sqlite")
 
-def table(row: type[Base]) -> sa.Table:
-    """The :class:`sqlalchemy.Table` behind a declared row class (typed for the repositories)."""
-    found = row.__table__
-    assert isinstance(found, sa.Table)
-    return found
+#: A chat channel, created on its first message.
+channels = sa.Table(
+    "channels",
+    metadata,
+    sa.Column("name", sa.String(128), primary_key=True),
+    sa.Column("created_at", UTCDateTime, nullable=False, default=utcnow),
+    # User and assistant messages in the channel, kept by MessageRepo.add (O(1) counts).
+    sa.Column("message_count", sa.Integer, nullable=False, default=0),
+    # ``direct`` | ``shared`` as the first post that said so declared it (NULL: never declared).
+    sa.Column("visibility", sa.String(16)),
+    # The user of a direct channel.
+    sa.Column("owner", sa.String(128)),
+)
 
+#: One message of a channel: a user's, a persona's reply, or a tool/system note.
+messages = sa.Table(
+    "messages",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("channel", sa.String(128), sa.ForeignKey("channels.name"), nullable=False),
+    # The persona addressed (user messages) or speaking (replies).
+    sa.Column("persona", sa.String(64)),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("author", sa.String(128), nullable=False),
+    sa.Column("content", sa.Text, nullable=False),
+    # Where it came from: chat, adapter, delegate, user_history, ...
+    sa.Column("source", sa.String(32), nullable=False, default="chat"),
+    # pending | answered | failed (user messages); complete | interrupted | error (replies)
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("reply_to", sa.Integer, sa.ForeignKey("messages.id")),
+    sa.Column("request_id", sa.String(64)),
+    # Token count, computed once by the named counter and kept.
+    sa.Column("token_count", sa.Integer),
+    sa.Column("token_counter", sa.String(64)),
+    sa.Column("options", sa.JSON),
+    sa.Column("created_at", UTCDateTime, nullable=False, default=utcnow),
+    sa.Index("ix_messages_channel_id", "channel", "id"),
+    sa.Index("ix_messages_channel_author_id", "channel", "author", "id"),
+    sa.Index("ix_messages_status", "status"),
+    sa.Index("ix_messages_reply_to", "reply_to"),
+)
 
-class ChannelRow(Base):
-    """A chat channel, created on its first message."""
+#: One long-term memory of a persona, in one scope.
+memories = sa.Table(
+    "memories",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("persona", sa.String(64), nullable=False),
+    # ``global``, ``channel:NAME`` or ``user:ID``.
+    sa.Column("scope", sa.String(160), nullable=False),
+    sa.Column("category", sa.String(64), nullable=False, default="fact"),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("content_hash", sa.String(64), nullable=False),
+    sa.Column("metadata", sa.JSON),
+    sa.Column("created_at", UTCDateTime, nullable=False, default=utcnow),
+    sa.Column("source_message_id", sa.Integer, sa.ForeignKey("messages.id", ondelete="SET NULL")),
+    sa.UniqueConstraint("persona", "scope", "content_hash", name="uq_memories_persona_scope_hash"),
+    sa.Index("ix_memories_persona_scope_id", "persona", "scope", "id"),
+    # A forgotten memory's id is never given to a new one (migration 0010).
+    sqlite_autoincrement=True,
+)
 
-    __tablename__ = "channels"
+#: The embedding model whose vectors fill ``memory_vectors`` (one row).
+embedding_space = sa.Table(
+    "embedding_space",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("model_id", sa.String(256), nullable=False),
+    sa.Column("dimension", sa.Integer, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False, default=utcnow),
+)
 
-    name: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    #: User and assistant messages in the channel, kept by MessageRepo.add (O(1) counts).
-    message_count: Mapped[int] = mapped_column(sa.Integer, nullable=False, default=0)
-    #: ``direct`` | ``shared`` as the first post that said so declared it (NULL: never declared).
-    visibility: Mapped[str | None] = mapped_column(sa.String(16))
-    #: The user of a direct channel.
-    owner: Mapped[str | None] = mapped_column(sa.String(128))
+#: What one reply was given: memories with scores, the budget, the model, usage.
+context_records = sa.Table(
+    "context_records",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("reply_id", sa.Integer, sa.ForeignKey("messages.id"), nullable=False, unique=True),
+    sa.Column("user_message_id", sa.Integer, sa.ForeignKey("messages.id")),
+    sa.Column("persona", sa.String(64), nullable=False),
+    sa.Column("channel", sa.String(128), nullable=False),
+    sa.Column("model", sa.String(256), nullable=False),
+    sa.Column("data", sa.JSON, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False, default=utcnow),
+)
 
+#: How far one background job (``episodes``, ``extract``) has got in one channel.
+job_cursors = sa.Table(
+    "job_cursors",
+    metadata,
+    sa.Column("job", sa.String(32), primary_key=True),
+    sa.Column("channel", sa.String(128), primary_key=True),
+    # The last user message the job has finished with (its exchange done, or passed over).
+    sa.Column("last_message_id", _BIGINT, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False, default=utcnow),
+)
 
-class MessageRow(Base):
-    """One message of a channel: a user's, a persona's reply, or a tool/system note."""
+#: One change to a memory decided by extraction: ADD, UPDATE, DELETE or NONE, and why.
+memory_history = sa.Table(
+    "memory_history",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    # Not a foreign key: the history of a deleted memory is kept.
+    sa.Column("memory_id", _BIGINT, nullable=False),
+    sa.Column("persona", sa.String(64), nullable=False),
+    sa.Column("scope", sa.String(160), nullable=False),
+    sa.Column("event", sa.String(16), nullable=False),
+    sa.Column("old_text", sa.Text),
+    sa.Column("new_text", sa.Text),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("source_message_id", _BIGINT),
+    sa.Column("created_at", UTCDateTime, nullable=False, default=utcnow),
+    sa.Index("ix_memory_history_memory_id", "memory_id", "id"),
+)
 
-    __tablename__ = "messages"
-    __table_args__ = (
-        sa.Index("ix_messages_channel_id", "channel", "id"),
-        sa.Index("ix_messages_channel_author_id", "channel", "author", "id"),
-        sa.Index("ix_messages_status", "status"),
-        sa.Index("ix_messages_reply_to", "reply_to"),
-    )
-
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
-    channel: Mapped[str] = mapped_column(sa.ForeignKey("channels.name"), nullable=False)
-    #: The persona addressed (user messages) or speaking (replies).
-    persona: Mapped[str | None] = mapped_column(sa.String(64))
-    role: Mapped[str] = mapped_column(sa.String(16), nullable=False)
-    author: Mapped[str] = mapped_column(sa.String(128), nullable=False)
-    content: Mapped[str] = mapped_column(sa.Text, nullable=False)
-    #: Where it came from: chat, adapter, delegate, user_history, ...
-    source: Mapped[str] = mapped_column(sa.String(32), nullable=False, default="chat")
-    #: pending | answered | failed (user messages); complete | interrupted | error (replies)
-    status: Mapped[str] = mapped_column(sa.String(16), nullable=False)
-    reply_to: Mapped[int | None] = mapped_column(sa.ForeignKey("messages.id"))
-    request_id: Mapped[str | None] = mapped_column(sa.String(64))
-    #: Token count, computed once by the named counter and kept.
-    token_count: Mapped[int | None] = mapped_column(sa.Integer)
-    token_counter: Mapped[str | None] = mapped_column(sa.String(64))
-    options: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
-
-
-class MemoryRow(Base):
-    """One long-term memory of a persona, in one scope."""
-
-    __tablename__ = "memories"
-    __table_args__ = (
-        sa.UniqueConstraint("persona", "scope", "content_hash", name="uq_memories_persona_scope_hash"),
-        sa.Index("ix_memories_persona_scope_id", "persona", "scope", "id"),
-        # A forgotten memory's id is never given to a new one (migration 0010).
-        {"sqlite_autoincrement": True},
-    )
-
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
-    persona: Mapped[str] = mapped_column(sa.String(64), nullable=False)
-    #: ``global``, ``channel:NAME`` or ``user:ID``.
-    scope: Mapped[str] = mapped_column(sa.String(160), nullable=False)
-    category: Mapped[str] = mapped_column(sa.String(64), nullable=False, default="fact")
-    text: Mapped[str] = mapped_column(sa.Text, nullable=False)
-    content_hash: Mapped[str] = mapped_column(sa.String(64), nullable=False)
-    meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", sa.JSON)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
-    source_message_id: Mapped[int | None] = mapped_column(sa.ForeignKey("messages.id", ondelete="SET NULL"))
-
-
-class EmbeddingSpaceRow(Base):
-    """The embedding model whose vectors fill ``memory_vectors`` (one row)."""
-
-    __tablename__ = "embedding_space"
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    model_id: Mapped[str] = mapped_column(sa.String(256), nullable=False)
-    dimension: Mapped[int] = mapped_column(sa.Integer, nullable=False)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
-
-
-class ContextRecordRow(Base):
-    """What one reply was given: memories with scores, the budget, the model, usage."""
-
-    __tablename__ = "context_records"
-
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
-    reply_id: Mapped[int] = mapped_column(sa.ForeignKey("messages.id"), nullable=False, unique=True)
-    user_message_id: Mapped[int | None] = mapped_column(sa.ForeignKey("messages.id"))
-    persona: Mapped[str] = mapped_column(sa.String(64), nullable=False)
-    channel: Mapped[str] = mapped_column(sa.String(128), nullable=False)
-    model: Mapped[str] = mapped_column(sa.String(256), nullable=False)
-    data: Mapped[dict[str, Any]] = mapped_column(sa.JSON, nullable=False)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
-
-
-class JobCursorRow(Base):
-    """How far one background job (``episodes``, ``extract``) has got in one channel."""
-
-    __tablename__ = "job_cursors"
-
-    job: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
-    channel: Mapped[str] = mapped_column(sa.String(128), primary_key=True)
-    #: The last user message the job has finished with (its exchange done, or passed over).
-    last_message_id: Mapped[int] = mapped_column(sa.BigInteger().with_variant(sa.Integer, "sqlite"), nullable=False)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
-
-
-class MemoryHistoryRow(Base):
-    """One change to a memory decided by extraction: ADD, UPDATE, DELETE or NONE, and why."""
-
-    __tablename__ = "memory_history"
-    __table_args__ = (sa.Index("ix_memory_history_memory_id", "memory_id", "id"),)
-
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
-    #: Not a foreign key: the history of a deleted memory is kept.
-    memory_id: Mapped[int] = mapped_column(sa.BigInteger().with_variant(sa.Integer, "sqlite"), nullable=False)
-    persona: Mapped[str] = mapped_column(sa.String(64), nullable=False)
-    scope: Mapped[str] = mapped_column(sa.String(160), nullable=False)
-    event: Mapped[str] = mapped_column(sa.String(16), nullable=False)
-    old_text: Mapped[str | None] = mapped_column(sa.Text)
-    new_text: Mapped[str | None] = mapped_column(sa.Text)
-    reason: Mapped[str] = mapped_column(sa.Text, nullable=False)
-    source_message_id: Mapped[int | None] = mapped_column(sa.BigInteger().with_variant(sa.Integer, "sqlite"))
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
-
-
-class ApiKeyRow(Base):
-    """An API key made with ``agentd keys create``: its role, its channels and the sha256 of its token."""
-
-    __tablename__ = "api_keys"
-
-    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
-    name: Mapped[str] = mapped_column(sa.String(128), nullable=False)
-    #: ``admin`` | ``adapter`` | ``service``.
-    role: Mapped[str] = mapped_column(sa.String(16), nullable=False)
-    #: Channel globs an adapter key may use (a JSON list; empty for other roles).
-    channels: Mapped[list[str]] = mapped_column(sa.JSON, nullable=False)
-    token_hash: Mapped[str] = mapped_column(sa.String(64), nullable=False, unique=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, nullable=False)
-    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+#: An API key made with ``agentd keys create``: its role, its channels and the sha256 of its token.
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(128), nullable=False),
+    # ``admin`` | ``adapter`` | ``service``.
+    sa.Column("role", sa.String(16), nullable=False),
+    # Channel globs an adapter key may use (a JSON list; empty for other roles).
+    sa.Column("channels", sa.JSON, nullable=False),
+    sa.Column("token_hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("created_at", UTCDateTime, nullable=False, default=utcnow),
+    sa.Column("revoked_at", UTCDateTime),
+)

@@ -22,6 +22,9 @@ Both tables change together: :func:`insert` and :func:`delete` write both, and
 :func:`rebuild_coarse` re-derives the bit table from the float one (re-embedding,
 rebinding). :class:`SqliteVectors` is this module as the store's
 :class:`~agentd.store.indexes.VectorIndex`.
+
+numpy is imported by the functions that compute with it: opening a store and
+reading memories (``agentd memory list``) do not need it.
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ import json
 import math
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import sqlalchemy as sa
 
 from agentd.store.indexes import VectorRow
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TABLE = "memory_vectors"
 #: Where re-embedding stages the new model's vectors until they replace the live ones.
@@ -136,6 +141,8 @@ def _coarse_usable(conn: sa.Connection) -> bool:
 
 def insert(conn: sa.Connection, rows: Iterable[tuple[int, str, str, np.ndarray]], table: str = TABLE) -> None:
     """Insert ``(memory_id, persona, scope, vector)`` rows (into the bit table too for :data:`TABLE`)."""
+    import numpy as np
+
     params = [(mid, persona, scope, np.asarray(vec, dtype=np.float32).tobytes()) for mid, persona, scope, vec in rows]
     if not params:
         return
@@ -174,6 +181,8 @@ def nearest(
     bit vectors unless ``exact`` is set, and rescore ``max(candidates, 8 * k)``
     of them (default :data:`RESCORE` persona-wide, :data:`SCOPED_RESCORE` scoped).
     """
+    import numpy as np
+
     blob = np.asarray(vector, dtype=np.float32).tobytes()
     if not exact and _coarse_usable(conn):
         pool = candidates if candidates is not None else (SCOPED_RESCORE if scopes else RESCORE)
@@ -215,6 +224,8 @@ def _has_distance(value: object) -> bool:
 def invalid(conn: sa.Connection, dimension: int, batch: int = 4096) -> list[int]:
     """Ids of stored vectors that are not finite unit vectors of ``dimension`` (searches skip them;
     ``agentd memory reembed`` rewrites them). Reads every vector."""
+    import numpy as np
+
     found: list[int] = []
     width = dimension * 4
     result = conn.exec_driver_sql(f"SELECT rowid, embedding FROM {TABLE}")
@@ -238,6 +249,8 @@ def coarse_candidates(
 
     ``None`` when they are no more than ``exact_limit`` (scan those exactly instead).
     """
+    import numpy as np
+
     # vec0's own k-NN over bits costs O(rows × k) (a selection per chunk), no
     # faster than the float scan at k in the hundreds, so its chunk tables are
     # read here: ``rowids`` (int64 per slot), ``validity`` (one bit per slot,
@@ -292,6 +305,8 @@ def _smallest(dist: np.ndarray, valid: np.ndarray, n: int) -> np.ndarray:
     Hamming distances are small integers, so a histogram finds the cut-off in
     linear time; argpartition over a million entries costs several times more.
     """
+    import numpy as np
+
     dist[~valid] = np.iinfo(dist.dtype).max  # empty and deleted slots
     n = min(n, int(valid.sum()))
     cut = int(np.searchsorted(np.cumsum(np.bincount(dist)), n))
@@ -344,6 +359,8 @@ class SqliteVectors:
         return nearest(conn, vector, persona, scopes, k, exact=exact)
 
     def fetch(self, conn: sa.Connection, ids: Sequence[int]) -> list[VectorRow]:
+        import numpy as np
+
         rows = conn.exec_driver_sql(
             f"SELECT c.value, v.persona, v.scope, v.embedding FROM json_each(?) AS c "
             f"CROSS JOIN {TABLE} AS v ON v.rowid = c.value",
