@@ -17,7 +17,7 @@ from alembic.config import Config as AlembicConfig
 from agentd.app import App
 from agentd.config import Config, MemoryConfig
 from agentd.embedders.local import LocalEmbedder
-from agentd.memory import MemoryService
+from agentd.memory import MemoryService, NewMemory
 from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.store import Store, migrate, vectors
 from agentd.store.engine import create_engine
@@ -309,4 +309,85 @@ def test_postgresql_persona_wide_search_through_hnsw_keeps_to_its_persona(postgr
             scoped = index.nearest(conn, query, "p", ["channel:c1", "channel:c4"], 5)
             members = {i + 1 for i in range(len(vecs)) if i % 2 == 0 and i % 7 in (1, 4)}
             assert {m for m, _ in scoped} <= members and len(scoped) == 5
+    store.close()
+
+
+def _hnsw_used(conn: sa.Connection, query: np.ndarray) -> bool:
+    """Whether the HNSW graph exists, is valid, and answers a nearest-neighbour query when a scan
+    of the table is ruled out (at this test's size the planner prefers the reach's btree)."""
+    valid = conn.exec_driver_sql(
+        "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass('memory_vectors_hnsw')"
+    ).scalar()
+    conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+    plan = conn.exec_driver_sql(
+        "EXPLAIN SELECT memory_id FROM memory_vectors ORDER BY embedding <=> %s LIMIT 10", (query,)
+    ).all()
+    conn.exec_driver_sql("RESET enable_seqscan")
+    return bool(valid) and any("memory_vectors_hnsw" in str(line[0]) for line in plan)
+
+
+def test_a_bulk_fill_on_postgresql_leaves_rows_vectors_and_words_consistent_and_searchable(
+    postgres: PostgresDatabases, embedder: LocalEmbedder
+) -> None:
+    """``Store.bulk``: memories added in one transaction while the HNSW graph is dropped, then built
+    once over every vector: each memory has its row, vector and words; duplicates are found as
+    such; scoped and persona-wide searches (the latter through the graph) find what was added;
+    a failed fill leaves the store and its graph as they were."""
+    store = Store.open(postgres.fresh(), dimension=384)
+    service = MemoryService(store, embedder, MemoryConfig(), personas=["p", "q"])
+    facts = [
+        ("channel:c1", "The user writes Go microservices at work"),
+        ("channel:c2", "The user's sister lives in Lisbon"),
+        ("global", "The team deploys on Fridays only after the review"),
+    ]
+    ((before, _),) = service.add_many([NewMemory("p", Scope.parse("channel:c1"), "fact", facts[0][1])])
+    # Filler: hand-made unit vectors far enough from the facts' to leave them nearest.
+    filler = _unit(1500, seed=3)
+    items = [NewMemory(("p", "q")[i % 2], Scope.channel(f"c{i % 5}"), "fact", f"filler {i}") for i in range(1500)]
+    items += [NewMemory("p", Scope.parse(scope), "fact", text) for scope, text in facts]
+    items.append(NewMemory("p", Scope.parse(facts[1][0]), "fact", facts[1][1]))  # repeated within the fill
+    vecs = np.vstack([filler, embedder.embed([t for _, t in facts]), embedder.embed([facts[1][1]])])
+    with store.bulk() as conn:
+        placed = store.memories.add(conn, items[:700], vecs[:700])
+        placed += store.memories.add(conn, items[700:], vecs[700:])
+    ids = [mid for mid, _ in placed]
+    assert [created for _, created in placed] == [True] * 1500 + [False, True, True, False]
+    assert ids[1500] == before and ids[-1] == ids[1501]
+    assert ids[:1500] == sorted(ids[:1500]) and len(set(ids)) == len(ids) - 1
+    with store.read() as conn:
+        assert store.memories.count(conn) == store.vectors.count(conn) == store.words.count(conn) == 1503
+        assert store.vectors.missing(conn) == []
+        stored = {m: (p, s, v) for m, p, s, v in store.vectors.fetch(conn, ids)}
+        assert {m: (p, s) for m, (p, s, _) in stored.items()} == {
+            m: (item.persona, str(item.scope)) for m, item in zip(ids, items, strict=True)
+        }
+        assert all(np.allclose(stored[m][2], vecs[i], atol=1e-6) for i, (m, _) in enumerate(placed) if _)
+        query = embedder.embed_queries(["Which language does the user write at work?"])[0]
+        assert _hnsw_used(conn, query)
+        wide = store.vectors.nearest(conn, query, "p", (), 10, exact_limit=0)
+        exact = store.vectors.nearest(conn, query, "p", (), 10, exact=True)
+        assert wide[0][0] == exact[0][0] == before
+        assert len({m for m, _ in wide} & {m for m, _ in exact}) >= 9
+        assert [m for m, _ in store.words.search(conn, ["lisbon"], "p", ["channel:c2"], 5)] == [ids[1501]]
+        assert [m for m, _ in store.words.search(conn, ["filler"], "q", [], 2000)] == ids[1:1500:2]
+        assert store.words.search(conn, ["lisbon"], "p", ["channel:c1"], 5) == []
+    scoped = service.search("Where does the user's sister live?", Reach("p", channel="c2"), limit=3, min_relevance=0.0)
+    assert scoped[0].memory.id == ids[1501]
+    assert {str(h.memory.scope) for h in scoped} <= {"global", "channel:c2"}
+    everywhere = service.search("When does the team deploy?", Reach("p", everywhere=True), limit=3, min_relevance=0.0)
+    assert everywhere[0].memory.id == ids[1502] and {h.memory.persona for h in everywhere} == {"p"}
+
+    class Interrupted(RuntimeError):
+        pass
+
+    def fill_and_fail() -> None:
+        with store.bulk() as conn:
+            store.memories.add(conn, [NewMemory("p", GLOBAL, "fact", "never kept")], embedder.embed(["never kept"]))
+            raise Interrupted
+
+    with pytest.raises(Interrupted):
+        fill_and_fail()
+    with store.read() as conn:
+        assert store.memories.count(conn) == store.vectors.count(conn) == store.words.count(conn) == 1503
+        assert _hnsw_used(conn, query)
     store.close()

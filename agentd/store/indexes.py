@@ -74,6 +74,13 @@ class VectorIndex(Protocol):
     def finish_rebuild(self, conn: sa.Connection, dimension: int) -> None:
         """Replace the live vectors with the staged ones (of memories that still exist)."""
 
+    def begin_bulk(self, conn: sa.Connection) -> None:
+        """A large fill follows in this transaction: stop keeping a search structure up row by row
+        (PostgreSQL drops its HNSW graph; readers of the vectors wait for the transaction's end)."""
+
+    def finish_bulk(self, conn: sa.Connection) -> None:
+        """The fill is done: build the search structure once over every vector."""
+
 
 class TextIndex(Protocol):
     """The words of memories, searched by bm25 within a reach."""

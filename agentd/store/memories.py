@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import unicodedata
 from collections.abc import Iterator, Sequence
@@ -12,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from agentd._exceptions import StoreError
 from agentd.scopes import Scope
 from agentd.store import schema
-from agentd.store.engine import insert_for
 from agentd.store.indexes import TextIndex, VectorIndex, VectorRow, WordsRow
 from agentd.store.lexical import context_of
-from agentd.store.schema import inserted_id, utcnow
+from agentd.store.schema import UTCDateTime, inserted_id, utcnow
 
 if TYPE_CHECKING:
     import numpy as np
@@ -99,46 +100,39 @@ class MemoryRepo:
         self._words = words
 
     def add(self, conn: sa.Connection, items: Sequence[NewMemory], vecs: np.ndarray | None) -> list[tuple[int, bool]]:
-        """Insert ``items``; return ``(id, created)`` each (``created`` False for a duplicate)."""
-        out: list[tuple[int, bool]] = []
+        """Insert ``items``; return ``(id, created)`` each (``created`` False for a duplicate).
+
+        On PostgreSQL the rows go in one statement and the vectors by ``COPY``, whatever
+        their number; inside :meth:`~agentd.store.Store.bulk` the HNSW graph is built
+        once at the end instead of grown row by row.
+        """
         now = utcnow()
-        vec_rows: list[VectorRow] = []
-        word_rows: list[WordsRow] = []
-        for i, item in enumerate(items):
-            digest = content_hash(item.text)
-            scope = str(item.scope)
-            key = (_T.c.persona == item.persona, _T.c.scope == scope, _T.c.content_hash == digest)
-            existing = conn.execute(sa.select(_T.c.id).where(*key)).scalar_one_or_none()
-            if existing is not None:
-                out.append((existing, False))
-                continue
-            values = {
+        values = [
+            {
                 "persona": item.persona,
-                "scope": scope,
+                "scope": str(item.scope),
                 "category": item.category,
                 "text": item.text,
-                "content_hash": digest,
+                "content_hash": content_hash(item.text),
                 "metadata": item.metadata or None,
                 "created_at": item.created_at or now,
                 "source_message_id": item.source_message_id,
             }
-            if conn.dialect.name == "postgresql":
-                # Writers do not queue on PostgreSQL: the same text added concurrently
-                # waits for the other transaction, then finds its row.
-                stmt = insert_for(conn)(_T).values(**values).on_conflict_do_nothing().returning(_T.c.id)
-                mid = conn.execute(stmt).scalar_one_or_none()
-                if mid is None:
-                    out.append((conn.execute(sa.select(_T.c.id).where(*key)).scalar_one(), False))
-                    continue
-            else:
-                mid = inserted_id(conn.execute(sa.insert(_T).values(**values)))
-            out.append((mid, True))
+            for item in items
+        ]
+        placed = _insert_many(conn, values) if conn.dialect.name == "postgresql" else _insert_each(conn, values)
+        vec_rows: list[VectorRow] = []
+        word_rows: list[WordsRow] = []
+        for i, (item, (mid, created)) in enumerate(zip(items, placed, strict=True)):
+            if not created:
+                continue
+            scope = str(item.scope)
             word_rows.append((mid, item.persona, scope, item.text, context_of(item.metadata)))
             if vecs is not None:
                 vec_rows.append((mid, item.persona, scope, vecs[i]))
         self._vectors.insert(conn, vec_rows)
         self._words.insert(conn, word_rows)
-        return out
+        return placed
 
     def get(self, conn: sa.Connection, memory_id: int) -> Memory | None:
         """One memory by id."""
@@ -271,3 +265,78 @@ class MemoryRepo:
             mems = [_memory(r) for r in rows]
             last = mems[-1].id
             yield mems
+
+
+def _key(values: dict[str, Any]) -> tuple[str, str, str]:
+    return (values["persona"], values["scope"], values["content_hash"])
+
+
+def _insert_each(conn: sa.Connection, rows: Sequence[dict[str, Any]]) -> list[tuple[int, bool]]:
+    """SQLite: one row at a time (its inserts are cheap in-process calls); ``(id, created)`` each."""
+    out: list[tuple[int, bool]] = []
+    for values in rows:
+        persona, scope, digest = _key(values)
+        key = (_T.c.persona == persona, _T.c.scope == scope, _T.c.content_hash == digest)
+        existing = conn.execute(sa.select(_T.c.id).where(*key)).scalar_one_or_none()
+        if existing is not None:
+            out.append((existing, False))
+            continue
+        out.append((inserted_id(conn.execute(sa.insert(_T).values(**values))), True))
+    return out
+
+
+_COLUMNS = ("persona", "scope", "category", "text", "content_hash", "metadata", "created_at", "source_message_id")
+_TYPES = ("text", "text", "text", "text", "text", "text", "timestamp", "bigint")
+
+
+def _insert_many(conn: sa.Connection, rows: Sequence[dict[str, Any]]) -> list[tuple[int, bool]]:
+    """PostgreSQL: every new row in one statement, then the ids of those already there in one query.
+
+    Writers do not queue on PostgreSQL: the same text added concurrently waits
+    for the other transaction (``ON CONFLICT``), then is found as a duplicate.
+    Ids follow the order of ``rows``; a text repeated within ``rows`` is
+    created once and its repeats are duplicates of it.
+    """
+    first: dict[tuple[str, str, str], int] = {}
+    for i, values in enumerate(rows):
+        first.setdefault(_key(values), i)
+    fresh = [rows[i] for i in sorted(first.values())]
+    if not fresh:
+        return []
+    stamp = UTCDateTime()
+    columns: list[list[Any]] = [
+        [v["persona"] for v in fresh],
+        [v["scope"] for v in fresh],
+        [v["category"] for v in fresh],
+        [v["text"] for v in fresh],
+        [v["content_hash"] for v in fresh],
+        [json.dumps(v["metadata"]) for v in fresh],  # None: JSON null, as the column type writes it
+        [stamp.process_bind_param(v["created_at"], conn.dialect) for v in fresh],
+        [v["source_message_id"] for v in fresh],
+    ]
+    arrays = ", ".join(f"%s::{t}[]" for t in _TYPES)
+    names = ", ".join(_COLUMNS)
+    picked = ", ".join("metadata::json" if c == "metadata" else c for c in _COLUMNS)
+    inserted = conn.exec_driver_sql(
+        f"INSERT INTO {_T.name} ({names}) SELECT {picked} FROM unnest({arrays}) WITH ORDINALITY AS r({names}, n) "
+        "ORDER BY n ON CONFLICT DO NOTHING RETURNING id, persona, scope, content_hash",
+        tuple(columns),
+    ).all()
+    created = {(str(p), str(s), str(h)): int(mid) for mid, p, s, h in inserted}
+    found = dict(created)
+    rest = [k for k in first if k not in created]
+    if rest:
+        held = conn.exec_driver_sql(
+            f"SELECT m.id, m.persona, m.scope, m.content_hash FROM {_T.name} m "
+            "JOIN unnest(%s::text[], %s::text[], %s::text[]) AS k(persona, scope, content_hash) "
+            "ON m.persona = k.persona AND m.scope = k.scope AND m.content_hash = k.content_hash",
+            ([k[0] for k in rest], [k[1] for k in rest], [k[2] for k in rest]),
+        )
+        found.update(((str(p), str(s), str(h)), int(mid)) for mid, p, s, h in held)
+    out: list[tuple[int, bool]] = []
+    for i, values in enumerate(rows):
+        key = _key(values)
+        if key not in found:  # added and removed again by another transaction meanwhile
+            raise StoreError(f"memory {key} neither inserted nor found; retry")
+        out.append((found[key], key in created and first[key] == i))
+    return out

@@ -31,6 +31,11 @@ MAX_SCAN_TUPLES = 50_000
 MAINTENANCE_TIMEOUT_MS = 3_600_000
 #: HNSW build parameters (pgvector's defaults).
 HNSW_OPTIONS = "m = 16, ef_construction = 64"
+#: Memory for building the HNSW graph in one pass (``maintenance_work_mem`` of that transaction):
+#: enough for the whole graph (about ``4 d + 1 KiB`` per vector), within these bounds; never
+#: below the server's own setting. A graph larger than this is built, more slowly, on disk.
+BUILD_MEMORY_MIN_MB = 64
+BUILD_MEMORY_MAX_MB = 8192
 
 
 def _vec(vector: np.ndarray) -> np.ndarray:
@@ -156,14 +161,52 @@ class PgVectors:
             "WHERE EXISTS (SELECT 1 FROM memories m WHERE m.id = s.memory_id)"
         )
         conn.exec_driver_sql(f"DROP TABLE {STAGING}")
+        _build_graph(conn, dimension)
+
+    def begin_bulk(self, conn: sa.Connection) -> None:
+        """Drop the HNSW graph until :meth:`finish_bulk` (in the same transaction: readers of
+        ``memory_vectors`` wait for its end, and a rollback brings the graph back)."""
+        conn.exec_driver_sql(f"DROP INDEX IF EXISTS {HNSW}")
+
+    def finish_bulk(self, conn: sa.Connection) -> None:
+        """Build the HNSW graph once over every vector."""
+        dimension = self.dimension(conn)
+        if dimension is not None:
+            _build_graph(conn, dimension)
+
+
+def _build_graph(conn: sa.Connection, dimension: int) -> None:
+    """``CREATE INDEX`` of the HNSW graph over the whole table, with the memory to hold it.
+
+    Parallel workers are the server's ``max_parallel_maintenance_workers``
+    (the embedded server's: one beside the leader).
+    """
+    held = int(conn.exec_driver_sql(f"SELECT count(*) FROM {TABLE}").scalar_one())
+    wanted = held * (4 * dimension + 1024) // 2**20
+    current = int(
         conn.exec_driver_sql(
-            f"CREATE INDEX {HNSW} ON {TABLE} USING hnsw (embedding vector_cosine_ops) WITH ({HNSW_OPTIONS})"
-        )
+            "SELECT setting::bigint * 1024 / 1048576 FROM pg_settings WHERE name = 'maintenance_work_mem'"
+        ).scalar_one()
+    )
+    memory = max(current, min(BUILD_MEMORY_MAX_MB, max(BUILD_MEMORY_MIN_MB, wanted)))
+    conn.exec_driver_sql(
+        "SELECT set_config('statement_timeout', %s, true), set_config('maintenance_work_mem', %s, true)",
+        (str(MAINTENANCE_TIMEOUT_MS), f"{memory}MB"),
+    )
+    conn.exec_driver_sql(
+        f"CREATE INDEX IF NOT EXISTS {HNSW} ON {TABLE} USING hnsw (embedding vector_cosine_ops) WITH ({HNSW_OPTIONS})"
+    )
 
 
 def _insert(conn: sa.Connection, table: str, rows: Iterable[VectorRow]) -> None:
+    """Vectors by binary ``COPY`` (pgvector's adapter), in the caller's transaction."""
     params = [(int(mid), persona, scope, _vec(vec)) for mid, persona, scope, vec in rows]
-    if params:
-        conn.exec_driver_sql(
-            f"INSERT INTO {table} (memory_id, persona, scope, embedding) VALUES (%s, %s, %s, %s)", params
-        )
+    if not params:
+        return
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    sql = f"COPY {table} (memory_id, persona, scope, embedding) FROM STDIN (FORMAT BINARY)"
+    with driver.cursor() as cursor, cursor.copy(sql) as copy:
+        copy.set_types(["bigint", "varchar", "varchar", "vector"])
+        for row in params:
+            copy.write_row(row)

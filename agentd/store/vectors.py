@@ -392,3 +392,9 @@ class SqliteVectors:
         drop(conn, STAGING)
         # The bit table still holds the old model's signs: re-derive it.
         rebuild_coarse(conn)
+
+    def begin_bulk(self, conn: sa.Connection) -> None:
+        """Nothing to defer: vec0 partitions and the bit table grow row by row at the same cost."""
+
+    def finish_bulk(self, conn: sa.Connection) -> None:
+        """Nothing to build (see :meth:`begin_bulk`)."""
