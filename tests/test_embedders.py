@@ -56,3 +56,21 @@ def test_memory_settings_override_the_embedders_word_weights(app: App, tmp_path:
     service = MemoryService(app.store, embedder, config.memory, ["buddy"])
     assert service.fusion.lexical_weight == 0.0 and service.fusion.date_weight == 0.4
     assert service.fusion.lexical_saturation == embedder.words.lexical_saturation
+
+
+def test_the_saved_optimised_graph_gives_the_same_vectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cold start saves onnxruntime's optimised graph (and the verified checksums) in the cache
+    directory; a warm start loads it and embeds the same; a damaged saved graph is made again."""
+    monkeypatch.setenv("AGENTD_HOME", str(tmp_path))
+    texts = ["what language do I like?", "Melanie took the kids to the museum", "数字 42 and emoji 🎉"]
+    cold = LocalEmbedder()
+    saved = list((tmp_path / "cache" / "onnx").glob("*.onnx"))
+    assert len(saved) == 1 and (tmp_path / "cache" / "checksums.json").is_file()
+    cold_vectors = [cold.embed(texts), cold.embed_queries(texts)]
+    warm = LocalEmbedder()
+    for before, after in zip(cold_vectors, [warm.embed(texts), warm.embed_queries(texts)], strict=True):
+        np.testing.assert_allclose(after, before, atol=1e-6, rtol=0)
+    saved[0].write_bytes(b"not a model")
+    again = LocalEmbedder()
+    np.testing.assert_allclose(again.embed(texts), cold_vectors[0], atol=1e-6, rtol=0)
+    assert saved[0].stat().st_size > 1000  # made again

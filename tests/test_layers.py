@@ -18,7 +18,8 @@ PACKAGE = REPO / "agentd"
 #: Each package's layer; a package may import its own layer (without cycles) and the ones below.
 LAYERS: dict[str, int] = {
     **dict.fromkeys(
-        ["_exceptions", "config", "scopes", "words", "text", "relevance", "personas", "log", "shipped", "web"], 0
+        ["_exceptions", "config", "cache", "scopes", "words", "text", "relevance", "personas", "log", "shipped", "web"],
+        0,
     ),
     **dict.fromkeys(["store", "llm", "embedders", "client"], 1),
     **dict.fromkeys(["prompt", "memory", "skills"], 2),

@@ -201,3 +201,44 @@ def test_doctor_pings_each_personas_model_and_reports_latency_or_the_exact_error
     assert "imeout" in report["ping slow"]["detail"] or "no answer within 8 s" in report["ping slow"]["detail"]
     assert elapsed < 120  # the slow server would take 600 s: the ping did not wait for it
     assert fake_openai.chat_requests()[-1]["max_tokens"] == 1
+
+
+_ENCODE = textwrap.dedent(
+    """
+    import json, sys
+    from agentd.llm.tokens import cache_path, counter_for
+    had_cache = cache_path("cl100k_base").is_file()
+    encoding = counter_for("offline")._encoding
+    text = sys.stdin.read()
+    print(json.dumps([had_cache, encoding.encode(text, allowed_special="all"), encoding.encode_ordinary(text)]))
+    """
+)
+
+
+def test_token_counts_are_tiktokens_with_and_without_the_cached_table(tmp_path: Path) -> None:
+    """The parsed BPE table is cached under AGENTD_HOME; a start from the cache, from no cache and
+    from a corrupt cache file encode exactly as ``tiktoken.get_encoding``, and the corrupt file is
+    rewritten."""
+    import tiktoken
+
+    counter_for("offline")  # points tiktoken at the BPE files litellm ships, as agentd does
+    text = ENGLISH + CODE + CJK + SPECIAL + " ünïcödé  \t\n\n  emoji 🎉🎉 " + ENGLISH * 20
+    reference = tiktoken.get_encoding("cl100k_base")
+    expected = [reference.encode(text, allowed_special="all"), reference.encode_ordinary(text)]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "AGENTD_HOME": str(tmp_path / "home")}
+    cached = tmp_path / "home" / "cache" / "tiktoken" / "cl100k_base.marshal"
+
+    def encode() -> tuple[bool, list[list[int]]]:
+        out = subprocess.run(
+            [sys.executable, "-c", _ENCODE], input=text, env=env, capture_output=True, text=True, timeout=60, check=True
+        )
+        had_cache, *encoded = json.loads(out.stdout)
+        return had_cache, encoded
+
+    assert encode() == (False, expected)
+    assert cached.is_file()
+    assert encode() == (True, expected)
+    cached.write_bytes(cached.read_bytes()[:1000])  # cut short
+    assert encode() == (True, expected)
+    assert cached.stat().st_size > 1000  # made again
+    assert encode() == (True, expected)

@@ -17,6 +17,14 @@ bounds tiktoken's work on pathological input); a word cut at a piece's edge may
 count one token more than the whole text would, so the count errs on the safe
 side of the model's own by well under 2%. tests/test_models.py checks the counts
 against litellm's.
+
+Parsing a BPE file in Python takes about 0.1 s of every start, so the parsed table is
+kept in agentd's cache directory (:mod:`agentd.cache`) as a marshal file per
+encoding, tagged with tiktoken's version and the BPE file's size and modification
+time; the encoding is built from it with tiktoken's public ``tiktoken.Encoding``.
+A missing, stale or unreadable cache file falls back to tiktoken's own loading and
+is rewritten. Either way the encoding is the one ``tiktoken.get_encoding`` builds
+(tests/test_models.py checks they encode alike).
 """
 
 from __future__ import annotations
@@ -24,10 +32,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import marshal
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import tiktoken
@@ -77,6 +86,87 @@ def encoding_name(model: str) -> str:
 
 
 _encodings: dict[str, tiktoken.Encoding] = {}
+#: Bumped when the cache file's layout changes.
+_CACHE_FORMAT = 1
+
+
+def cache_path(name: str) -> Path:
+    """Where the parsed table of encoding ``name`` is cached."""
+    from agentd.cache import cache_dir
+
+    return cache_dir() / "tiktoken" / f"{name}.marshal"
+
+
+def _cache_tag(name: str) -> tuple[Any, ...]:
+    """What a cache file must have been made from: tiktoken's version and the BPE file."""
+    import tiktoken
+
+    folder = _bundled_dir()
+    size = mtime = 0
+    if folder is not None:
+        try:
+            stat = (folder / hashlib.sha1(_BPE_URL.format(name).encode()).hexdigest()).stat()
+            size, mtime = stat.st_size, stat.st_mtime_ns
+        except OSError:
+            pass
+    return (_CACHE_FORMAT, name, tiktoken.__version__, size, mtime)
+
+
+def _from_cache(name: str, tag: tuple[Any, ...]) -> dict[str, Any] | None:
+    """The encoding's constructor arguments from the cache file, or None if it is not usable."""
+    from agentd.cache import read_bytes
+
+    data = read_bytes(cache_path(name))
+    if data is None:
+        return None
+    try:
+        stored_tag, pat_str, special, tokens, extra = marshal.loads(data)
+    except (ValueError, EOFError, TypeError):
+        return None
+    if (
+        stored_tag != tag
+        or not isinstance(pat_str, str)
+        or not isinstance(special, dict)
+        or not isinstance(tokens, list)
+        or not isinstance(extra, dict)
+    ):
+        return None
+    # The ranks are 0..n-1 (checked when written), so the tokens in rank order are enough.
+    ranks = dict(zip(tokens, range(len(tokens)), strict=True))
+    return {"name": name, "pat_str": pat_str, "special_tokens": special, "mergeable_ranks": ranks, **extra}
+
+
+def _to_cache(tag: tuple[Any, ...], constructor: dict[str, Any]) -> None:
+    """Keep the constructor arguments for the next start (skipped if they do not fit the format)."""
+    from agentd.cache import write_atomic
+
+    ranks: dict[bytes, int] = constructor["mergeable_ranks"]
+    tokens = sorted(ranks, key=ranks.__getitem__)
+    if [ranks[t] for t in tokens] != list(range(len(tokens))):
+        return  # ranks with gaps: not this format
+    extra = {k: v for k, v in constructor.items() if k not in ("name", "pat_str", "special_tokens", "mergeable_ranks")}
+    write_atomic(
+        cache_path(tag[1]), marshal.dumps((tag, constructor["pat_str"], constructor["special_tokens"], tokens, extra))
+    )
+
+
+def _load(name: str) -> tiktoken.Encoding:
+    """Encoding ``name`` built from the cached table, else by tiktoken (then cached)."""
+    import tiktoken
+
+    tag = _cache_tag(name)
+    constructor = _from_cache(name, tag)
+    if constructor is not None:
+        return tiktoken.Encoding(**constructor)
+    import tiktoken_ext.openai_public  # tiktoken's plugin of OpenAI's encodings
+
+    make = tiktoken_ext.openai_public.ENCODING_CONSTRUCTORS.get(name)
+    if make is None:
+        return tiktoken.get_encoding(name)
+    constructor = make()
+    encoding = tiktoken.Encoding(**constructor)
+    _to_cache(tag, constructor)
+    return encoding
 
 
 def _encoding(name: str) -> tiktoken.Encoding:
@@ -88,9 +178,7 @@ def _encoding(name: str) -> tiktoken.Encoding:
                 # tiktoken reads its BPE files from this directory instead of fetching them;
                 # litellm sets the same variable to the same directory when it is imported.
                 os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
-            import tiktoken
-
-            _encodings[name] = tiktoken.get_encoding(name)
+            _encodings[name] = _load(name)
         return _encodings[name]
 
 
