@@ -8,6 +8,7 @@ server's, through litellm.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -312,8 +313,6 @@ def test_a_message_sent_with_disable_memory_is_not_kept_as_an_episode(make: Any)
 def test_of_two_workers_finishing_the_same_batch_only_the_first_moves_the_cursor(app: App, start: int) -> None:
     """Two daemons on one database finish the same batch at once: the second one's compare-and-set,
     blocked until the first commits, finds the cursor moved and writes nothing."""
-    import threading
-
     store = app.store
     if start:
         with store.write() as conn:

@@ -155,14 +155,19 @@ def _stat_key(path: Path) -> list[int] | None:
     return [stat.st_size, stat.st_mtime_ns]
 
 
-def _known_sha256(path: Path) -> str | None:
-    """The sha256 recorded for ``path`` when it had its present size and modification time."""
+def _checksums() -> dict[str, Any]:
+    """The recorded checksums by file path (empty when the cache file is missing or unreadable)."""
     data = read_bytes(_checksums_path())
     try:
-        entry = json.loads(data) if data else None
-        entry = entry.get(str(path)) if isinstance(entry, dict) else None
+        known = json.loads(data) if data else {}
     except ValueError:
-        return None
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
+def _known_sha256(path: Path) -> str | None:
+    """The sha256 recorded for ``path`` when it had its present size and modification time."""
+    entry = _checksums().get(str(path))
     if isinstance(entry, list) and len(entry) == 3 and entry[:2] == _stat_key(path) and isinstance(entry[2], str):
         return entry[2]
     return None
@@ -173,13 +178,7 @@ def _remember_sha256(path: Path, sha256: str) -> None:
     key = _stat_key(path)
     if key is None:
         return
-    data = read_bytes(_checksums_path())
-    try:
-        known = json.loads(data) if data else {}
-    except ValueError:
-        known = {}
-    if not isinstance(known, dict):
-        known = {}
+    known = _checksums()
     known[str(path)] = [*key, sha256]
     write_atomic(_checksums_path(), json.dumps(known, indent=1).encode())
 

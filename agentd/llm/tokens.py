@@ -62,12 +62,18 @@ def _bundled_dir() -> Path | None:
     return path if path.is_dir() else None
 
 
-def _available(encoding: str) -> bool:
-    """True when the encoding's BPE file is on disk (tiktoken names its cache files by URL hash)."""
+def _bpe_file(encoding: str) -> Path | None:
+    """Where the encoding's BPE file is when bundled (tiktoken names its cache files by URL hash)."""
     folder = _bundled_dir()
     if folder is None:
-        return False
-    return (folder / hashlib.sha1(_BPE_URL.format(encoding).encode()).hexdigest()).is_file()
+        return None
+    return folder / hashlib.sha1(_BPE_URL.format(encoding).encode()).hexdigest()
+
+
+def _available(encoding: str) -> bool:
+    """True when the encoding's BPE file is on disk."""
+    path = _bpe_file(encoding)
+    return path is not None and path.is_file()
 
 
 @functools.lru_cache(maxsize=256)
@@ -101,11 +107,11 @@ def _cache_tag(name: str) -> tuple[Any, ...]:
     """What a cache file must have been made from: tiktoken's version and the BPE file."""
     import tiktoken
 
-    folder = _bundled_dir()
+    path = _bpe_file(name)
     size = mtime = 0
-    if folder is not None:
+    if path is not None:
         try:
-            stat = (folder / hashlib.sha1(_BPE_URL.format(name).encode()).hexdigest()).stat()
+            stat = path.stat()
             size, mtime = stat.st_size, stat.st_mtime_ns
         except OSError:
             pass
