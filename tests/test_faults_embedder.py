@@ -126,27 +126,31 @@ def test_a_store_that_already_holds_a_broken_vector_still_answers_every_search(d
 
 
 def test_a_hung_embedder_costs_each_caller_its_timeout_and_blocks_nothing_else(daemons, fake_openai) -> None:
-    d = daemons(config(fake_openai, timeout=1.0))
+    timeout = 3.0
+    d = daemons(config(fake_openai, timeout=timeout))
     d.app.memory.add("fake", GLOBAL, "User likes Python")
     fake_openai.embedding_fault = EmbeddingFault("hang")
     body = {"persona": "fake", "text": "User likes Rust"}
     start = time.monotonic()
     added = d.client.post("/v1/memories", json=body)
     assert (added.status_code, added.json()["error"]["code"]) == (504, "embedder_timeout")
-    assert time.monotonic() - start < 10
-    # 50 searches hang at once; /healthz still answers at once, and another channel is answered.
-    pool = ThreadPoolExecutor(50)
+    assert time.monotonic() - start < timeout + 10
+    # More searches than the embedder has call slots (16) hang at once. /healthz answers while
+    # every one of them still waits (judged by order, not by a wall-clock bound a loaded machine
+    # can miss: blocked behind the hung calls, it could answer only after one gave up), and
+    # another channel is answered.
+    searches = 24
+    pool = ThreadPoolExecutor(searches)
     with httpx.Client(base_url=d.url, timeout=60, limits=httpx.Limits(max_connections=60)) as many:
         futures = [
             pool.submit(many.post, "/v1/memory/search", json={"query": f"python {i}", "persona": "fake"})
-            for i in range(50)
+            for i in range(searches)
         ]
         wait_for(lambda: fake_openai.hanging >= 10, 30, "searches hanging on the embedder")
-        for _ in range(5):
-            began = time.monotonic()
-            health = d.client.get("/healthz")
-            # Well under a second even on a loaded 2-core machine (it answers in milliseconds).
-            assert health.status_code == 200 and time.monotonic() - began < 1.0, health.text
+        healths = [d.client.get("/healthz").status_code for _ in range(5)]
+        still_waiting = sum(not f.done() for f in futures)
+        assert healths == [200] * 5
+        assert still_waiting == searches, "/healthz waited for the hung calls"
         events = d.chat("hello from another channel", channel="elsewhere")
         assert events[-1].event == "done"
         assert events[0].data["status"] == "timeout"  # its own retrieval gave up, the reply went on
