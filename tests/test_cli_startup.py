@@ -131,6 +131,29 @@ def test_sqlite_vec_is_loaded_from_the_file_its_package_names() -> None:
     assert vec0_path() == sqlite_vec.loadable_path()
 
 
+@pytest.mark.parametrize(("given", "threads"), [(None, 1), ("2", 2)])
+def test_numpy_runs_one_blas_thread_unless_the_user_says_otherwise(
+    tmp_path: Path, given: str | None, threads: int
+) -> None:
+    """After the ``agentd`` entry point, numpy's OpenBLAS starts no thread of its own (it would
+    spin for CPU), unless the user set OPENBLAS_NUM_THREADS: counted in /proc, not read back."""
+    env = isolated_env(tmp_path)
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    code = (
+        "import os\n"
+        "import agentd.cli.main as m\n"
+        "m.cli = lambda **_: None  # the entry point without a command\n"
+        "m.main()\n"
+        "import numpy\n"
+        "print(len(os.listdir('/proc/self/task')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == threads
+
+
 def test_the_help_summaries_are_the_commands_own() -> None:
     """`agentd --help` lists each command without importing it, from COMMANDS: the two must agree."""
     for name, (module, summary) in COMMANDS.items():

@@ -12,6 +12,7 @@ paid only by that command.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable
 from functools import update_wrapper
@@ -141,6 +142,15 @@ def cli(config_path: str | None) -> None:
     """
 
 
+#: Environment defaults the ``agentd`` script sets for itself (a value already set is kept).
+#: numpy's OpenBLAS starts a thread per core when imported, which spins for CPU (about 0.1 s
+#: of a command's start on two cores); agentd's numpy work (norms, small batches) runs on
+#: many threads at once, so one BLAS thread each is what it wants.
+PROCESS_DEFAULTS = {"OPENBLAS_NUM_THREADS": "1"}
+
+
 def main() -> None:
     """Entry point of the ``agentd`` script."""
+    for name, value in PROCESS_DEFAULTS.items():
+        os.environ.setdefault(name, value)
     cli(prog_name="agentd")
