@@ -242,3 +242,21 @@ def test_token_counts_are_tiktokens_with_and_without_the_cached_table(tmp_path: 
     assert encode() == (True, expected)
     assert cached.stat().st_size > 1000  # made again
     assert encode() == (True, expected)
+
+
+def test_kept_counts_are_the_tokenizers_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A count served again from the kept counts is the tokenizer's; long texts and the oldest
+    counts beyond the bound are not kept."""
+    from agentd.llm import tokens
+
+    monkeypatch.setattr(tokens, "KEPT_COUNTS", 4)
+    counter = tokens.TiktokenCounter("offline")  # a fresh counter with the bound above
+    encoding = counter._encoding
+    texts = ["alice: ", ENGLISH, CODE, CJK, SPECIAL, "alice: "]
+    for _ in range(3):
+        assert [counter.count(t) for t in texts] == [len(encoding.encode_ordinary(t)) for t in texts]
+    assert counter.kept() == 4
+    long_text = ENGLISH * 100
+    assert len(long_text) > tokens.KEPT_CHARS
+    assert counter.count(long_text) == counter._encode_count(long_text)
+    assert counter.kept() == 4

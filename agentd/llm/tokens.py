@@ -193,15 +193,30 @@ def tokenizer_name(model: str) -> str:
     return f"tiktoken:{encoding_name(model)}"
 
 
+#: Texts up to this many characters have their counts kept, in the last :data:`KEPT_COUNTS`
+#: counted per model: a daemon counts the same history lines, author prefixes and prompt
+#: sections turn after turn (at most ~16 MB of text held per model).
+KEPT_CHARS = 2048
+KEPT_COUNTS = 8192
+
+
 class TiktokenCounter:
     """Counts tokens of text for one model, as litellm's ``token_counter`` does."""
 
     def __init__(self, model: str) -> None:
         self.name = tokenizer_name(model)
         self._encoding = _encoding(encoding_name(model))
+        self._kept = functools.lru_cache(maxsize=KEPT_COUNTS)(self._encode_count)
 
     def count(self, text: str) -> int:
         """Tokens in ``text`` by the model's tokenizer."""
+        return self._kept(text) if len(text) <= KEPT_CHARS else self._encode_count(text)
+
+    def kept(self) -> int:
+        """How many counts are kept now."""
+        return self._kept.cache_info().currsize
+
+    def _encode_count(self, text: str) -> int:
         encode = self._encoding.encode_ordinary
         return sum(len(encode(text[i : i + CHUNK_CHARS])) for i in range(0, len(text), CHUNK_CHARS))
 
