@@ -347,3 +347,46 @@ def test_of_two_workers_finishing_the_same_batch_only_the_first_moves_the_cursor
     assert moved == {"first": True, "second": False}
     with store.read() as conn:
         assert store.cursors.get(conn, "episodes", "general") == start + 5
+
+
+def test_the_scan_pages_through_the_channel_and_stops_at_the_first_pending_message(app: App) -> None:
+    """exchanges() reads the channel in growing pages: every finished exchange before the first
+    pending message, in order, up to the limit, however many pages that takes."""
+    from agentd.memory.episodes import exchanges
+
+    store = app.store
+    finished: list[int] = []
+    with store.write() as conn:
+
+        def add(role: str, text: str, status: str, reply_to: int | None = None) -> int:
+            author = "alice" if role == "user" else "talker"
+            return store.messages.add(
+                conn,
+                channel="general",
+                role=role,
+                author=author,
+                persona="talker",
+                content=text,
+                status=status,
+                reply_to=reply_to,
+            ).id
+
+        for i in range(40):  # far more than the first page; every seventh turn failed
+            asked = add("user", f"message {i}", "failed" if i % 7 == 3 else "answered")
+            if i % 7 != 3:
+                add("assistant", f"reply {i}", "complete", asked)
+            finished.append(asked)
+        held = add("user", "still waiting", "pending")
+        for i in range(5):  # answered after the pending one: not reached
+            add("assistant", f"late reply {i}", "complete", add("user", f"later {i}", "answered"))
+
+    answered = [m for i, m in enumerate(finished) if i % 7 != 3]
+    found, cursor = exchanges(store, "general", 0, 1000)
+    assert [e.message.id for e in found] == answered
+    assert [e.reply.content for e in found] == [f"reply {i}" for i in range(40) if i % 7 != 3]
+    assert cursor == finished[-1] < held
+    found, cursor = exchanges(store, "general", 0, 20)
+    assert [e.message.id for e in found] == answered[:20] and cursor == answered[19]
+    found, cursor = exchanges(store, "general", answered[19], 1000)
+    assert [e.message.id for e in found] == answered[20:] and cursor == finished[-1]
+    assert exchanges(store, "general", finished[-1], 1000) == ([], finished[-1])

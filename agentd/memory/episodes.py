@@ -47,8 +47,11 @@ log = get_logger("agentd.episodes")
 JOB = "episodes"
 #: The category of every episode.
 CATEGORY = "episode"
-#: Messages read per scan of a channel, per exchange of the batch.
+#: Messages read per scan of a channel, per exchange of the batch (at most).
 _SCAN_FACTOR = 4
+#: Messages read first: behind a backlog the scan stops at the first pending message,
+#: which is near the cursor, so the channel is read in growing pages from this size.
+_FIRST_PAGE = 8
 
 
 @dataclass(frozen=True)
@@ -65,23 +68,30 @@ def exchanges(store: Store, channel: str, after_id: int, limit: int) -> tuple[li
     interrupted). A message still ``pending`` stops the scan: its reply is yet to come."""
     found: list[Exchange] = []
     cursor = after_id
+    last_read = after_id
+    page = min(_FIRST_PAGE, limit * _SCAN_FACTOR)
     with store.read() as conn:
-        messages = store.messages.after(conn, channel, after_id, limit * _SCAN_FACTOR)
-        users = [m for m in messages if m.role == "user"]
-        # The complete reply (an answer resumed after a crash may follow an interrupted one).
-        replies = store.messages.replies_to(conn, [m.id for m in users if m.status == "answered"], "complete")
-    for msg in users:
-        if msg.status == "pending":
-            break
-        reply = replies.get(msg.id)
-        if msg.status == "answered":
-            if reply is None:
-                break  # written in the same transaction as the status: not expected; look again later
-            found.append(Exchange(msg, reply))
-        cursor = msg.id
-        if len(found) == limit:
-            break
-    return found, cursor
+        while True:
+            messages = store.messages.after(conn, channel, last_read, page)
+            users = [m for m in messages if m.role == "user"]
+            # The complete reply (an answer resumed after a crash may follow an interrupted one).
+            answered = [m.id for m in users if m.status == "answered"]
+            replies = store.messages.replies_to(conn, answered, "complete")
+            for msg in users:
+                if msg.status == "pending":
+                    return found, cursor
+                reply = replies.get(msg.id)
+                if msg.status == "answered":
+                    if reply is None:
+                        return found, cursor  # written with the status: not expected; look again later
+                    found.append(Exchange(msg, reply))
+                cursor = msg.id
+                if len(found) == limit:
+                    return found, cursor
+            if len(messages) < page:
+                return found, cursor
+            last_read = messages[-1].id
+            page = min(page * 4, limit * _SCAN_FACTOR)
 
 
 class Episodes:
