@@ -142,15 +142,10 @@ def cli(config_path: str | None) -> None:
     """
 
 
-#: Environment defaults the ``agentd`` script sets for itself (a value already set is kept).
-#: numpy's OpenBLAS starts a thread per core when imported, which spins for CPU (about 0.1 s
-#: of a command's start on two cores); agentd's numpy work (norms, small batches) runs on
-#: many threads at once, so one BLAS thread each is what it wants.
-PROCESS_DEFAULTS = {"OPENBLAS_NUM_THREADS": "1"}
-
-
 def main() -> None:
     """Entry point of the ``agentd`` script."""
-    for name, value in PROCESS_DEFAULTS.items():
-        os.environ.setdefault(name, value)
+    # numpy's OpenBLAS starts a thread per core when imported, which spins for CPU (about 0.1 s
+    # of a command's start on two cores); agentd's numpy work (norms, small batches) runs on many
+    # threads at once, so one BLAS thread each is what it wants. A value the user set is kept.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     cli(prog_name="agentd")
