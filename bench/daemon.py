@@ -22,6 +22,8 @@ Printed (medians unless said otherwise):
   retrieval, assembly (profile, tools, the prompt), the model, storing the reply,
   and the whole turn (which includes waiting for a ``[runtime] turn_slots`` slot);
 * lost (accepted, never answered) and duplicated (more than one complete reply);
+* the CPU time the daemon and the benchmark's own clients used while posting
+  (both share the machine's cores);
 * the same for a **no-op turn** in the same run, as the floor: a persona without
   tools, ``disable_memory: true`` (no retrieval, no earlier exchanges), in fresh
   channels (no history): what accepting, dispatching, assembling a tiny prompt,
@@ -227,6 +229,9 @@ class Daemon:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self.proc.pid)
+
     def live_actors(self) -> int:
         health = httpx.get(self.url + "/healthz", timeout=30).json()
         return sum(1 for a in health.get("actors", []) if a.get("running"))
@@ -275,6 +280,9 @@ class Phase:
     refused: int = 0
     started: float = 0.0  # wall clock
     ended: float = 0.0
+    #: CPU seconds (user + system) while posting: the daemon's, and this benchmark's own clients'.
+    daemon_cpu: float = 0.0
+    client_cpu: float = 0.0
 
 
 def drive(
@@ -402,6 +410,9 @@ def report(
         "ack_p95_ms": pct(acks, 0.95),
         "reply_p50_ms": pct(e2e, 0.5),
         "reply_p95_ms": pct(e2e, 0.95),
+        "daemon_cpu_s": phase.daemon_cpu,
+        "client_cpu_s": phase.client_cpu,
+        "daemon_cpu_ms_per_message": phase.daemon_cpu * 1000 / max(len(ids), 1),
         "stage_p50_ms": stages,
         "turns_logged": len(mine),
         "lost": lost,
@@ -422,6 +433,16 @@ def show(r: dict[str, Any]) -> None:
     stages = "  ".join(f"{k} {v:.1f}" for k, v in r["stage_p50_ms"].items())
     print(f"  turn stages p50 ms  {stages}   ({r['turns_logged']} turns logged)")
     print(f"  lost {r['lost']}   duplicated {r['duplicated']}   failed (error reply) {r['failed']}")
+    print(
+        f"  CPU while posting   daemon {r['daemon_cpu_s']:.1f} s ({r['daemon_cpu_ms_per_message']:.1f} ms per "
+        f"accepted message), benchmark clients {r['client_cpu_s']:.1f} s"
+    )
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def loadavg() -> str:
@@ -460,6 +481,7 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=1000, help="global memories in reach")
     parser.add_argument("--actors", default="1,100,1000", help="live-actor counts for the RSS figures ('' skips)")
     parser.add_argument("--no-floor", action="store_true", help="skip the no-op-turn phase")
+    parser.add_argument("--floor-only", action="store_true", help="run only the no-op-turn phase (for profiling it)")
     parser.add_argument("--turn-slots", type=int, default=0, help="[runtime] turn_slots (0: the default)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
@@ -502,16 +524,19 @@ def main() -> None:
                 timeout=60,
             )
             settle(daemon.url, 60)
-            phases = [Phase("buddy", args.seconds)]
-            bodies: list[dict[str, Any]] = [{}]
-            lists = [channels]
-            if not args.no_floor:
+            phases = [] if args.floor_only else [Phase("buddy", args.seconds)]
+            bodies: list[dict[str, Any]] = [] if args.floor_only else [{}]
+            lists = [] if args.floor_only else [channels]
+            if args.floor_only or not args.no_floor:
                 phases.append(Phase("floor (no-op turn)", args.seconds))
                 bodies.append({"persona": FLOOR_PERSONA, "disable_memory": True})
                 lists.append(floor_channels)
             for phase, body, chans in zip(phases, bodies, lists, strict=True):
                 loads.append(f"{phase.name}: before {loadavg()}")
+                cpu_before = (daemon.cpu_seconds(), cpu_seconds(os.getpid()))
                 drive(daemon.url, phase, args.clients, chans, args.seconds, body, args.seed)
+                phase.daemon_cpu = daemon.cpu_seconds() - cpu_before[0]
+                phase.client_cpu = cpu_seconds(os.getpid()) - cpu_before[1]
                 loads.append(f"{phase.name}: after {loadavg()}")
                 if not settle(daemon.url, 600):
                     print("  (turns still in flight after 600 s)", file=sys.stderr)
