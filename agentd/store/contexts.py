@@ -12,6 +12,7 @@ from agentd.store import schema
 from agentd.store.schema import inserted_id, utcnow
 
 _T = schema.context_records
+_INSERT = sa.insert(_T)
 
 
 @dataclass(frozen=True)
@@ -45,15 +46,16 @@ class ContextRepo:
         """Record what reply ``reply_id`` was given."""
         return inserted_id(
             conn.execute(
-                sa.insert(_T).values(
-                    reply_id=reply_id,
-                    user_message_id=user_message_id,
-                    persona=persona,
-                    channel=channel,
-                    model=model,
-                    data=data,
-                    created_at=utcnow(),
-                )
+                _INSERT,
+                {
+                    "reply_id": reply_id,
+                    "user_message_id": user_message_id,
+                    "persona": persona,
+                    "channel": channel,
+                    "model": model,
+                    "data": data,
+                    "created_at": utcnow(),
+                },
             )
         )
 

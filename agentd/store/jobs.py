@@ -21,6 +21,19 @@ from agentd.store.schema import inserted_id, utcnow
 _J = schema.job_cursors
 _H = schema.memory_history
 _M = schema.messages
+_CURSOR = sa.select(_J.c.last_message_id).where(
+    _J.c.job == sa.bindparam("job"), _J.c.channel == sa.bindparam("channel")
+)
+_MOVE = (
+    sa.update(_J)
+    .where(
+        _J.c.job == sa.bindparam("b_job"),
+        _J.c.channel == sa.bindparam("b_channel"),
+        _J.c.last_message_id == sa.bindparam("start"),
+    )
+    .values(last_message_id=sa.bindparam("last"), updated_at=sa.bindparam("at"))
+    .returning(_J.c.job)
+)
 
 
 class CursorRepo:
@@ -28,9 +41,7 @@ class CursorRepo:
 
     def get(self, conn: sa.Connection, job: str, channel: str) -> int:
         """The last user message ``job`` finished with in ``channel`` (0: none yet)."""
-        found = conn.execute(
-            sa.select(_J.c.last_message_id).where(_J.c.job == job, _J.c.channel == channel)
-        ).scalar_one_or_none()
+        found = conn.execute(_CURSOR, {"job": job, "channel": channel}).scalar_one_or_none()
         return int(found or 0)
 
     def advance(self, conn: sa.Connection, job: str, channel: str, start: int, last_message_id: int) -> bool:
@@ -46,12 +57,8 @@ class CursorRepo:
         now = utcnow()
         # RETURNING, not rowcount: the PostgreSQL driver reports -1 for an INSERT ... ON CONFLICT.
         if start:
-            moved = conn.execute(
-                sa.update(_J)
-                .where(_J.c.job == job, _J.c.channel == channel, _J.c.last_message_id == start)
-                .values(last_message_id=last_message_id, updated_at=now)
-                .returning(_J.c.job)
-            ).first()
+            params = {"b_job": job, "b_channel": channel, "start": start, "last": last_message_id, "at": now}
+            moved = conn.execute(_MOVE, params).first()
             return moved is not None
         insert = insert_for(conn)
         values = {"job": job, "channel": channel, "last_message_id": last_message_id, "updated_at": now}

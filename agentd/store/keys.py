@@ -13,6 +13,8 @@ from agentd.store import schema
 from agentd.store.schema import inserted_id, utcnow
 
 _T = schema.api_keys
+#: Built once: every authenticated request asks it.
+_ACTIVE = sa.select(sa.func.count()).select_from(_T).where(_T.c.revoked_at.is_(None))
 
 
 @dataclass(frozen=True)
@@ -73,9 +75,7 @@ class KeyRepo:
 
     def active(self, conn: sa.Connection) -> int:
         """How many keys are not revoked."""
-        return int(
-            conn.execute(sa.select(sa.func.count()).select_from(_T).where(_T.c.revoked_at.is_(None))).scalar_one()
-        )
+        return int(conn.execute(_ACTIVE).scalar_one())
 
     def find(self, conn: sa.Connection, ident: str) -> list[StoredKey]:
         """Keys with id ``ident`` (when numeric) or named ``ident``."""

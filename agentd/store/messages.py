@@ -23,6 +23,37 @@ _ONE_REPLY = sa.text("role = 'assistant' AND status = 'complete'")
 #: Roles that make up a channel's conversation (what history is built from).
 CONVERSATION_ROLES = ("user", "assistant")
 
+# The statements of a turn's hot path, built once with bound parameters. Building an expression
+# and its cache key costs several times what SQLite takes to run it (bench/daemon.py's floor).
+_B = sa.bindparam
+_VISIBILITY = sa.select(_C.c.visibility, _C.c.owner).where(_C.c.name == _B("name"))
+_CHANNEL_COUNT = sa.select(_C.c.message_count).where(_C.c.name == _B("channel"))
+_COUNT_ONE_MORE = sa.update(_C).where(_C.c.name == _B("channel")).values(message_count=_C.c.message_count + 1)
+_NEWER = (
+    sa.select(sa.func.count())
+    .select_from(_M)
+    .where(_M.c.channel == _B("channel"), _M.c.id >= _B("before_id"), _M.c.role.in_(CONVERSATION_ROLES))
+)
+_RECENT = (
+    sa.select(_M)
+    .where(_M.c.channel == _B("channel"), _M.c.role.in_(CONVERSATION_ROLES))
+    .order_by(_M.c.id.desc())
+    .limit(_B("limit"))
+)
+_RECENT_BEFORE = _RECENT.where(_M.c.id < _B("before_id"))
+_AFTER = (
+    sa.select(_M)
+    .where(_M.c.channel == _B("channel"), _M.c.id > _B("after_id"), _M.c.role.in_(CONVERSATION_ROLES))
+    .order_by(_M.c.id)
+    .limit(_B("limit"))
+)
+_REPLIES = sa.select(_M).where(_M.c.reply_to.in_(_B("ids", expanding=True)), _M.c.role == "assistant").order_by(_M.c.id)
+_REPLIES_IN = _REPLIES.where(_M.c.status == _B("status"))
+_SET_STATUS = sa.update(_M).where(_M.c.id == _B("mid")).values(status=_B("new_status"))
+_INSERT = sa.insert(_M)
+#: ``INSERT … ON CONFLICT DO NOTHING`` of a channel row, per dialect (made on first use).
+_ENSURE: dict[str, Any] = {}
+
 
 @dataclass(frozen=True)
 class Message:
@@ -84,8 +115,11 @@ class MessageRepo:
 
     def ensure_channel(self, conn: sa.Connection, name: str) -> None:
         """Create the channel row if it does not exist yet."""
-        insert = insert_for(conn)
-        conn.execute(insert(_C).values(name=name, created_at=utcnow()).on_conflict_do_nothing())
+        stmt = _ENSURE.get(conn.dialect.name)
+        if stmt is None:
+            stmt = insert_for(conn)(_C).values(name=_B("new_name"), created_at=_B("at")).on_conflict_do_nothing()
+            _ENSURE[conn.dialect.name] = stmt
+        conn.execute(stmt, {"new_name": name, "at": utcnow()})
 
     def declare(self, conn: sa.Connection, name: str, visibility: str, owner: str | None) -> None:
         """Record a channel's visibility (and the user of a direct one) unless one was declared already.
@@ -99,7 +133,7 @@ class MessageRepo:
 
     def visibility(self, conn: sa.Connection, name: str) -> tuple[str | None, str | None]:
         """``(visibility, owner)`` as declared (``(None, None)``: never declared, or no such channel)."""
-        row = conn.execute(sa.select(_C.c.visibility, _C.c.owner).where(_C.c.name == name)).first()
+        row = conn.execute(_VISIBILITY, {"name": name}).first()
         return (None, None) if row is None else (row.visibility, row.owner)
 
     def add(
@@ -149,9 +183,9 @@ class MessageRepo:
                 raise AlreadyAnswered(reply_to)
             mid = int(found)
         else:
-            mid = inserted_id(conn.execute(sa.insert(_M).values(**values)))
+            mid = inserted_id(conn.execute(_INSERT, values))
         if role in CONVERSATION_ROLES:
-            conn.execute(sa.update(_C).where(_C.c.name == channel).values(message_count=_C.c.message_count + 1))
+            conn.execute(_COUNT_ONE_MORE, {"channel": channel})
         return Message(id=mid, **{**values, "options": dict(options or {})})  # type: ignore[arg-type]
 
     def add_many(self, conn: sa.Connection, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
@@ -206,7 +240,7 @@ class MessageRepo:
 
     def set_status(self, conn: sa.Connection, message_id: int, status: str) -> None:
         """Change a message's status."""
-        conn.execute(sa.update(_M).where(_M.c.id == message_id).values(status=status))
+        conn.execute(_SET_STATUS, {"mid": message_id, "new_status": status})
 
     def set_token_counts(self, conn: sa.Connection, counts: Mapping[int, int], counter: str) -> None:
         """Keep computed token counts so assembling never counts a stored message twice."""
@@ -227,6 +261,12 @@ class MessageRepo:
         roles: Sequence[str] = ("user", "assistant"),
     ) -> list[Message]:
         """Up to ``limit`` messages of ``channel`` older than ``before_id``, newest first."""
+        if tuple(roles) == CONVERSATION_ROLES:
+            if before_id is None:
+                rows = conn.execute(_RECENT, {"channel": channel, "limit": limit})
+            else:
+                rows = conn.execute(_RECENT_BEFORE, {"channel": channel, "limit": limit, "before_id": before_id})
+            return [_message(r) for r in rows]
         query = sa.select(_M).where(_M.c.channel == channel, _M.c.role.in_(list(roles)))
         if before_id is not None:
             query = query.where(_M.c.id < before_id)
@@ -238,14 +278,9 @@ class MessageRepo:
 
         O(1) from the channel's counter, minus the few messages at or after ``before_id``.
         """
-        total = conn.execute(sa.select(_C.c.message_count).where(_C.c.name == channel)).scalar_one_or_none() or 0
+        total = conn.execute(_CHANNEL_COUNT, {"channel": channel}).scalar_one_or_none() or 0
         if before_id is not None:
-            newer = conn.execute(
-                sa.select(sa.func.count())
-                .select_from(_M)
-                .where(_M.c.channel == channel, _M.c.id >= before_id, _M.c.role.in_(CONVERSATION_ROLES))
-            ).scalar_one()
-            total -= int(newer)
+            total -= int(conn.execute(_NEWER, {"channel": channel, "before_id": before_id}).scalar_one())
         return int(total)
 
     def history_page(
@@ -265,13 +300,7 @@ class MessageRepo:
 
     def after(self, conn: sa.Connection, channel: str, after_id: int, limit: int = 100) -> list[Message]:
         """Messages of ``channel`` with id > ``after_id``, oldest first."""
-        query = (
-            sa.select(_M)
-            .where(_M.c.channel == channel, _M.c.id > after_id, _M.c.role.in_(["user", "assistant"]))
-            .order_by(_M.c.id)
-            .limit(limit)
-        )
-        return [_message(r) for r in conn.execute(query)]
+        return [_message(r) for r in conn.execute(_AFTER, {"channel": channel, "after_id": after_id, "limit": limit})]
 
     def by_author(
         self, conn: sa.Connection, channel: str, author: str, before_id: int, limit: int
@@ -294,11 +323,9 @@ class MessageRepo:
         """The first assistant reply to each of ``message_ids`` (in ``status``, if given)."""
         if not message_ids:
             return {}
-        query = sa.select(_M).where(_M.c.reply_to.in_(list(message_ids)), _M.c.role == "assistant").order_by(_M.c.id)
-        if status is not None:
-            query = query.where(_M.c.status == status)
+        params = {"ids": list(message_ids), "status": status}
         found: dict[int, Message] = {}
-        for row in conn.execute(query):
+        for row in conn.execute(_REPLIES if status is None else _REPLIES_IN, params):
             msg = _message(row)
             assert msg.reply_to is not None
             found.setdefault(msg.reply_to, msg)
