@@ -170,28 +170,39 @@ def seed(config: Path, channels: list[str], history: int, memories: int, rng: ra
             then = utcnow() - timedelta(days=30)
             import sqlalchemy as sa
 
+            from agentd.memory.episodes import JOB as EPISODES
+
             for channel in channels:
-                rows = []
-                for i in range(history):
-                    text, tokens, counter = counted[i % len(counted)]
-                    user = i % 2 == 0
-                    rows.append(
-                        {
-                            "channel": channel,
-                            "persona": "buddy",
-                            "role": "user" if user else "assistant",
-                            "author": f"u{i % 7}" if user else "buddy",
-                            "content": text,
-                            "source": "channel" if user else "reply",
-                            "status": "answered" if user else "complete",
-                            "token_count": tokens,
-                            "token_counter": counter,
-                            "created_at": then + timedelta(seconds=i),
-                        }
-                    )
                 with app.store.write() as conn:
+                    # Explicit ids, so each reply names its message (reply_to), as a real exchange does.
+                    first = int(conn.execute(sa.select(sa.func.max(msgs.c.id))).scalar() or 0) + 1
+                    rows = []
+                    for i in range(history):
+                        text, tokens, counter = counted[i % len(counted)]
+                        user = i % 2 == 0
+                        rows.append(
+                            {
+                                "id": first + i,
+                                "channel": channel,
+                                "persona": "buddy",
+                                "role": "user" if user else "assistant",
+                                "author": f"u{i % 7}" if user else "buddy",
+                                "content": text,
+                                "source": "channel" if user else "reply",
+                                "status": "answered" if user else "complete",
+                                "reply_to": None if user else first + i - 1,
+                                "token_count": tokens,
+                                "token_counter": counter,
+                                "created_at": then + timedelta(seconds=i),
+                            }
+                        )
                     conn.execute(sa.insert(chans).values(name=channel, created_at=then, message_count=history))
                     conn.execute(sa.insert(msgs), rows)
+                    # The earlier conversation counts as indexed already (its episodes are not made
+                    # here): each new exchange is then indexed as it would be in a running daemon.
+                    last_user = max((r["id"] for r in rows if r["role"] == "user"), default=0)
+                    if last_user:
+                        app.store.cursors.advance(conn, EPISODES, channel, 0, last_user)
             print(
                 f"  seeded {history} messages in each of {len(channels)} channels in "
                 f"{time.perf_counter() - started:.0f} s",
@@ -506,7 +517,7 @@ def main() -> None:
     try:
         seeded = None
         if args.cache is not None:
-            seeded = args.cache / f"seeded-{args.channels}c-{args.history}h-{args.memories}m-{args.seed}.db"
+            seeded = args.cache / f"seeded-v2-{args.channels}c-{args.history}h-{args.memories}m-{args.seed}.db"
         if seeded is not None and seeded.exists():
             shutil.copy(seeded, home / "bench.db")
             print(f"  seeded database copied from {seeded}", file=sys.stderr)
