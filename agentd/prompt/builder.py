@@ -16,6 +16,7 @@ from agentd.config import Config
 from agentd.memory.ranking import MemoryHit
 from agentd.personas import Persona
 from agentd.prompt.assembler import AssembledContext, ContextAssembler, HistoryItem, PromptRequest, Snippet
+from agentd.prompt.history_cache import MAX_ROWS, HistoryCache, newest_read
 from agentd.prompt.project import ProjectFiles
 from agentd.prompt.tokens import PER_MESSAGE, TokenCounter
 from agentd.prompt.windows import Window, WindowMap
@@ -57,7 +58,9 @@ class ContextBuilder:
         windows: WindowMap,
         counter_for: Callable[[str], TokenCounter],
         projects: ProjectFiles | None = None,
+        history_rows: int = MAX_ROWS,
     ) -> None:
+        """``history_rows``: the most conversation rows kept between turns, across channels."""
         self._store = store
         self._config = config
         self._windows = windows
@@ -65,6 +68,13 @@ class ContextBuilder:
         self._projects = projects or ProjectFiles()
         #: The tokens of :data:`NO_REPLY` per tokenizer (counted once).
         self._no_reply: dict[str, int] = {}
+        #: Recent history kept between turns (SQLite).
+        self._kept = HistoryCache(store, history_rows)
+
+    @property
+    def kept_history_rows(self) -> int:
+        """How many conversation rows are kept between turns (at most ``history_rows``)."""
+        return self._kept.kept_rows
 
     def window(self, persona: Persona) -> Window:
         """The persona's context window."""
@@ -179,36 +189,46 @@ class ContextBuilder:
         """
         items: list[HistoryItem] = []
         spent = 0
-        cursor = before_id
         with self._store.read() as conn:
             available = self._store.messages.count(conn, channel, before_id=before_id)
+        # What was kept from the last turn, and what was said since; then older pages from the store.
+        rows, newest, complete = self._kept.rows(channel, before_id)
+        if not rows and not complete:
+            newest = -1  # nothing kept: set once the first page is read
+        fresh: dict[int, int] = {}
+        i = 0
         while spent <= max_tokens and len(items) < MAX_HISTORY_MESSAGES:
-            with self._store.read() as conn:
-                page = self._store.messages.history_page(conn, channel, cursor, PAGE)
-            if not page:
-                break
-            fresh: dict[int, int] = {}
-            for mid, role, content, cached, cached_by, author in page:
-                if cached is not None and cached_by == counter.name:
-                    tokens = cached
-                else:
-                    tokens = counter.count(content)
-                    fresh[mid] = tokens
-                newer = items[-1].role if items else ("user" if before_user else None)
-                if role == "user" and newer == "user":
-                    if counter.name not in self._no_reply:
-                        self._no_reply[counter.name] = counter.count(NO_REPLY)
-                    note = HistoryItem(mid, "assistant", NO_REPLY, self._no_reply[counter.name], synthetic=True)
-                    items.append(note)
-                    spent += note.tokens + PER_MESSAGE
-                items.append(HistoryItem(mid, role, content, tokens, author))
-                spent += tokens + PER_MESSAGE
-                if spent > max_tokens:
+            if i == len(rows):
+                if complete:
                     break
-            if fresh:
-                with self._store.write() as conn:
-                    self._store.messages.set_token_counts(conn, fresh, counter.name)
-            cursor = page[-1][0]
-            if len(page) < PAGE:
-                break
+                with self._store.read() as conn:
+                    page = self._store.messages.history_page(conn, channel, rows[-1][0] if rows else before_id, PAGE)
+                if newest < 0:
+                    newest = newest_read(before_id, page)
+                rows.extend(page)
+                complete = len(page) < PAGE
+                if not page:
+                    break
+            mid, role, content, cached, cached_by, author = rows[i]
+            if cached is not None and cached_by == counter.name:
+                tokens = cached
+            else:
+                tokens = counter.count(content)
+                fresh[mid] = tokens
+                rows[i] = (mid, role, content, tokens, counter.name, author)
+            i += 1
+            newer = items[-1].role if items else ("user" if before_user else None)
+            if role == "user" and newer == "user":
+                if counter.name not in self._no_reply:
+                    self._no_reply[counter.name] = counter.count(NO_REPLY)
+                note = HistoryItem(mid, "assistant", NO_REPLY, self._no_reply[counter.name], synthetic=True)
+                items.append(note)
+                spent += note.tokens + PER_MESSAGE
+            items.append(HistoryItem(mid, role, content, tokens, author))
+            spent += tokens + PER_MESSAGE
+        if fresh:
+            with self._store.write() as conn:
+                self._store.messages.set_token_counts(conn, fresh, counter.name)
+        if newest >= 0:
+            self._kept.keep(channel, rows, newest, complete)
         return items, available

@@ -298,6 +298,20 @@ class MessageRepo:
         ).fetchall()
         return [(int(r[0]), str(r[1]), str(r[2]), r[3], r[4], str(r[5])) for r in rows]
 
+    def history_between(
+        self, conn: sa.Connection, channel: str, after_id: int, before_id: int, limit: int
+    ) -> list[tuple[int, str, str, int | None, str | None, str]]:
+        """:meth:`history_page`'s rows with ``after_id < id < before_id``, newest first, at most ``limit``."""
+        rows = conn.exec_driver_sql(
+            driver_sql(
+                conn,
+                "SELECT id, role, content, token_count, token_counter, author FROM messages "
+                "WHERE channel = ? AND role IN ('user', 'assistant') AND id > ? AND id < ? ORDER BY id DESC LIMIT ?",
+            ),
+            (channel, after_id, before_id, limit),
+        ).fetchall()
+        return [(int(r[0]), str(r[1]), str(r[2]), r[3], r[4], str(r[5])) for r in rows]
+
     def after(self, conn: sa.Connection, channel: str, after_id: int, limit: int = 100) -> list[Message]:
         """Messages of ``channel`` with id > ``after_id``, oldest first."""
         return [_message(r) for r in conn.execute(_AFTER, {"channel": channel, "after_id": after_id, "limit": limit})]
