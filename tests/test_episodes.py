@@ -258,7 +258,7 @@ def test_an_answer_resumed_after_an_interrupted_one_is_indexed_with_the_complete
     app, runtime = make()
     # The runtime's indexer catches up (in its thread) with what is behind at its start: let it
     # finish before writing, so only the call below indexes these.
-    assert runtime.wait_idle(30)
+    assert runtime.learning_idle(30)
     store = app.store
     with store.write() as conn:
         asked = store.messages.add(
