@@ -336,11 +336,16 @@ def test_of_two_workers_finishing_the_same_batch_only_the_first_moves_the_cursor
     two = threading.Thread(target=second)
     two.start()
     if store.engine.dialect.name == "postgresql":  # the second is waiting for the first's row or key lock
+        query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
         with store.engine.connect() as watcher:
-            query = (
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
-            )
-            wait_for(lambda: watcher.exec_driver_sql(query).scalar_one() >= 1, 30, "the second worker to block")
+
+            def blocked() -> bool:
+                try:
+                    return bool(watcher.exec_driver_sql(query).scalar_one() >= 1)
+                finally:
+                    watcher.rollback()  # pg_stat_activity is read once per transaction: look again
+
+            wait_for(blocked, 30, "the second worker to block")
     release.set()
     one.join(30)
     two.join(30)
