@@ -1,4 +1,5 @@
-"""Shared fixtures: real SQLite files in tmp dirs, a real PostgreSQL, the real local embedder, a fake OpenAI server.
+"""Shared fixtures: real SQLite files in tmp dirs, a real PostgreSQL, the real local embedder, a fake OpenAI server,
+and the ``agentd`` command line run in this process (:func:`agentd_cli`) or in a new one (:func:`agentd_process`).
 
 Tests that take the ``backend`` fixture (through ``database_url``, ``home``,
 ``config`` or ``app``) run on SQLite; in a module or test marked
@@ -17,7 +18,9 @@ import subprocess
 import sys
 import textwrap
 import threading
+import traceback
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -169,14 +172,66 @@ def agentd_cli(
     config: Path | None = None,
     env: dict[str, str] | None = None,
     input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``agentd ARGS`` in this process: the click group the ``agentd`` script runs, on its own
+    stdin, stdout and stderr (click's ``CliRunner``), with the environment a new process would get
+    (this one's without ``AGENTD_*``, then ``env``). The command's own App is closed as the script
+    closes it, its logging configuration is undone afterwards, a thread it leaves running that
+    would keep the process alive fails the test, and an exception that would end the script with
+    a traceback gives status 1 and the traceback on stderr, as the script would.
+
+    Loading the package, litellm and the embedding model is paid once per test process; what
+    needs a fresh process (its start, its imports, signals, its exit) uses :func:`agentd_process`.
+    """
+    from click.testing import CliRunner
+
+    from agentd.cli.main import cli
+
+    argv = [*(["--config", str(config)] if config else []), *args]
+    environ: dict[str, str | None] = {k: None for k in os.environ if k.startswith("AGENTD_")}
+    environ.update(env or {})
+    before = set(threading.enumerate())
+    with _logging_restored():
+        result = CliRunner().invoke(cli, argv, input=input, env=environ, prog_name="agentd")
+    # A thread that is not a daemon thread would keep the agentd process from exiting.
+    for thread in [t for t in threading.enumerate() if t not in before and not t.daemon]:
+        thread.join(10)
+        assert not thread.is_alive(), f"agentd {' '.join(argv)} left thread {thread.name!r} running"
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(result.exception))
+    return subprocess.CompletedProcess(["agentd", *argv], result.exit_code, result.stdout, stderr)
+
+
+@contextmanager
+def _logging_restored() -> Iterator[None]:
+    """Undo a command's ``agentd.log.configure`` (global: structlog's setup and the root logger)."""
+    import logging
+
+    import structlog
+
+    root = logging.getLogger()
+    handlers, level, config = list(root.handlers), root.level, structlog.get_config()
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        structlog.configure(**config)
+
+
+def agentd_process(
+    *args: str,
+    config: Path | None = None,
+    env: dict[str, str] | None = None,
     timeout: float = 120,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the installed ``agentd`` entry point."""
+    """Run the installed ``agentd`` script in a new process (environment as :func:`agentd_cli`)."""
     exe = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     full_env.update(env or {})
     cmd = [exe, *(["--config", str(config)] if config else []), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, env=full_env, input=input, timeout=timeout)
+    return subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import pytest
 
 from agentd.app import App
 from agentd.config import load_config
-from tests.conftest import REPO, agentd_cli, write_home
+from tests.conftest import REPO, agentd_cli, agentd_process, write_home
 from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 from tests.support import read_sse, wait_for
 
@@ -29,7 +29,7 @@ LONG_REPLY = " ".join(f"word{i}" for i in range(80))
 
 def test_serve_refuses_to_bind_beyond_loopback_without_a_key(tmp_path) -> None:
     home = write_home(tmp_path)
-    result = agentd_cli("serve", "--host", "0.0.0.0", "--port", "0", config=home, timeout=60)
+    result = agentd_process("serve", "--host", "0.0.0.0", "--port", "0", config=home, timeout=60)
     assert result.returncode == 2
     assert "refusing to listen on '0.0.0.0'" in result.stderr and "api_key" in result.stderr
     assert "listening" not in result.stdout
