@@ -108,5 +108,10 @@ def test_serve_runs_from_an_empty_directory(installed: Path, user: tuple[Path, d
             assert "event: done" in text, text
     finally:
         proc.send_signal(signal.SIGTERM)
-        _out, err = proc.communicate(timeout=60)
+        try:
+            _out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:  # it did not stop (the test fails on the timeout): not left running
+                proc.kill()
+                proc.wait(10)
     assert proc.returncode == 0, err

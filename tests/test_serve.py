@@ -4,12 +4,16 @@ and the CLI and example adapter talking to a running daemon."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import queue
 import shutil
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,6 +85,47 @@ def serve(tmp_path: Path, fake_openai: FakeOpenAI) -> Iterator[Any]:
     yield start
     for s in running:
         s.stop()
+
+
+def test_sigterm_while_the_daemon_writes_a_log_line_still_stops_it(tmp_path) -> None:
+    """The signal handler runs on the main thread, which may be in the middle of writing a log line
+    (holding the log's lock) when the signal arrives. Made likely here: nobody reads the daemon's
+    stderr while requests keep coming, so once its pipe is full the main thread is blocked in the
+    middle of writing an access line; the signal is sent when nothing more has been written."""
+    home = write_home(tmp_path)
+    home.write_text(home.read_text().replace('level = "warning"', 'level = "info"'))
+    exe = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
+    proc = subprocess.Popen(
+        [exe, "--config", str(home), "serve", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        url = proc.stdout.readline().decode().split("listening on ")[1].split()[0]
+        # Within a page of the pipe's capacity: a short write that does not fit waits for a reader.
+        nearly_full = fcntl.fcntl(proc.stderr, fcntl.F_GETPIPE_SZ) - 4096
+        seen = [0]
+
+        def full() -> bool:
+            held = struct.unpack("i", fcntl.ioctl(proc.stderr, termios.FIONREAD, b"\0\0\0\0"))[0]
+            stuck, seen[0] = held == seen[0] and held > nearly_full, held
+            return stuck
+
+        def requests() -> None:  # one access line each, until the daemon stops answering
+            with httpx.Client(base_url=url, timeout=120) as client, contextlib.suppress(httpx.HTTPError):
+                while True:
+                    client.get("/healthz")
+
+        threading.Thread(target=requests, daemon=True).start()
+        wait_for(full, 60, "the daemon's stderr pipe to fill")
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)  # reading stderr lets the write, then the shutdown, go on
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 0, err[-3000:]
+    assert b'"event": "shutdown_requested"' in err and b'"signal": "SIGTERM"' in err
 
 
 @pytest.mark.parametrize(("grace", "outcome"), [(0.3, "interrupted"), (20.0, "complete")])

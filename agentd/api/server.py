@@ -48,6 +48,7 @@ class _Server(uvicorn.Server):
         self._drain = drain
         self._hub = hub
         self._release = release
+        self._signal: str | None = None
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -64,14 +65,20 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        """Log the signal, then let uvicorn begin shutting down (a second Ctrl-C forces it)."""
+        """Note the signal, then let uvicorn begin shutting down (a second Ctrl-C forces it).
+
+        Nothing is logged here: the handler runs on the main thread between two of its
+        bytecodes, possibly while that thread holds the log's lock in the middle of writing a
+        line, and would wait for that lock forever. :meth:`shutdown` logs the signal."""
         if not self.should_exit:
-            log.info("shutdown_requested", signal=signal.Signals(sig).name)
+            self._signal = signal.Signals(sig).name
         super().handle_exit(sig, frame)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         """Stop listening, drain the runtime (off the loop), end the event streams, then let
         uvicorn close the connections left and run the lifespan shutdown."""
+        if self._signal is not None:
+            log.info("shutdown_requested", signal=self._signal)
         for server in self.servers:
             server.close()
         for sock in sockets or []:
