@@ -185,7 +185,7 @@ class AsyncFeed:
         return self._closed.is_set()
 
     def close(self) -> None:
-        """Stop at the next event or wait."""
+        """Stop: at once when called between two events (in the loop's body), else at the next event or wait."""
         self._closed.set()
 
     async def __aiter__(self) -> AsyncIterator[StreamEvent]:
@@ -216,6 +216,8 @@ class AsyncFeed:
                             event = _calls.to_event(sse)
                             if event is not None:
                                 yield event
+                                if self._closed.is_set():  # closed while the event was handled
+                                    return
             except httpx.TransportError as exc:
                 if not self._reconnect:
                     raise DaemonUnreachable(client.url, exc) from exc

@@ -206,7 +206,8 @@ class Feed:
         return self._closed.is_set()
 
     def close(self) -> None:
-        """Stop at the next event or wait (the open connection ends with its next read)."""
+        """Stop: at once when called between two events (in the loop's body), else at the next event
+        or wait (the open connection ends with its next read)."""
         self._closed.set()
 
     def __iter__(self) -> Iterator[StreamEvent]:
@@ -237,6 +238,8 @@ class Feed:
                             event = _calls.to_event(sse)
                             if event is not None:
                                 yield event
+                                if self._closed.is_set():  # closed while the event was handled
+                                    return
             except httpx.TransportError as exc:
                 if not self._reconnect:
                     raise DaemonUnreachable(client.url, exc) from exc
