@@ -23,7 +23,9 @@ onnxruntime optimises the model into, saved on the first load (named for the
 model's checksum, onnxruntime's version and the CPU) and loaded later with graph
 optimisations off, which makes the session in a quarter of the time and computes
 the same vectors (tests/test_embedders.py). A saved graph that is missing, changed
-since it was written, or that onnxruntime refuses is made again from the model.
+since it was written, or that onnxruntime refuses is made again from the model. Within
+one process, the embedders of a model share the sessions loaded from its saved graph
+(while the file is unchanged), so a second embedder loads nothing again.
 """
 
 from __future__ import annotations
@@ -51,6 +53,14 @@ if TYPE_CHECKING:
 DIMENSION = 384
 #: Calls of at most this many texts (queries) run on a single-threaded session.
 SMALL_CALL = 8
+
+#: Sessions on saved optimised graphs, shared by this process's embedders (a command run again
+#: in one process, an App made per test): a session is immutable and may run calls from many
+#: threads at once. Keyed by the graph's path, size, modification time and recorded checksum
+#: (a file changed since is a new key, and is made again from the verified model) and the
+#: session's thread count.
+_LOADED: dict[tuple[str, int, int, str, int], Any] = {}
+_LOADED_LOCK = threading.Lock()
 
 
 def _package_file(package: str, *parts: str) -> Callable[[], Path]:
@@ -165,12 +175,19 @@ def _checksums() -> dict[str, Any]:
     return known if isinstance(known, dict) else {}
 
 
-def _known_sha256(path: Path) -> str | None:
-    """The sha256 recorded for ``path`` when it had its present size and modification time."""
+def _known(path: Path) -> tuple[int, int, str] | None:
+    """``path``'s size, modification time and recorded sha256, when it was recorded with its present
+    size and modification time."""
     entry = _checksums().get(str(path))
     if isinstance(entry, list) and len(entry) == 3 and entry[:2] == _stat_key(path) and isinstance(entry[2], str):
-        return entry[2]
+        return entry[0], entry[1], entry[2]
     return None
+
+
+def _known_sha256(path: Path) -> str | None:
+    """The sha256 recorded for ``path`` when it had its present size and modification time."""
+    known = _known(path)
+    return None if known is None else known[2]
 
 
 def _remember_sha256(path: Path, sha256: str) -> None:
@@ -283,13 +300,22 @@ class LocalEmbedder:
 
         providers = ["CPUExecutionProvider"]
         saved = optimized_path(self.model)
-        if _known_sha256(saved) is not None:  # written by us, unchanged since
+        known = _known(saved)
+        if known is not None:  # written by us, unchanged since
+            key = (str(saved), *known, threads)
+            with _LOADED_LOCK:
+                session = _LOADED.get(key)
+            if session is not None:
+                return session
             opts = options()
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
             try:
-                return ort.InferenceSession(str(saved), opts, providers=providers)
+                session = ort.InferenceSession(str(saved), opts, providers=providers)
             except Exception:  # onnxruntime raises its own untyped errors; make the graph again
                 pass
+            else:
+                with _LOADED_LOCK:
+                    return _LOADED.setdefault(key, session)
         opts = options()
         tmp: Path | None = saved.with_name(f".{saved.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
