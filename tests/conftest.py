@@ -49,6 +49,17 @@ def pytest_configure(config: pytest.Config) -> None:
     configure(LoggingConfig(level="warning", format="console"))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` (the addopts): two workers per core, at most four more than the cores. Much of a
+    test's time is waiting (for subprocesses, timeouts, a fake server's delays, daemons stopping),
+    which another worker on the same core fills. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(2 * cores, cores + 4)
+
+
 BACKENDS = ("sqlite", "postgres")
 
 
