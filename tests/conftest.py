@@ -11,7 +11,6 @@ never skipped.
 
 from __future__ import annotations
 
-import itertools
 import os
 import shutil
 import subprocess
@@ -22,6 +21,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -31,6 +31,7 @@ from agentd.app import App
 from agentd.config import Config, load_config
 from agentd.embedders.local import LocalEmbedder
 from tests.fakeopenai import KEY_ENV, FakeOpenAI, fake_persona
+from tests.pgserver import ERROR, PORT, PostgresDatabases, SharedServer, start_server
 from tests.support import Running, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,15 +42,38 @@ def newest_migration() -> str:
     return sorted((REPO / "migrations" / "versions").glob("[0-9]*_*.py"))[-1].name.split("_", 1)[0]
 
 
+_SHARED_POSTGRES = pytest.StashKey[SharedServer]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Log as the daemon does, at warning level, so test output stays readable."""
+    """Log as the daemon does, at warning level, so test output stays readable. The xdist controller
+    starts the PostgreSQL server its workers share (while they start)."""
     from agentd.config import LoggingConfig
     from agentd.log import configure
 
     configure(LoggingConfig(level="warning", format="console"))
+    workers = len(config.getoption("tx", None) or [])
+    controller = config.getoption("dist", "no") != "no" and not hasattr(config, "workerinput")
+    if workers and controller and not config.getoption("collectonly"):
+        config.stash[_SHARED_POSTGRES] = SharedServer(workers)
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist, in the controller: tell each worker where the shared PostgreSQL server is."""
+    shared = node.config.stash.get(_SHARED_POSTGRES, None)
+    if shared is not None:
+        node.workerinput.update(shared.worker_input())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The controller stops the shared PostgreSQL server after its workers."""
+    shared = config.stash.get(_SHARED_POSTGRES, None)
+    if shared is not None:
+        shared.stop()
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` (the addopts): two workers per core, at most four more than the cores. Much of a
     test's time is waiting (for subprocesses, timeouts, a fake server's delays, daemons stopping),
@@ -72,37 +96,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("backend", BACKENDS if both else BACKENDS[:1])
 
 
-class PostgresDatabases:
-    """Fresh databases on one embedded PostgreSQL server, cloned from a migrated template."""
-
-    TEMPLATE = "agentd_template"
-
-    def __init__(self) -> None:
-        from agentd.store import Store
-        from agentd.store.embedded import EmbeddedPostgres
-
-        self.server = EmbeddedPostgres().start()
-        self._names = itertools.count(1)
-        Store.open(self.server.create_database(self.TEMPLATE), dimension=384).close()
-
-    def fresh(self, migrated: bool = True) -> str:
-        """The URL of a new database: at the newest migration (384-d vectors), or empty."""
-        import psycopg
-
-        name = f"t{next(self._names)}"
-        template = f"TEMPLATE {self.TEMPLATE} STRATEGY FILE_COPY" if migrated else ""
-        dsn = f"host=127.0.0.1 port={self.server.port} user=postgres dbname=postgres connect_timeout=10"
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {name} {template}")
-        return self.server.url(name)
-
-
 @pytest.fixture(scope="session")
-def postgres() -> Iterator[PostgresDatabases]:
-    """One PostgreSQL 18 + pgvector server for the run, in a temp dir on loopback (fails loudly if it cannot start)."""
-    databases = PostgresDatabases()
-    yield databases
-    databases.server.stop()
+def postgres(request: pytest.FixtureRequest) -> Iterator[PostgresDatabases]:
+    """Fresh databases on the run's PostgreSQL 18 + pgvector server, on loopback (fails loudly if it cannot
+    start): the xdist controller's, else one started here for this process."""
+    given = getattr(request.config, "workerinput", {})
+    if ERROR in given:
+        pytest.fail(f"the run's PostgreSQL server did not start: {given[ERROR]}")
+    if PORT in given:
+        yield PostgresDatabases(given[PORT], prefix=given["workerid"])
+        return
+    server = start_server()
+    yield PostgresDatabases(server.port)
+    server.stop()
 
 
 @pytest.fixture

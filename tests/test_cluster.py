@@ -23,7 +23,8 @@ import pytest
 import sqlalchemy as sa
 
 from agentd.store.cluster import lock_key
-from tests.conftest import PostgresDatabases, write_home
+from tests.conftest import write_home
+from tests.pgserver import PostgresDatabases
 from tests.support import SSE, read_sse, wait_for
 from tests.test_serve import Serve
 

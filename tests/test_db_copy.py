@@ -10,7 +10,8 @@ from agentd.embedders.local import LocalEmbedder
 from agentd.memory import MemoryService
 from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.store import Store
-from tests.conftest import PostgresDatabases, agentd_cli
+from tests.conftest import agentd_cli
+from tests.pgserver import PostgresDatabases
 
 QUERIES = ["Where did Maria propose?", "What programming language should I learn?", "dog Max"]
 
