@@ -31,7 +31,7 @@ from agentd.app import App
 from agentd.config import Config, load_config
 from agentd.embedders.local import LocalEmbedder
 from tests.fakeopenai import KEY_ENV, FakeOpenAI, fake_persona
-from tests.pgserver import ERROR, PORT, PostgresDatabases, SharedServer, start_server
+from tests.pgserver import SHARED, PostgresDatabases, SharedServer, shared_port, start_server
 from tests.support import Running, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -63,7 +63,7 @@ def pytest_configure_node(node: Any) -> None:
     """xdist, in the controller: tell each worker where the shared PostgreSQL server is."""
     shared = node.config.stash.get(_SHARED_POSTGRES, None)
     if shared is not None:
-        node.workerinput.update(shared.worker_input())
+        node.workerinput[SHARED] = str(shared.directory)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -101,10 +101,8 @@ def postgres(request: pytest.FixtureRequest) -> Iterator[PostgresDatabases]:
     """Fresh databases on the run's PostgreSQL 18 + pgvector server, on loopback (fails loudly if it cannot
     start): the xdist controller's, else one started here for this process."""
     given = getattr(request.config, "workerinput", {})
-    if ERROR in given:
-        pytest.fail(f"the run's PostgreSQL server did not start: {given[ERROR]}")
-    if PORT in given:
-        yield PostgresDatabases(given[PORT], prefix=given["workerid"])
+    if SHARED in given:
+        yield PostgresDatabases(shared_port(given[SHARED]), prefix=given["workerid"])
         return
     server = start_server()
     yield PostgresDatabases(server.port)

