@@ -275,6 +275,8 @@ def daemons(
         )
         cfg = load_config(home, environ={})
         app = App(cfg, embedder=embedder) if cfg.embedding.provider == "local" else App(cfg)
+        # As agentd serve does: litellm is imported before the first request, not during a test's timed call.
+        app.preload_litellm()
         server = DaemonServer(app, "127.0.0.1", 0)
         thread = threading.Thread(target=server.run, name="agentd-test-server", daemon=True)
         thread.start()
