@@ -181,7 +181,7 @@ class EpisodesConfig(_Section):
     enabled: bool = True
     #: What an episode's searchable text is: the user's message and the reply (``exchange``),
     #: or the user's message alone with the reply as indexed context (``user``).
-    keep: Literal["exchange", "user"] = "exchange"
+    keep: Literal["exchange", "user"] = "user"
     #: Earlier messages of the channel indexed (never shown) with each episode, for its words.
     context_messages: int = Field(default=2, ge=0, le=20)
     #: Episodes older than this many days are removed (0: kept).
