@@ -10,7 +10,7 @@ versioned :class:`ContextRecord`: written here and read back here (by
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -99,10 +99,22 @@ class ContextRecord:
     privacy: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """The stored form."""
-        data = asdict(self)
-        data["budget"] = self.budget.as_json()
-        return data
+        """The stored form (what :meth:`from_json` reads)."""
+        return {
+            "request_id": self.request_id,
+            "retrieval": _fields(self.retrieval),
+            "memories": [_fields(m) for m in self.memories],
+            "budget": self.budget.as_json(),
+            "history_ids": self.history_ids,
+            "user_history": _fields(self.user_history),
+            "usage": dict(self.usage),
+            "tool_calls": [_fields(t) for t in self.tool_calls],
+            "rounds": self.rounds,
+            "version": self.version,
+            "profile": [_fields(m) for m in self.profile],
+            "episodes": [_fields(m) for m in self.episodes],
+            "privacy": self.privacy,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ContextRecord:
@@ -316,6 +328,11 @@ class TurnWriter:
                 ).id
             self._store.messages.set_status(conn, user_message_id, state.value)
         return partial_id
+
+
+def _fields(item: Any) -> dict[str, Any]:
+    """A record part's fields as a dict (their values are plain: JSON-ready as they are)."""
+    return {name: getattr(item, name) for name in item.__dataclass_fields__}
 
 
 def recalled_memories(context: AssembledContext) -> tuple[RecalledMemory, ...]:

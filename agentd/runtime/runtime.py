@@ -423,10 +423,14 @@ class Runtime:
 
     def _fanout(self, turn: Turn) -> Sink:
         def emit(event: Event) -> None:
-            for target in (turn.sink, *[lambda e, lst=lst: lst(turn, e) for lst in self._listeners]):
+            try:
+                turn.sink(event)
+            except Exception:  # a broken sink or listener must not break the turn
+                log.exception("listener_failed", request_id=turn.request_id)
+            for listener in self._listeners:
                 try:
-                    target(event)
-                except Exception:  # a broken listener must not break the turn
+                    listener(turn, event)
+                except Exception:
                     log.exception("listener_failed", request_id=turn.request_id)
             if self._cluster is not None:
                 self._cluster.publish(turn, event)

@@ -172,7 +172,8 @@ class TurnPreparer:
         # opting out leaves it out. It needs no embedder.
         profile: tuple[Memory, ...] = ()
         if recall_on and self._profiles is not None:
-            profile = tuple(self._profiles.eligible(reach, self._profiles.profile(persona.name, user)))
+            mine = self._profiles.profile(persona.name, user)
+            profile = tuple(self._profiles.eligible(reach, mine)) if mine else ()
         registry = build_registry(persona, self._memory, self._personas, self._delegate)
         context = self._builder.build(
             persona,

@@ -51,8 +51,12 @@ _REPLIES = sa.select(_M).where(_M.c.reply_to.in_(_B("ids", expanding=True)), _M.
 _REPLIES_IN = _REPLIES.where(_M.c.status == _B("status"))
 _SET_STATUS = sa.update(_M).where(_M.c.id == _B("mid")).values(status=_B("new_status"))
 _INSERT = sa.insert(_M)
+_INSERT_MANY = sa.insert(_M).returning(_M.c.id, sort_by_parameter_order=True)
+_COUNT_MORE = sa.update(_C).where(_C.c.name == _B("c")).values(message_count=_C.c.message_count + _B("n"))
 #: ``INSERT … ON CONFLICT DO NOTHING`` of a channel row, per dialect (made on first use).
 _ENSURE: dict[str, Any] = {}
+#: The same with every column given (executemany over a batch's channels), per dialect.
+_ENSURE_MANY: dict[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -212,23 +216,18 @@ class MessageRepo:
             }
             for m in messages
         ]
-        insert = insert_for(conn)
+        ensure = _ENSURE_MANY.get(conn.dialect.name)
+        if ensure is None:
+            ensure = _ENSURE_MANY[conn.dialect.name] = insert_for(conn)(_C).on_conflict_do_nothing()
         channels = sorted({r["channel"] for r in rows})
-        conn.execute(
-            insert(_C).on_conflict_do_nothing(), [{"name": c, "created_at": now, "message_count": 0} for c in channels]
-        )
-        ids = conn.execute(sa.insert(_M).returning(_M.c.id, sort_by_parameter_order=True), rows).scalars().all()
+        conn.execute(ensure, [{"name": c, "created_at": now, "message_count": 0} for c in channels])
+        ids = conn.execute(_INSERT_MANY, rows).scalars().all()
         counts: dict[str, int] = {}
         for r in rows:
             if r["role"] in CONVERSATION_ROLES:
                 counts[r["channel"]] = counts.get(r["channel"], 0) + 1
         if counts:
-            conn.execute(
-                sa.update(_C)
-                .where(_C.c.name == sa.bindparam("c"))
-                .values(message_count=_C.c.message_count + sa.bindparam("n")),
-                [{"c": c, "n": n} for c, n in counts.items()],
-            )
+            conn.execute(_COUNT_MORE, [{"c": c, "n": n} for c, n in counts.items()])
         return [
             Message(id=int(mid), **{**r, "options": dict(r["options"] or {})}) for mid, r in zip(ids, rows, strict=True)
         ]
