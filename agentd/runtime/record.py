@@ -279,6 +279,7 @@ class TurnWriter:
                 request_id=request_id,
                 token_count=tokens,
                 token_counter=counter,
+                channel_exists=True,  # its user message's
             )
             self._store.contexts.add(
                 conn,
@@ -302,6 +303,7 @@ class TurnWriter:
                     source="user_history",
                     reply_to=user_message_id,
                     request_id=request_id,
+                    channel_exists=True,
                 )
             self._store.messages.set_status(conn, user_message_id, "answered")
         return stored.id
@@ -325,6 +327,7 @@ class TurnWriter:
                     source="reply",
                     reply_to=user_message_id,
                     request_id=request_id,
+                    channel_exists=True,
                 ).id
             self._store.messages.set_status(conn, user_message_id, state.value)
         return partial_id

@@ -52,6 +52,8 @@ class Store:
         self._write_lock: threading.RLock | None = threading.RLock() if backend(engine) == "sqlite" else None
         #: Why the last write failed, until one succeeds again (``None``: writes work).
         self.write_failure: str | None = None
+        #: The read transaction of a thread's :meth:`snapshot`.
+        self._snapshot = threading.local()
         self._writer = engine.execution_options(**{WRITE: True})
         self.vectors, self.words = indexes(engine)
         self.memories = MemoryRepo(self.vectors, self.words)
@@ -95,12 +97,34 @@ class Store:
 
     @contextmanager
     def read(self) -> Iterator[sa.Connection]:
-        """A connection in a read transaction; a database failure is a :class:`StoreError`."""
+        """A connection in a read transaction; a database failure is a :class:`StoreError`.
+
+        Inside :meth:`snapshot` on the same thread, the snapshot's transaction.
+        """
+        shared = getattr(self._snapshot, "conn", None)
+        if shared is not None:
+            yield shared
+            return
         try:
             with self.engine.begin() as conn:
                 yield conn
         except OperationalError as exc:
             raise StoreError(f"cannot read the database: {exc.orig}") from exc
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every :meth:`read` of this thread inside it shares one read transaction: one consistent
+        view of the store, and one transaction where a turn's preparation opened several. A write
+        made inside it (:meth:`write`, its own transaction) is not seen by its reads."""
+        if getattr(self._snapshot, "conn", None) is not None:
+            yield  # already inside one
+            return
+        with self.read() as conn:
+            self._snapshot.conn = conn
+            try:
+                yield
+            finally:
+                self._snapshot.conn = None
 
     @contextmanager
     def write(self) -> Iterator[sa.Connection]:

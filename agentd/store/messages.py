@@ -157,9 +157,12 @@ class MessageRepo:
         token_counter: str | None = None,
         options: Mapping[str, Any] | None = None,
         created_at: datetime | None = None,
+        channel_exists: bool = False,
     ) -> Message:
-        """Insert one message (and its channel if new); ``created_at`` defaults to now."""
-        self.ensure_channel(conn, channel)
+        """Insert one message (and its channel if new); ``created_at`` defaults to now.
+        ``channel_exists``: the channel is known to exist (a reply's): not checked."""
+        if not channel_exists:
+            self.ensure_channel(conn, channel)
         values = {
             "channel": channel,
             "persona": persona,
