@@ -242,10 +242,8 @@ class Daemon:
         self.url = line.split("listening on ")[1].split()[0]
 
     def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        """The resident memory of the daemon and its worker processes together."""
+        return sum(rss_mb(pid) for pid in (self.proc.pid, *children(self.proc.pid)))
 
     def cpu_seconds(self) -> float:
         return cpu_seconds(self.proc.pid)
@@ -479,10 +477,37 @@ def show(r: dict[str, Any]) -> None:
     )
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (/proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def cpu_seconds(pid: int, tree: bool = True) -> float:
+    """User + system CPU seconds of process ``pid`` so far, with (``tree``) its running child
+    processes' (the daemon's workers) (/proc/PID/stat, /proc/PID/task/*/children)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + (sum(cpu_seconds(child) for child in children(pid)) if tree else 0.0)
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid``."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found.extend(int(c) for c in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return found
+
+
+def rss_mb(pid: int) -> float:
+    """VmRSS of process ``pid`` in MB."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 def loadavg() -> str:
@@ -580,10 +605,10 @@ def main() -> None:
                 lists.append(floor_channels)
             for phase, body, chans in zip(phases, bodies, lists, strict=True):
                 loads.append(f"{phase.name}: before {loadavg()}")
-                cpu_before = (daemon.cpu_seconds(), cpu_seconds(os.getpid()))
+                cpu_before = (daemon.cpu_seconds(), cpu_seconds(os.getpid(), tree=False))
                 drive(daemon.url, phase, args.clients, chans, args.seconds, body, args.seed, args.rate)
                 phase.daemon_cpu = daemon.cpu_seconds() - cpu_before[0]
-                phase.client_cpu = cpu_seconds(os.getpid()) - cpu_before[1]
+                phase.client_cpu = cpu_seconds(os.getpid(), tree=False) - cpu_before[1]
                 loads.append(f"{phase.name}: after {loadavg()}")
                 if not settle(daemon.url, 600):
                     print("  (turns still in flight after 600 s)", file=sys.stderr)

@@ -101,8 +101,11 @@ class DaemonServer:
         llm: ChatModel | None = None,
         resume_pending: bool | None = None,
         sock: socket.socket | None = None,
+        workers: int = 0,
     ) -> None:
-        """``sock``: a socket already listening on ``host:port`` (``agentd serve`` binds first)."""
+        """``sock``: a socket already listening on ``host:port`` (``agentd serve`` binds first).
+        ``workers``: answer turns in that many worker processes (``agentd serve`` passes
+        ``[runtime] workers``; see :mod:`agentd.runtime.workers`)."""
         cfg = app.config
         check_bind(host, cfg.daemon.api_key)
         for channel, entry in cfg.channels.items():
@@ -118,7 +121,7 @@ class DaemonServer:
         self.sock = sock if sock is not None else bind_socket(host, port)
         self.host = host
         self.port = int(self.sock.getsockname()[1])
-        self.runtime = Runtime(app, llm)
+        self.runtime = Runtime(app, llm, workers=workers)
         self.hub = ChannelHub(app.store)
         self._stopped = threading.Lock()
         self._runtime_stopped = False

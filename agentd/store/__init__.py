@@ -26,6 +26,7 @@ from agentd.store.engine import WRITE, backend, create_engine, sqlite_path
 from agentd.store.indexes import TextIndex, VectorIndex
 from agentd.store.memories import Memory, MemoryRepo, NewMemory, content_hash
 from agentd.store.schema import utcnow
+from agentd.store.writers import WriteTurns
 
 _SPACE = schema.embedding_space
 
@@ -45,11 +46,8 @@ class Store:
         self.engine = engine
         self.url = url
         self._busy_timeout = busy_timeout_ms / 1000.0
-        # SQLite has one writer at a time. Its busy handler makes a waiting writer sleep and
-        # poll (1, 2, 5, 10 … 100 ms), so under many writers each waits far longer than the
-        # write it waits for: this process's writers queue on a lock instead, handed over at
-        # once. Other processes (the CLI) still meet the busy timeout.
-        self._write_lock: threading.RLock | None = threading.RLock() if backend(engine) == "sqlite" else None
+        # SQLite has one writer at a time: its writers take turns (agentd.store.writers).
+        self._turns = WriteTurns(sqlite_path(url)) if backend(engine) == "sqlite" else None
         #: Why the last write failed, until one succeeds again (``None``: writes work).
         self.write_failure: str | None = None
         #: The read transaction of a thread's :meth:`snapshot`.
@@ -94,6 +92,8 @@ class Store:
     def close(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
+        if self._turns is not None:
+            self._turns.close()
 
     @contextmanager
     def read(self) -> Iterator[sa.Connection]:
@@ -135,10 +135,11 @@ class Store:
         again (:attr:`write_failure`, which ``/healthz`` reports). On SQLite this
         process's writers take turns on a lock first, waiting at most the busy timeout.
         """
-        lock = self._write_lock
-        if lock is not None and not lock.acquire(timeout=self._busy_timeout):
+        turns = self._turns
+        if turns is not None and not turns.acquire(self._busy_timeout):
+            whose = "another write of this daemon" if turns.shared else "another write of this process"
             raise StoreError(
-                f"cannot write the database: another write of this process held it for longer than "
+                f"cannot write the database: {whose} held it for longer than "
                 f"{self._busy_timeout:g} s ([database] busy_timeout_ms)"
             )
         try:
@@ -148,9 +149,15 @@ class Store:
             self.write_failure = str(exc.orig)
             raise StoreError(f"cannot write the database: {exc.orig}") from exc
         finally:
-            if lock is not None:
-                lock.release()
+            if turns is not None:
+                turns.release()
         self.write_failure = None
+
+    def share_writes(self) -> None:
+        """Take turns at writing with the other processes of this daemon (its worker processes,
+        :mod:`agentd.runtime.workers`) instead of meeting SQLite's busy timeout (SQLite only)."""
+        if self._turns is not None:
+            self._turns.share()
 
     @contextmanager
     def bulk(self) -> Iterator[sa.Connection]:

@@ -49,6 +49,7 @@ _AFTER = (
 )
 _REPLIES = sa.select(_M).where(_M.c.reply_to.in_(_B("ids", expanding=True)), _M.c.role == "assistant").order_by(_M.c.id)
 _REPLIES_IN = _REPLIES.where(_M.c.status == _B("status"))
+_STATUSES = sa.select(_M.c.id, _M.c.status).where(_M.c.id.in_(_B("ids", expanding=True)))
 _SET_STATUS = sa.update(_M).where(_M.c.id == _B("mid")).values(status=_B("new_status"))
 _INSERT = sa.insert(_M)
 _INSERT_MANY = sa.insert(_M).returning(_M.c.id, sort_by_parameter_order=True)
@@ -239,6 +240,14 @@ class MessageRepo:
         """One message by id."""
         row = conn.execute(sa.select(_M).where(_M.c.id == message_id)).first()
         return None if row is None else _message(row)
+
+    def statuses(self, conn: sa.Connection, message_ids: Sequence[int]) -> dict[int, str]:
+        """The status of each of ``message_ids`` (missing ids are absent)."""
+        found: dict[int, str] = {}
+        for start in range(0, len(message_ids), 500):
+            chunk = [int(i) for i in message_ids[start : start + 500]]
+            found.update((int(mid), str(status)) for mid, status in conn.execute(_STATUSES, {"ids": chunk}))
+        return found
 
     def set_status(self, conn: sa.Connection, message_id: int, status: str) -> None:
         """Change a message's status."""
