@@ -264,3 +264,26 @@ def _hold_the_turn(url: str, holding: Any) -> None:
     with store.write():
         holding.set()
         time.sleep(600)
+
+
+def test_log_lines_of_several_processes_on_one_stderr_stay_whole(tmp_path: Path) -> None:
+    """The daemon's workers write to its stderr: each JSON line is written whole."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "from agentd.config import LoggingConfig\n"
+        "from agentd.log import configure, get_logger\n"
+        "configure(LoggingConfig(level='info', format='json'))\n"
+        "log = get_logger('t')\n"
+        "for i in range(3000): log.info('turn', n=i, text='x' * 300)\n"
+    )
+    out = tmp_path / "log"
+    with out.open("w") as shared:
+        procs = [subprocess.Popen([sys.executable, "-c", code], stderr=shared) for _ in range(3)]
+        for p in procs:
+            assert p.wait(120) == 0
+    lines = out.read_text().splitlines()
+    assert len(lines) == 9000
+    assert all(json.loads(line)["event"] == "turn" for line in lines)
