@@ -129,7 +129,7 @@ def fill(template: str, rng: random.Random) -> str:
 # -- the home, the data, the daemon --------------------------------------------------------
 
 
-def write_home(home: Path, turn_slots: int = 0) -> Path:
+def write_home(home: Path, turn_slots: int = 0, workers: str = "auto") -> Path:
     from agentd.shipped import example_personas
 
     personas = home / "personas"
@@ -146,6 +146,7 @@ def write_home(home: Path, turn_slots: int = 0) -> Path:
         '[logging]\nlevel = "info"\nformat = "json"\n'
         # Actors stay alive for the whole run (the RSS figures count live actors).
         f"[runtime]\nidle_stop_seconds = 3600\nturn_slots = {turn_slots}\n"
+        f"workers = {workers if workers.isdigit() else repr(workers)}\n"
     )
     return config
 
@@ -555,6 +556,9 @@ def main() -> None:
     parser.add_argument("--no-floor", action="store_true", help="skip the no-op-turn phase")
     parser.add_argument("--floor-only", action="store_true", help="run only the no-op-turn phase (for profiling it)")
     parser.add_argument("--turn-slots", type=int, default=0, help="[runtime] turn_slots (0: the default)")
+    parser.add_argument(
+        "--workers", default="auto", help='[runtime] workers: worker processes ("auto", the default; 0: none)'
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--cache", type=Path, help="keep the seeded database here and reuse it in later runs with the same sizes"
@@ -565,7 +569,7 @@ def main() -> None:
 
     rng = random.Random(args.seed)
     home = Path(tempfile.mkdtemp(prefix="agentd-bench-"))
-    config = write_home(home, args.turn_slots)
+    config = write_home(home, args.turn_slots, args.workers)
     channels = [f"dm-bench-{i}" for i in range(args.channels)]
     floor_channels = [f"floor-{i}" for i in range(args.channels)]
     print(

@@ -265,6 +265,7 @@ class TurnWriter:
         """Store the reply, its context record and the user message's new status, in one transaction."""
         tokens, counter = self._builder.count_message(persona, reply.text)
         request_id = reply.record.request_id
+        record = reply.record.to_json()  # made before the write: writers wait for each other
         with self._store.write() as conn:
             stored = self._store.messages.add(
                 conn,
@@ -288,7 +289,7 @@ class TurnWriter:
                 persona=persona.name,
                 channel=channel,
                 model=persona.model,
-                data=reply.record.to_json(),
+                data=record,
             )
             if reply.user_history_summary is not None:
                 # Stored with its tag so renderers can show what was recalled (never sent as history).
