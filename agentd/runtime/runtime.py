@@ -34,10 +34,10 @@ from agentd.log import get_logger
 from agentd.personas import Persona
 from agentd.runtime.actor import PersonaActor
 from agentd.runtime.events import Done, Error, Event, MemoryContext
-from agentd.runtime.intake import MAX_BATCH, GroupCommit
+from agentd.runtime.group_commit import MAX_BATCH, GroupCommit
 from agentd.runtime.learning import Learning
 from agentd.runtime.messages import ActorKey, Dispatch, Draft, Health, Sink, Turn, TurnState, resumed_turn
-from agentd.runtime.record import TurnWriter
+from agentd.runtime.record import Incoming, TurnWriter
 from agentd.runtime.respond import Responder
 from agentd.runtime.supervisor import Supervisor
 from agentd.runtime.turn import PreparedTurn, TurnPreparer
@@ -107,7 +107,7 @@ class Runtime:
         # Several daemons (PostgreSQL): routing a message of a channel this daemon takes over
         # dispatches every pending message of that channel, so each message is committed and
         # routed on its own (a batch's later messages would be dispatched twice).
-        self._intake: GroupCommit[_Delivery] = GroupCommit(
+        self._intake: GroupCommit[Incoming, Message, _Delivery] = GroupCommit(
             self._writer.accept_many,
             self._dispatch_stored,
             max_batch=1 if app.store.backend == "postgresql" else MAX_BATCH,

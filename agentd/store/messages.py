@@ -253,6 +253,11 @@ class MessageRepo:
         """Change a message's status."""
         conn.execute(_SET_STATUS, {"mid": message_id, "new_status": status})
 
+    def set_statuses(self, conn: sa.Connection, message_ids: Sequence[int], status: str) -> None:
+        """Change several messages' status, in one statement."""
+        if message_ids:
+            conn.execute(_SET_STATUS, [{"mid": mid, "new_status": status} for mid in message_ids])
+
     def set_token_counts(self, conn: sa.Connection, counts: Mapping[int, int], counter: str) -> None:
         """Keep computed token counts so assembling never counts a stored message twice."""
         if counts:
