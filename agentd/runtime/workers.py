@@ -47,7 +47,7 @@ from typing import Any
 
 from agentd.config import Config
 from agentd.log import get_logger
-from agentd.runtime.events import Done, Error, Event
+from agentd.runtime.events import Done, Error, Event, TokenDelta
 from agentd.runtime.messages import Turn
 from agentd.scopes import root_channel
 
@@ -450,7 +450,8 @@ class _Worker:
                 pass  # the daemon is gone: the command loop sees it and stops
 
     def _relay(self) -> None:
-        """Send the turns' events to the daemon, as many as are waiting in one message."""
+        """Send the turns' events to the daemon, as many as are waiting in one message; a turn's
+        text pieces that waited together go as one (the same text, in fewer events)."""
         outbox = self._outbox
         while True:
             item = outbox.get()
@@ -465,7 +466,11 @@ class _Worker:
                 if more is None:
                     self._send(Events(items))
                     return
-                items.append(more)
+                last = items[-1]
+                if last[0] == more[0] and isinstance(last[1], TokenDelta) and isinstance(more[1], TokenDelta):
+                    items[-1] = (last[0], TokenDelta(text=last[1].text + more[1].text))
+                else:
+                    items.append(more)
             self._send(Events(items))
 
 
