@@ -220,6 +220,10 @@ class App:
         embedder = self.embedder
         if embedder is not None:
             embedder.load()
+        self.preload_tokenizers()
+
+    def preload_tokenizers(self) -> None:
+        """Load the personas' tokenizers now (accepting a message counts its tokens)."""
         from agentd.llm.tokens import counter_for
 
         for persona in self.personas.values():

@@ -181,7 +181,7 @@ class EpisodesConfig(_Section):
     enabled: bool = True
     #: What an episode's searchable text is: the user's message and the reply (``exchange``),
     #: or the user's message alone with the reply as indexed context (``user``).
-    keep: Literal["exchange", "user"] = "exchange"
+    keep: Literal["exchange", "user"] = "user"
     #: Earlier messages of the channel indexed (never shown) with each episode, for its words.
     context_messages: int = Field(default=2, ge=0, le=20)
     #: Episodes older than this many days are removed (0: kept).
@@ -255,11 +255,38 @@ class RuntimeConfig(_Section):
     #: Python runs one thread at a time: more only makes them queue for it, and the
     #: daemon's own requests with them. Waiting on a model takes no slot.
     turn_slots: int = Field(default=0, ge=0, le=1024)
+    #: ``agentd serve`` answers turns in this many worker processes, each channel always in
+    #: the same one, so that the daemon's Python runs on every core (0: in the daemon's own
+    #: process); ``auto``: one per CPU, at most four, on SQLite when there are two CPUs or more.
+    #: A daemon on PostgreSQL answers in its own process (run more daemons to use more cores).
+    workers: Literal["auto"] | int = "auto"
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _workers(cls, value: object) -> object:
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_WORKERS):
+            return value
+        raise ValueError(f'must be "auto" or a whole number from 0 to {MAX_WORKERS}')
 
     @property
     def slots(self) -> int:
         """``turn_slots``, with 0 read as twice the number of CPUs."""
         return self.turn_slots or 2 * max(1, os.cpu_count() or 1)
+
+    def worker_count(self, backend: str) -> int:
+        """How many worker processes ``agentd serve`` runs on ``backend`` (0: none)."""
+        if backend != "sqlite":
+            return 0
+        if self.workers == "auto":
+            cpus = os.cpu_count() or 1
+            return min(cpus, AUTO_WORKERS_MAX) if cpus >= 2 else 0
+        return self.workers
+
+
+#: The most worker processes ``workers = "auto"`` starts (each loads its own embedding model).
+AUTO_WORKERS_MAX = 4
+#: The most worker processes ``workers`` may ask for.
+MAX_WORKERS = 64
 
 
 class ClusterConfig(_Section):

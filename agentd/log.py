@@ -126,6 +126,8 @@ def _set_up(level: int, as_json: bool) -> None:
     structlog.configure(
         processors=[*_shared(), structlog.processors.format_exc_info, _renderer(as_json)],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # One write per line (PrintLogger writes the line, then its newline): the daemon's
+        # worker processes write to the same stderr, and their lines must not interleave.
+        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )

@@ -11,6 +11,10 @@ channel gets ``--history`` messages of earlier conversation and the persona
 Then ``--clients`` threads, each a closed loop over its own HTTP connection,
 post to ``POST /v1/channels/{c}/messages`` over ``--channels`` channels for
 ``--seconds`` seconds, and the daemon is left to answer everything accepted.
+Closed loops post as fast as the daemon accepts, so POST→202 is at least
+clients ÷ accepted/s (Little's law): it measures the daemon saturated. With
+``--rate R`` the clients together offer R posts per second on a fixed schedule
+instead: POST→202 at a load the daemon may sustain.
 Printed (medians unless said otherwise):
 
 * accepted/s (202s per second of posting), replies/s (replies stored while
@@ -38,6 +42,7 @@ figures (``/proc/loadavg``).
 from __future__ import annotations
 
 import argparse
+import http.client as http_client
 import json
 import os
 import random
@@ -51,6 +56,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -67,6 +73,7 @@ STAGES = (
     ("turn", "ms"),
 )
 FLOOR_PERSONA = "floor"
+POST_HEADERS = {"Content-Type": "application/json"}
 
 TOPICS = [
     ("python", "programming"),
@@ -122,7 +129,7 @@ def fill(template: str, rng: random.Random) -> str:
 # -- the home, the data, the daemon --------------------------------------------------------
 
 
-def write_home(home: Path, turn_slots: int = 0) -> Path:
+def write_home(home: Path, turn_slots: int = 0, workers: str = "auto") -> Path:
     from agentd.shipped import example_personas
 
     personas = home / "personas"
@@ -139,6 +146,7 @@ def write_home(home: Path, turn_slots: int = 0) -> Path:
         '[logging]\nlevel = "info"\nformat = "json"\n'
         # Actors stay alive for the whole run (the RSS figures count live actors).
         f"[runtime]\nidle_stop_seconds = 3600\nturn_slots = {turn_slots}\n"
+        f"workers = {workers if workers.isdigit() else repr(workers)}\n"
     )
     return config
 
@@ -235,10 +243,8 @@ class Daemon:
         self.url = line.split("listening on ")[1].split()[0]
 
     def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        """The resident memory of the daemon and its worker processes together."""
+        return sum(rss_mb(pid) for pid in (self.proc.pid, *children(self.proc.pid)))
 
     def cpu_seconds(self) -> float:
         return cpu_seconds(self.proc.pid)
@@ -304,32 +310,54 @@ def drive(
     seconds: float,
     body: dict[str, Any],
     rng_seed: int,
+    rate: float = 0.0,
 ) -> None:
-    """``clients`` closed loops posting to ``channels`` for ``seconds``."""
+    """``clients`` closed loops posting to ``channels`` for ``seconds``; with ``rate`` (posts per
+    second, all clients together) each client posts on a fixed schedule instead, at most one
+    post in flight (a post that is late goes at once; missed ones are not made up)."""
     lock = threading.Lock()
     stop = threading.Event()
+    begin = time.perf_counter()
+
+    host, port = urlsplit(url).hostname or "127.0.0.1", urlsplit(url).port or 80
 
     def client(index: int) -> None:
+        # http.client, not httpx: a load generator on the daemon's own two cores should take as
+        # little of them as it can (httpx cost ~1.1 ms of CPU per post here, this ~0.3 ms).
         rng = random.Random(rng_seed * 1000 + index)
         mine = [c for i, c in enumerate(channels) if i % clients == index % len(channels) % clients] or channels
-        with httpx.Client(base_url=url, timeout=60) as http:
+        http = http_client.HTTPConnection(host, port, timeout=60)
+        interval = clients / rate if rate > 0 else 0.0
+        due = begin + index * interval / clients
+        try:
             while not stop.is_set():
+                if interval:
+                    wait = due - time.perf_counter()
+                    if wait > 0 and stop.wait(wait):
+                        break
+                    due = max(due + interval, time.perf_counter())
                 channel = rng.choice(mine if rng.random() < 0.7 else channels)
                 payload = {"user": f"u{index % 7}", "text": fill(rng.choice(QUESTIONS), rng), **body}
+                data = json.dumps(payload).encode()
                 sent = time.time()
                 t0 = time.perf_counter()
                 try:
-                    answer = http.post(f"/v1/channels/{channel}/messages", json=payload)
-                except httpx.HTTPError:
+                    http.request("POST", f"/v1/channels/{channel}/messages", data, POST_HEADERS)
+                    answer = http.getresponse()
+                    content = answer.read()
+                except (OSError, http_client.HTTPException):
+                    http.close()  # reconnects on the next request
                     with lock:
                         phase.refused += 1
                     continue
                 ack = (time.perf_counter() - t0) * 1000
                 with lock:
-                    if answer.status_code == 202:
-                        phase.sent.append(Sent(int(answer.json()["id"]), channel, sent, ack))
+                    if answer.status == 202:
+                        phase.sent.append(Sent(int(json.loads(content)["id"]), channel, sent, ack))
                     else:
                         phase.refused += 1
+        finally:
+            http.close()
 
     threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
     phase.started = time.time()
@@ -450,10 +478,37 @@ def show(r: dict[str, Any]) -> None:
     )
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (/proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def cpu_seconds(pid: int, tree: bool = True) -> float:
+    """User + system CPU seconds of process ``pid`` so far, with (``tree``) its running child
+    processes' (the daemon's workers) (/proc/PID/stat, /proc/PID/task/*/children)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + (sum(cpu_seconds(child) for child in children(pid)) if tree else 0.0)
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid``."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found.extend(int(c) for c in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return found
+
+
+def rss_mb(pid: int) -> float:
+    """VmRSS of process ``pid`` in MB."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 def loadavg() -> str:
@@ -491,9 +546,19 @@ def main() -> None:
     parser.add_argument("--history", type=int, default=1000, help="earlier messages in each channel")
     parser.add_argument("--memories", type=int, default=1000, help="global memories in reach")
     parser.add_argument("--actors", default="1,100,1000", help="live-actor counts for the RSS figures ('' skips)")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="posts per second offered by all clients together, on a fixed schedule (0: closed loops, "
+        "each client posting again as soon as its 202 arrives)",
+    )
     parser.add_argument("--no-floor", action="store_true", help="skip the no-op-turn phase")
     parser.add_argument("--floor-only", action="store_true", help="run only the no-op-turn phase (for profiling it)")
     parser.add_argument("--turn-slots", type=int, default=0, help="[runtime] turn_slots (0: the default)")
+    parser.add_argument(
+        "--workers", default="auto", help='[runtime] workers: worker processes ("auto", the default; 0: none)'
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--cache", type=Path, help="keep the seeded database here and reuse it in later runs with the same sizes"
@@ -504,7 +569,7 @@ def main() -> None:
 
     rng = random.Random(args.seed)
     home = Path(tempfile.mkdtemp(prefix="agentd-bench-"))
-    config = write_home(home, args.turn_slots)
+    config = write_home(home, args.turn_slots, args.workers)
     channels = [f"dm-bench-{i}" for i in range(args.channels)]
     floor_channels = [f"floor-{i}" for i in range(args.channels)]
     print(
@@ -544,10 +609,10 @@ def main() -> None:
                 lists.append(floor_channels)
             for phase, body, chans in zip(phases, bodies, lists, strict=True):
                 loads.append(f"{phase.name}: before {loadavg()}")
-                cpu_before = (daemon.cpu_seconds(), cpu_seconds(os.getpid()))
-                drive(daemon.url, phase, args.clients, chans, args.seconds, body, args.seed)
+                cpu_before = (daemon.cpu_seconds(), cpu_seconds(os.getpid(), tree=False))
+                drive(daemon.url, phase, args.clients, chans, args.seconds, body, args.seed, args.rate)
                 phase.daemon_cpu = daemon.cpu_seconds() - cpu_before[0]
-                phase.client_cpu = cpu_seconds(os.getpid()) - cpu_before[1]
+                phase.client_cpu = cpu_seconds(os.getpid(), tree=False) - cpu_before[1]
                 loads.append(f"{phase.name}: after {loadavg()}")
                 if not settle(daemon.url, 600):
                     print("  (turns still in flight after 600 s)", file=sys.stderr)

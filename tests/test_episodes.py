@@ -77,8 +77,9 @@ def episodes_in(app: App, scope: Scope) -> list[Memory]:
 
 
 @pytest.mark.both_backends
-def test_every_answered_exchange_becomes_an_episode_with_its_time_and_context(make: Any) -> None:
-    app, rt = make()
+@pytest.mark.parametrize("keep", ["user", "exchange"])
+def test_every_answered_exchange_becomes_an_episode_with_its_time_and_context(make: Any, keep: str) -> None:
+    app, rt = make(f'[episodes]\nkeep = "{keep}"\n')
     say(rt, "general", "alice", "My sister Clara is getting married in Lisbon next spring.")
     say(rt, "general", "bob", FILLER[0])
     assert rt.learning_idle(30)
@@ -86,7 +87,11 @@ def test_every_answered_exchange_becomes_an_episode_with_its_time_and_context(ma
     assert [m.category for m in found] == ["episode", "episode"]
     first, second = found
     assert first.text.startswith("alice: My sister Clara is getting married in Lisbon")
-    assert "\ntalker: " in first.text  # the reply is part of the episode ([episodes] keep = "exchange")
+    if keep == "exchange":  # the reply is part of the episode's text
+        assert "\ntalker: " in first.text
+    else:  # the default: the user's line is the text, the reply its indexed context
+        assert first.text == "alice: My sister Clara is getting married in Lisbon next spring."
+        assert "talker: " in first.metadata["context"]
     with app.store.read() as conn:
         asked = app.store.messages.get(conn, first.source_message_id or 0)
     assert asked is not None and asked.author == "alice"
@@ -94,6 +99,26 @@ def test_every_answered_exchange_becomes_an_episode_with_its_time_and_context(ma
     # The earlier exchange is the second episode's indexed context.
     assert "Clara" in second.metadata["context"]
     assert second.metadata["episode"]["user"] == "bob"
+
+
+def test_a_message_without_a_content_word_is_not_kept_but_passed_over(make: Any) -> None:
+    """Greetings and thanks have nothing to recall them by: nothing is embedded or kept for them
+    ([episodes] keep = "user"), and indexing goes on past them."""
+    app, rt = make()
+    for text in ("hi!", "thanks, ok", "My sister Clara is getting married in Lisbon next spring."):
+        say(rt, "general", "alice", text)
+    assert rt.learning_idle(30)
+    found = episodes_in(app, Scope.episodes(Scope.channel("general")))
+    assert [m.text for m in found] == ["alice: My sister Clara is getting married in Lisbon next spring."]
+    with app.store.read() as conn:
+        last = app.store.messages.recent(conn, "general", 10, roles=("user",))[0]
+        assert app.store.cursors.get(conn, "episodes", "general") == last.id
+    # With the reply as part of the text (keep = "exchange"), the reply is what may be recalled.
+    app2, rt2 = make('[episodes]\nkeep = "exchange"\n')
+    say(rt2, "other", "bob", "hi!")
+    assert rt2.learning_idle(30)
+    (greeting,) = episodes_in(app2, Scope.episodes(Scope.channel("other")))
+    assert greeting.text.startswith("bob: hi!\ntalker: ")
 
 
 @pytest.mark.both_backends
@@ -293,7 +318,8 @@ def test_an_answer_resumed_after_an_interrupted_one_is_indexed_with_the_complete
     # Nothing nudged the runtime's worker (these were written directly): index as it does.
     assert Episodes(store, app.memory, app.config.episodes).index("general") == 1
     (episode,) = episodes_in(app, Scope.episodes(Scope.channel("general")))
-    assert episode.text.endswith("talker: Noted, the plumber comes Tuesday.")
+    # The reply is the episode's indexed context ([episodes] keep = "user"): the complete one.
+    assert episode.metadata["context"].endswith("talker: Noted, the plumber comes Tuesday.")
     with store.read() as conn:
         assert store.cursors.get(conn, "episodes", "general") == asked.id
 

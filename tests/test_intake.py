@@ -15,7 +15,7 @@ from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.runtime import Done, Error, Event, Runtime
-from agentd.runtime.intake import GroupCommit
+from agentd.runtime.group_commit import GroupCommit
 from agentd.runtime.record import Incoming, TurnWriter
 from agentd.store import Store
 from agentd.store.messages import Message
@@ -136,7 +136,7 @@ def test_what_queues_during_a_commit_is_stored_in_one_transaction_and_dispatched
             assert app.store.messages.get(conn, message.id) is not None
         dispatched.append(message.id)
 
-    group: GroupCommit[None] = GroupCommit(commit, dispatch)
+    group: GroupCommit[Incoming, Message, None] = GroupCommit(commit, dispatch)
     results: dict[int, Message] = {}
 
     def post(i: int) -> None:
@@ -164,7 +164,7 @@ def test_a_batch_that_cannot_be_stored_fails_every_caller_in_it_and_dispatches_n
     def commit(items: Sequence[Incoming]) -> list[Message]:
         raise StoreError("cannot write the database: disk I/O error")
 
-    group: GroupCommit[None] = GroupCommit(commit, lambda m, _t: dispatched.append(m))
+    group: GroupCommit[Incoming, Message, None] = GroupCommit(commit, lambda m, _t: dispatched.append(m))
     with pytest.raises(StoreError, match="disk I/O error"):
         group.submit(incoming(writer, app, "room", "lost?"), None)
     assert dispatched == []
@@ -209,3 +209,67 @@ def test_a_turn_waiting_on_its_model_holds_no_turn_slot(
     fake_openai.release()
     assert runtime.wait_idle(60)
     assert any(isinstance(e, Done) for e in events["slow"])
+
+
+def test_replies_finished_together_share_transactions_each_with_its_record_and_status(app: App) -> None:
+    """Replies stored at the same moment (many actors finishing at once) go in shared transactions
+    (on PostgreSQL one at a time): each reply still answers its own message, with its own context
+    record and recalled-exchanges note, and its message is answered."""
+    import sqlalchemy as sa
+
+    from agentd.prompt.budget import ContextBudget
+    from agentd.runtime.record import ContextRecord, HistoryInfo, Reply, RetrievalInfo
+    from agentd.store.schema import messages
+
+    writer = TurnWriter(app.store, app.builder)
+    quick = app.personas["quick"]
+    asked = writer.accept_many([incoming(writer, app, f"room{i % 3}", f"question {i}") for i in range(24)])
+    budget = ContextBudget("offline", "cl100k_base", 32768, "builtin", 64, *([0] * 14), False, False)
+    begins: list[str] = []
+
+    @sa.event.listens_for(app.store.engine, "before_cursor_execute")
+    def _count(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        if statement.split(None, 1)[0].upper() == "BEGIN":
+            begins.append(statement)
+
+    start = threading.Barrier(len(asked))
+    stored: dict[int, int] = {}
+
+    def answer(message: Message) -> None:
+        record = ContextRecord(
+            message.request_id or "",
+            RetrievalInfo("ok", 1.0, message.content),
+            (),
+            budget,
+            (),
+            HistoryInfo(),
+            {"prompt_tokens": message.id},
+        )
+        start.wait(30)
+        stored[message.id] = writer.answered(
+            quick, message.channel, message.id, Reply(f"re: {message.content}", record, f"note {message.id}")
+        )
+
+    threads = [threading.Thread(target=answer, args=(m,)) for m in asked]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    sa.event.remove(app.store.engine, "before_cursor_execute", _count)
+    assert len(stored) == len(asked)
+    if app.store.backend == "sqlite":
+        assert len(begins) < len(asked)  # shared transactions
+    with app.store.read() as conn:
+        for message in asked:
+            reply = app.store.messages.get(conn, stored[message.id])
+            assert reply is not None and reply.reply_to == message.id and reply.content == f"re: {message.content}"
+            assert app.store.messages.get(conn, message.id).status == "answered"  # type: ignore[union-attr]
+            record = app.store.contexts.for_message(conn, reply.id)
+            assert record is not None and record.user_message_id == message.id
+            assert record.data["usage"] == {"prompt_tokens": message.id}
+            notes = conn.execute(
+                sa.select(messages.c.content).where(
+                    messages.c.source == "user_history", messages.c.reply_to == message.id
+                )
+            ).scalars()
+            assert list(notes) == [f"note {message.id}"]

@@ -128,6 +128,25 @@ def test_sigterm_while_the_daemon_writes_a_log_line_still_stops_it(tmp_path) -> 
     assert b'"event": "shutdown_requested"' in err and b'"signal": "SIGTERM"' in err
 
 
+def test_sigterm_sent_as_soon_as_the_daemon_says_it_listens_stops_it_gracefully(tmp_path) -> None:
+    """``agentd serve`` prints its address before its event loop starts; the signal handlers are
+    in place from that line on. Here, in the test's own process (its main thread, as serve's): a
+    SIGTERM arriving before ``run()`` makes it start, drain and stop; with the default handler
+    the process would be killed (exit status -15, seen in a test that signalled right away)."""
+    from agentd.api.server import DaemonServer
+
+    app = App(load_config(write_home(tmp_path), environ={}))
+    server = DaemonServer(app, "127.0.0.1", 0)
+    previous = signal.getsignal(signal.SIGTERM)
+    server.handle_signals()
+    os.kill(os.getpid(), signal.SIGTERM)
+    server.run()  # returns: the shutdown began at once
+    assert signal.getsignal(signal.SIGTERM) is previous  # the handlers are put back
+    assert not server.runtime.accepting  # drained and stopped
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(server.url + "/healthz", timeout=5)
+
+
 @pytest.mark.parametrize(("grace", "outcome"), [(0.3, "interrupted"), (20.0, "complete")])
 def test_sigterm_during_a_streamed_reply_stores_the_message_and_the_reply(
     tmp_path, fake_openai, serve, grace, outcome

@@ -23,7 +23,7 @@ from agentd._exceptions import ConfigError, ErrorCode
 from agentd.api.errors import error_body
 from agentd.api.roles import PRINCIPAL_KEY
 from agentd.api.web import PUBLIC_PATHS
-from agentd.runtime.keys import LOCAL_ADMIN, KeyBook, Principal
+from agentd.runtime.keys import KeyBook
 
 #: Threads that look keys up in the store.
 KEY_THREADS = 4
@@ -161,11 +161,8 @@ class KeyGuard:
         if given is None and auth is not None and auth[:7].lower() == "bearer ":
             given = auth[7:].strip()
         open_path = scope["path"] in OPEN_PATHS
-        principal: Principal | None = None
-        if not await to_thread.run_sync(self._keys.required, limiter=self._threads):
-            principal = LOCAL_ADMIN  # a loopback daemon with no key: whatever a client sends
-        elif given is not None:
-            principal = await to_thread.run_sync(self._keys.authenticate, given, limiter=self._threads)
+        # LOCAL_ADMIN for a loopback daemon with no key, whatever a client sends; one read either way.
+        principal = await to_thread.run_sync(self._keys.caller, given, limiter=self._threads)
         if principal is not None or open_path:
             scope[PRINCIPAL_KEY] = principal
             await self._app(scope, receive, send)

@@ -253,6 +253,11 @@ class Health(_Out):
     reason: str | None = None
     actors: list[dict[str, Any]] | None = None
     store: StoreHealth | None = None
+    workers: list[dict[str, Any]] | None = Field(
+        None,
+        description="With worker processes ([runtime] workers): each one's index, process id, whether it "
+        "runs and whether it answered.",
+    )
     cluster: dict[str, Any] | None = Field(
         None,
         description="PostgreSQL only: this daemon's name among those sharing the store, and how many "

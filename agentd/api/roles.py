@@ -13,7 +13,7 @@ The roles an operation admits are published in the OpenAPI schema as
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import Any
 
@@ -60,8 +60,9 @@ def caller_of(request: Request) -> Principal | None:
     return found if isinstance(found, Principal) else None
 
 
-def _needs(policy: Policy) -> Callable[[Request], Principal | None]:
-    def check(request: Request) -> Principal | None:
+def _needs(policy: Policy) -> Callable[[Request], Awaitable[Principal | None]]:
+    # ``async`` though it never awaits: FastAPI would run a plain function on a worker thread.
+    async def check(request: Request) -> Principal | None:
         who = caller_of(request)
         if policy is Policy.OPEN:
             return who

@@ -13,9 +13,11 @@ from __future__ import annotations
 import contextlib
 import signal
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
+from typing import Any
 
 import uvicorn
 from anyio import to_thread
@@ -49,19 +51,28 @@ class _Server(uvicorn.Server):
         self._hub = hub
         self._release = release
         self._signal: str | None = None
+        self._original_handlers: dict[int, Any] | None = None
+
+    def install_signal_handlers(self) -> None:
+        """From now on SIGTERM/SIGINT start the graceful shutdown (on the main thread only; once).
+
+        ``agentd serve`` calls it before it says it listens, so a signal sent as soon as it
+        does is a graceful stop, not the default handler's abrupt death."""
+        if self._original_handlers is None and threading.current_thread() is threading.main_thread():
+            self._original_handlers = {
+                sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)
+            }
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         """SIGTERM/SIGINT start the graceful shutdown; unlike uvicorn's own, the signal is not
         raised again afterwards, so the database is closed and the exit status is 0."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        original = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        self.install_signal_handlers()
         try:
             yield
         finally:
-            for sig, handler in original.items():
+            original, self._original_handlers = self._original_handlers, None
+            for sig, handler in (original or {}).items():
                 signal.signal(sig, handler)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -107,8 +118,11 @@ class DaemonServer:
         llm: ChatModel | None = None,
         resume_pending: bool | None = None,
         sock: socket.socket | None = None,
+        workers: int = 0,
     ) -> None:
-        """``sock``: a socket already listening on ``host:port`` (``agentd serve`` binds first)."""
+        """``sock``: a socket already listening on ``host:port`` (``agentd serve`` binds first).
+        ``workers``: answer turns in that many worker processes (``agentd serve`` passes
+        ``[runtime] workers``; see :mod:`agentd.runtime.workers`)."""
         cfg = app.config
         check_bind(host, cfg.daemon.api_key)
         for channel, entry in cfg.channels.items():
@@ -124,19 +138,21 @@ class DaemonServer:
         self.sock = sock if sock is not None else bind_socket(host, port)
         self.host = host
         self.port = int(self.sock.getsockname()[1])
-        self.runtime = Runtime(app, llm)
+        self.runtime = Runtime(app, llm, workers=workers)
         self.hub = ChannelHub(app.store)
         self._stopped = threading.Lock()
         self._runtime_stopped = False
         api = create_api(Daemon(app, self.runtime, self.hub), resume_pending=resume_pending, bind_host=host)
         # The event loop and HTTP parser are named, not "auto": what else happens to be
-        # installed (uvloop, httptools) must not change how the daemon drains and stops.
+        # installed (httptools) must not change how the daemon drains and stops. The loop is
+        # uvloop (a dependency wherever it runs: not on Windows): its own work per request costs
+        # about a third less CPU than asyncio's, CPU the turns need (docs/throughput.md).
         config = uvicorn.Config(
             api,
             log_config=None,
             access_log=False,
             lifespan="on",
-            loop="asyncio",
+            loop="asyncio" if sys.platform == "win32" else "uvloop",
             http="h11",
             timeout_graceful_shutdown=CONNECTION_GRACE_SECONDS,
             # Room for every query string the schema allows (see agentd.api.schemas).
@@ -159,6 +175,10 @@ class DaemonServer:
             self.sock.close()
             self.app.close()
             log.info("stopped")
+
+    def handle_signals(self) -> None:
+        """SIGTERM/SIGINT stop the daemon gracefully from now on, before :meth:`run` (main thread)."""
+        self.server.install_signal_handlers()
 
     def request_stop(self) -> None:
         """Begin the graceful shutdown (thread-safe)."""

@@ -103,6 +103,7 @@ class Daemon:
         )
 
 
-def daemon(request: Request) -> Daemon:
-    """FastAPI dependency: the daemon serving this request."""
+async def daemon(request: Request) -> Daemon:
+    """FastAPI dependency: the daemon serving this request (``async``: FastAPI runs a plain
+    function dependency on a worker thread, a hop that costs more than the lookup)."""
     return request.app.state.daemon  # type: ignore[no-any-return]

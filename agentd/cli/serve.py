@@ -58,13 +58,16 @@ def serve(app: App, host: str | None, port: int | None) -> None:
     except CannotListen as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
+    workers = app.config.runtime.worker_count(app.store.backend)
     # The embedding model and the tokenizers load (native code, mostly) while the web
     # framework is imported and the runtime built: the daemon answers its first request warm.
-    models = _start(app, "models")
+    # With worker processes, each loads its own; this process loads its own on first use
+    # (memory search, budgets).
+    models = _start(app, "models" if not workers else "tokenizers")
     try:
         from agentd.api.server import DaemonServer
 
-        server = DaemonServer(app, host, int(sock.getsockname()[1]), sock=sock)
+        server = DaemonServer(app, host, int(sock.getsockname()[1]), sock=sock, workers=workers)
     except BaseException:
         sock.close()
         models.join()
@@ -73,15 +76,18 @@ def serve(app: App, host: str | None, port: int | None) -> None:
     # Everything loaded so far lives as long as the process: keep it out of the collector's
     # full passes (shorter pauses while serving, and a faster exit).
     gc.freeze()
+    server.handle_signals()  # a SIGTERM sent as soon as the line below is read stops it gracefully
     # One line on stdout that scripts (and the tests) can wait for.
     click.echo(f"agentd listening on {server.url} (OpenAPI at {server.url}/docs)", nl=True)
     # litellm takes seconds to import (Python, all of it): after the daemon answers; the first
-    # reply from a real model waits for the import if it comes sooner.
-    llm = _start(app, "litellm")
+    # reply from a real model waits for the import if it comes sooner. Worker processes, which
+    # call the models, import it themselves.
+    llm = None if workers else _start(app, "litellm")
     try:
         server.run()
     finally:
-        llm.join()
+        if llm is not None:
+            llm.join()
     _exit_past_stuck_threads()
 
 

@@ -8,17 +8,20 @@ infinity, a zero vector, a wrong dimension, a missing row — is an
 :class:`~agentd.EmbedderBadOutput`, never a vector in the store: one such row
 would poison every search whose reach includes it.
 
-Each call runs on its own daemon thread and the caller waits at most
-``timeout`` seconds (per ``batch_size`` texts) for it (:class:`~agentd.EmbedderTimeout`
-after that). A hung call keeps its thread until the model answers or its own
-HTTP timeout fires, so at most ``slots`` calls run at once; a caller that cannot
-get a slot within its timeout also gets ``EmbedderTimeout``. The threads are
-daemon threads: a hung model never keeps the process from exiting on SIGTERM.
+Each call runs on a daemon thread of the guard's own (kept and reused: starting a
+thread per call cost a turn more than a query's embedding on a busy daemon) and
+the caller waits at most ``timeout`` seconds (per ``batch_size`` texts) for it
+(:class:`~agentd.EmbedderTimeout` after that). A hung call keeps its thread until
+the model answers or its own HTTP timeout fires, so at most ``slots`` calls run at
+once; a caller that cannot get a slot within its timeout also gets
+``EmbedderTimeout``. The threads are daemon threads: a hung model never keeps the
+process from exiting on SIGTERM.
 """
 
 from __future__ import annotations
 
 import math
+import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -54,7 +57,7 @@ class GuardedEmbedder:
         self._inner = inner
         self.timeout = timeout
         self._batch = max(1, batch)
-        self._slots = threading.BoundedSemaphore(slots)
+        self._threads = _Threads(slots)
         self._dimension: int | None = None
         self._closed = threading.Event()
         self._lock = threading.Lock()
@@ -139,7 +142,7 @@ class GuardedEmbedder:
         deadline = time.monotonic() + timeout
         if self._closed.is_set():
             raise ShuttingDown(f"{self.model_id} is not called: agentd is stopping")
-        if not self._slots.acquire(timeout=timeout):
+        if not self._threads.slots.acquire(timeout=timeout):
             raise EmbedderTimeout(
                 f"{self.model_id} did not answer in time: every one of its call slots is taken by calls "
                 f"still waiting for it (timeout {timeout:g} s)"
@@ -155,22 +158,57 @@ class GuardedEmbedder:
                 error = EmbedderError(f"{self.model_id} failed: {type(exc).__name__}: {exc}")
                 error.__cause__ = exc
                 _settle(future, error=error)
-            finally:
-                self._slots.release()
 
         with self._lock:
             self._waiting.add(future)
         try:
-            threading.Thread(target=run, name="agentd-embed", daemon=True).start()
+            self._threads.start(run)
             return future.result(timeout=max(0.0, deadline - time.monotonic()))
         except RuntimeError as exc:  # no thread could be started (the interpreter is stopping)
-            self._slots.release()
             raise EmbedderError(f"cannot call {self.model_id}: {exc}") from exc
         except TimeoutError:
             raise EmbedderTimeout(f"{self.model_id} did not answer within {timeout:g} s ({what})") from None
         finally:
             with self._lock:
                 self._waiting.discard(future)
+
+
+class _Threads:
+    """Daemon threads that run the calls, reused; each call holds one of ``slots`` until it returns.
+
+    A call goes to an idle thread when there is one, else to a new thread: there are never more
+    threads than calls that ran at once, and a hung call holds its thread and its slot.
+    """
+
+    def __init__(self, slots: int) -> None:
+        #: Acquired by the caller before :meth:`start`; released when the call returns.
+        self.slots = threading.BoundedSemaphore(slots)
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+
+    def start(self, call: Callable[[], None]) -> None:
+        """Run ``call`` (its slot already taken) on an idle thread or a new one."""
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+                self._calls.put(call)
+                return
+        try:
+            threading.Thread(target=self._serve, args=(call,), name="agentd-embed", daemon=True).start()
+        except RuntimeError:  # the interpreter is stopping
+            self.slots.release()
+            raise
+
+    def _serve(self, call: Callable[[], None]) -> None:
+        while True:
+            try:
+                call()
+            finally:
+                with self._lock:
+                    self._idle += 1
+                self.slots.release()
+            call = self._calls.get()
 
 
 def _settle(future: Future[Any], value: Any = None, error: BaseException | None = None) -> None:

@@ -10,7 +10,10 @@ scopes, and episode search looks nowhere else: each is its own prompt section.
 Living in the memories table, episodes get the vector and full-text indexes,
 hybrid ranking, recency and the isolation of reaches for free.
 
-A message sent with ``disable_memory`` is not kept. An episode's time is its user
+A message sent with ``disable_memory`` is not kept, nor (with ``keep = "user"``, the
+default) one without a content word ("hi!", "thanks, ok"): nothing would recall it. An
+episode's text is the user's line (``keep = "user"``; the reply is indexed with it as
+context) or the user's line and the reply (``keep = "exchange"``). Its time is its user
 message's; the channel's earlier messages (``context_messages``) are indexed with it
 as context (never shown). Indexing runs
 in the background (:class:`agentd.runtime.background.JobWorker`), a batch at a
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from agentd._exceptions import InvalidInput, NotFound
 from agentd.config import EpisodesConfig
 from agentd.log import get_logger
+from agentd.memory.intent import has_content
 from agentd.memory.ranking import MemoryHit
 from agentd.memory.service import MemoryService
 from agentd.scopes import Reach, Scope, root_channel
@@ -40,6 +44,7 @@ from agentd.store.schema import utcnow
 
 if TYPE_CHECKING:
     import numpy as np
+    from sqlalchemy import Connection
 
 log = get_logger("agentd.episodes")
 
@@ -62,36 +67,41 @@ class Exchange:
     reply: Message
 
 
-def exchanges(store: Store, channel: str, after_id: int, limit: int) -> tuple[list[Exchange], int]:
+def exchanges(
+    store: Store, channel: str, after_id: int, limit: int, conn: Connection | None = None
+) -> tuple[list[Exchange], int]:
     """Up to ``limit`` answered exchanges of ``channel`` after user message ``after_id``, oldest first,
     and the id the cursor may move to (the last user message finished with: answered, failed or
-    interrupted). A message still ``pending`` stops the scan: its reply is yet to come."""
+    interrupted). A message still ``pending`` stops the scan: its reply is yet to come. Fewer than
+    ``limit`` exchanges: there are no more now. ``conn``: a read transaction to use (else one of its own)."""
+    if conn is None:
+        with store.read() as own:
+            return exchanges(store, channel, after_id, limit, own)
     found: list[Exchange] = []
     cursor = after_id
     last_read = after_id
     page = min(_FIRST_PAGE, limit * _SCAN_FACTOR)
-    with store.read() as conn:
-        while True:
-            messages = store.messages.after(conn, channel, last_read, page)
-            users = [m for m in messages if m.role == "user"]
-            # The complete reply (an answer resumed after a crash may follow an interrupted one).
-            answered = [m.id for m in users if m.status == "answered"]
-            replies = store.messages.replies_to(conn, answered, "complete")
-            for msg in users:
-                if msg.status == "pending":
-                    return found, cursor
-                reply = replies.get(msg.id)
-                if msg.status == "answered":
-                    if reply is None:
-                        return found, cursor  # written with the status: not expected; look again later
-                    found.append(Exchange(msg, reply))
-                cursor = msg.id
-                if len(found) == limit:
-                    return found, cursor
-            if len(messages) < page:
+    while True:
+        messages = store.messages.after(conn, channel, last_read, page)
+        users = [m for m in messages if m.role == "user"]
+        # The complete reply (an answer resumed after a crash may follow an interrupted one).
+        answered = [m.id for m in users if m.status == "answered"]
+        replies = store.messages.replies_to(conn, answered, "complete")
+        for msg in users:
+            if msg.status == "pending":
                 return found, cursor
-            last_read = messages[-1].id
-            page = min(page * 4, limit * _SCAN_FACTOR)
+            reply = replies.get(msg.id)
+            if msg.status == "answered":
+                if reply is None:
+                    return found, cursor  # written with the status: not expected; look again later
+                found.append(Exchange(msg, reply))
+            cursor = msg.id
+            if len(found) == limit:
+                return found, cursor
+        if len(messages) < page:
+            return found, cursor
+        last_read = messages[-1].id
+        page = min(page * 4, limit * _SCAN_FACTOR)
 
 
 class Episodes:
@@ -109,19 +119,26 @@ class Episodes:
 
     def scope_of(self, channel: str, user: str) -> Scope:
         """Where an exchange of ``user`` in ``channel`` is kept."""
-        if self.is_direct(channel, user):
-            return Scope.episodes(Scope.user(user))
-        return Scope.episodes(Scope.channel(channel))
+        with self._store.read() as conn:
+            return self._scope(conn, channel, user)
 
-    def is_direct(self, channel: str, user: str | None) -> bool:
+    def is_direct(self, channel: str, user: str | None, conn: Connection | None = None) -> bool:
         """Whether ``channel`` is ``user``'s direct channel: named so (``[episodes]
         direct_prefixes``), or declared direct for that user by whoever posted first
-        (an adapter's private message, the web page, the OpenAI endpoint's default channel)."""
+        (an adapter's private message, the web page, the OpenAI endpoint's default channel).
+        ``conn``: a read transaction to use (else one of its own)."""
         if self._config.is_direct(channel):
             return True
-        with self._store.read() as conn:
-            declared, owner = self._store.messages.visibility(conn, root_channel(channel))
+        if conn is None:
+            with self._store.read() as own:
+                return self.is_direct(channel, user, own)
+        declared, owner = self._store.messages.visibility(conn, root_channel(channel))
         return declared == "direct" and user is not None and owner in (None, user)
+
+    def _scope(self, conn: Connection, channel: str, user: str) -> Scope:
+        if self.is_direct(channel, user, conn):
+            return Scope.episodes(Scope.user(user))
+        return Scope.episodes(Scope.channel(channel))
 
     def index(self, channel: str, should_stop: Callable[[], bool] = lambda: False) -> int:
         """Index every finished exchange of ``channel`` not indexed yet; return how many episodes were added.
@@ -139,20 +156,24 @@ class Episodes:
 
     def index_batch(self, channel: str, should_stop: Callable[[], bool] = lambda: False) -> tuple[int, bool]:
         """Index one batch: ``(episodes added, whether more may follow)``."""
-        with self._store.read() as conn:
-            start = self._store.cursors.get(conn, JOB, channel)
-        batch, cursor = exchanges(self._store, channel, start, self._config.batch_size)
-        if cursor == start:
-            return 0, False
         items: list[NewMemory] = []
-        for exchange in batch:
-            if exchange.message.options.get("disable_memory"):
-                continue  # opting out of memory for a message opts out of keeping it as an episode
-            try:
-                items.append(self._memory.validate(self._episode(channel, exchange)))
-            except (InvalidInput, NotFound) as exc:  # a persona since removed: nothing to keep it for
-                log.info("episode_skipped", message_id=exchange.message.id, reason=str(exc))
-        vectors = self._memory.embed_passages([i.text for i in items])
+        with self._store.read() as conn:  # one read: the cursor, the exchanges and what goes with them
+            start = self._store.cursors.get(conn, JOB, channel)
+            batch, cursor = exchanges(self._store, channel, start, self._config.batch_size, conn)
+            if cursor == start:
+                return 0, False
+            for exchange in batch:
+                if exchange.message.options.get("disable_memory"):
+                    continue  # opting out of memory for a message opts out of keeping it as an episode
+                if self._config.keep == "user" and not has_content(exchange.message.content):
+                    # "hi!", "thanks, ok": nothing to recall it by (a greeting is never searched for),
+                    # so nothing is embedded or kept; the reply alone is not an episode's text here.
+                    continue
+                try:
+                    items.append(self._memory.validate(self._episode(conn, channel, exchange)))
+                except (InvalidInput, NotFound) as exc:  # a persona since removed: nothing to keep it for
+                    log.info("episode_skipped", message_id=exchange.message.id, reason=str(exc))
+        vectors = self._memory.embed_passages([i.text for i in items]) if items else None
         if should_stop():
             return 0, False
         with self._store.write() as conn:
@@ -164,7 +185,8 @@ class Episodes:
         self._prune({(i.persona, i.scope) for i in items})
         created = sum(1 for _mid, new in added if new)
         log.debug("episodes_indexed", channel=channel, added=created, cursor=cursor)
-        return created, True
+        # A short batch ended where the channel's finished exchanges end: nothing more for now.
+        return created, len(batch) == self._config.batch_size
 
     def search(self, query: str, reach: Reach, limit: int, vector: np.ndarray | None = None) -> list[MemoryHit]:
         """The best episodes for ``query`` a turn at ``reach`` may recall."""
@@ -180,13 +202,13 @@ class Episodes:
 
     # -- internals ---------------------------------------------------------------------
 
-    def _episode(self, channel: str, exchange: Exchange) -> NewMemory:
+    def _episode(self, conn: Connection, channel: str, exchange: Exchange) -> NewMemory:
         msg, reply = exchange.message, exchange.reply
         limit = self._memory.config.max_text_chars
         user_line = f"{msg.author}: {msg.content}"
         reply_line = f"{reply.author}: {reply.content}"
         text = f"{user_line}\n{reply_line}" if self._config.keep == "exchange" else user_line
-        context_lines = self._context(channel, msg.id)
+        context_lines = self._context(conn, channel, msg.id)
         if self._config.keep == "user":
             context_lines.append(reply_line)
         metadata: dict[str, Any] = {
@@ -196,17 +218,16 @@ class Episodes:
             metadata[CONTEXT_KEY] = "\n".join(context_lines)[:limit]
         persona = reply.persona or reply.author
         return NewMemory(
-            persona, self.scope_of(channel, msg.author), CATEGORY, text[:limit], metadata, msg.created_at, msg.id
+            persona, self._scope(conn, channel, msg.author), CATEGORY, text[:limit], metadata, msg.created_at, msg.id
         )
 
-    def _context(self, channel: str, before_id: int) -> list[str]:
+    def _context(self, conn: Connection, channel: str, before_id: int) -> list[str]:
         """The channel's earlier messages (as ``keep`` says), oldest first."""
         n = self._config.context_messages
         if not n:
             return []
         roles = ("user", "assistant") if self._config.keep == "exchange" else ("user",)
-        with self._store.read() as conn:
-            earlier = self._store.messages.recent(conn, channel, n * 2, before_id=before_id)
+        earlier = self._store.messages.recent(conn, channel, n * 2, before_id=before_id)
         lines = [f"{m.author}: {m.content}" for m in earlier if m.role in roles][:n]
         return list(reversed(lines))
 

@@ -90,6 +90,11 @@ class MemoryService:
         return self._embedder
 
     @property
+    def store(self) -> Store:
+        """The store the memories are in."""
+        return self._store
+
+    @property
     def fusion(self) -> Fusion:
         """The hybrid-search weights in use (the embedder's own unless ``[memory]`` sets them)."""
         return self._fusion

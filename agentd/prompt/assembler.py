@@ -49,7 +49,7 @@ USER_HISTORY_HEADING = "## Earlier exchanges with this user (recalled, oldest co
 MIN_PROJECT_TOKENS = 32
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HistoryItem:
     """One earlier message of the channel, with its (cached) token count."""
 
@@ -105,7 +105,7 @@ class PromptRequest:
     episodes: Sequence[MemoryHit] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PromptMessage:
     """One message of the assembled prompt; ``source`` tags where it came from."""
 
@@ -242,18 +242,21 @@ class ContextAssembler:
         # Recent history: newest first, whole messages, contiguous. A snippet that quotes a
         # message the history carries anyway is dropped and its tokens go to more history.
         history_tokens, kept_history, redundant_count = 0, [], 0
-        queue = list(request.history)
+        history = request.history
+        taken = 0  # history[:taken] is kept
         while True:
-            while queue:
-                cost = queue[0].tokens + PER_MESSAGE
+            while taken < len(history):
+                item = history[taken]
+                cost = item.tokens + PER_MESSAGE
                 if cost > left:
                     break
-                item = queue.pop(0)
+                taken += 1
                 left -= cost
                 history_tokens += cost
                 kept_history.append(item)
-            in_history = {item.message_id for item in kept_history}
-            redundant = [i for i, s in enumerate(kept_snippets) if in_history & set(s.message_ids)]
+            quoted = {i for s in kept_snippets for i in s.message_ids}
+            in_history = {item.message_id for item in kept_history if item.message_id in quoted}
+            redundant = [i for i, s in enumerate(kept_snippets) if in_history.intersection(s.message_ids)]
             if not redundant:
                 break
             for i in reversed(redundant):

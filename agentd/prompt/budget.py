@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -56,7 +56,10 @@ class ContextBudget:
 
     def as_json(self) -> dict[str, Any]:
         """A JSON-ready dict (with ``budget`` and ``free_tokens``)."""
-        return {**asdict(self), "budget": self.budget, "free_tokens": self.free_tokens}
+        # Every field is a plain value: no deep copy (asdict's) is needed.
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        data["budget"], data["free_tokens"] = self.budget, self.free_tokens
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ContextBudget:

@@ -32,6 +32,7 @@ Pipeline, per reply:
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -172,11 +173,11 @@ class UserHistory:
             )
         # Seeds come from the tokens candidate selection extracted (the user's own words),
         # minus those the query already has: appended to it, they would add nothing.
-        harvested = [w for _, content in accepted for w in content_words(content) if w not in query_words]
+        harvested = [w for _, content in accepted for w in _words(content) if is_content(w) and w not in query_words]
         return HistoryRecall(tuple(exchanges), tuple(dedupe(harvested)[:SEED_COUNT]), len(candidates))
 
     def _matches(self, query_norm: str, query_words: set[str], text: str) -> bool:
-        tokens = words(text)
+        tokens = _words(text)
         lowered = f" {' '.join(tokens)} "
         if _literal(query_norm, lowered) or _literal(lowered, query_norm):
             return True  # a literal (word-aligned) substring match is always kept
@@ -184,6 +185,22 @@ class UserHistory:
         if not shared:
             return False
         return shared >= 2 or shared / len(query_words) >= self._config.min_overlap_ratio
+
+
+#: Earlier messages are inspected turn after turn: the words of this many short ones are kept.
+_KEPT_TEXTS = 8192
+#: Longer messages are split afresh (what is kept stays bounded: at most ~16 MB of text).
+_KEPT_CHARS = 2048
+
+
+@functools.lru_cache(maxsize=_KEPT_TEXTS)
+def _short_words(text: str) -> tuple[str, ...]:
+    return tuple(words(text))
+
+
+def _words(text: str) -> tuple[str, ...]:
+    """:func:`agentd.words.words` of ``text``, kept for short texts."""
+    return _short_words(text) if len(text) <= _KEPT_CHARS else tuple(words(text))
 
 
 def _literal(part: str, whole: str) -> bool:

@@ -36,10 +36,13 @@ class JobWorker:
         job: str,
         store: Store,
         work: Callable[[str, Callable[[], bool]], int],
+        owns: Callable[[str], bool] | None = None,
     ) -> None:
+        """``owns``: the channels it catches up with at start (default: every channel behind)."""
         self._job = job
         self._store = store
         self._work = work
+        self._owns = owns
         self._pending: dict[str, float] = {}  # channel -> not before (monotonic)
         self._failures: dict[str, int] = {}
         self._busy = False
@@ -86,7 +89,8 @@ class JobWorker:
             log.warning("background_catch_up_failed", job=self._job, error=repr(exc))
             behind = []
         for name in behind:
-            self.nudge(name)
+            if self._owns is None or self._owns(name):
+                self.nudge(name)
         with self._changed:
             self._busy = False
             self._changed.notify_all()

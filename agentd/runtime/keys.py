@@ -18,10 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
 
 from agentd._exceptions import InvalidInput, NotFound
 from agentd.store import Store
 from agentd.store.keys import StoredKey
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 #: What every token starts with (so a leaked one is recognisable in logs and scanners).
 TOKEN_PREFIX = "agentd_"
@@ -132,9 +136,22 @@ class KeyBook:
             return None
         if self._config_key and hmac.compare_digest(token.encode(), self._config_key):
             return Principal(Role.ADMIN, "config")
-        digest = token_hash(token)
         with self._store.read() as conn:
-            key = self._store.keys.by_hash(conn, digest)
+            return self._stored(conn, token)
+
+    def caller(self, token: str | None) -> Principal | None:
+        """Who a request comes from: :data:`LOCAL_ADMIN` when no key is :meth:`required`, else the
+        caller ``token`` identifies (``None``: none sent, no such key, or revoked). One read at most."""
+        if self._config_key:
+            return None if token is None else self.authenticate(token)
+        with self._store.read() as conn:
+            if not self._store.keys.active(conn):
+                return LOCAL_ADMIN
+            return None if token is None or not token or len(token) > MAX_TOKEN else self._stored(conn, token)
+
+    def _stored(self, conn: Connection, token: str) -> Principal | None:
+        digest = token_hash(token)
+        key = self._store.keys.by_hash(conn, digest)
         # Found by an index on the hash; compared once more in constant time.
         if key is None or key.revoked_at is not None or not hmac.compare_digest(key.token_hash, digest):
             return None

@@ -25,7 +25,8 @@ from agentd.runtime.messages import Turn
 class Learning:
     """The background jobs of one runtime (none when their config turns them off)."""
 
-    def __init__(self, app: App, llm: ChatModel) -> None:
+    def __init__(self, app: App, llm: ChatModel, owns: Callable[[str], bool] | None = None) -> None:
+        """``owns``: the channels whose work left from before the jobs catch up with (default: all)."""
         self._app = app
         self._workers: list[JobWorker] = []
         self.episodes: Episodes | None = None
@@ -33,9 +34,9 @@ class Learning:
         if cfg.episodes.enabled and app.embedder is not None:
             episodes = Episodes(app.store, app.memory, cfg.episodes)
             self.episodes = episodes
-            self._workers.append(JobWorker(EPISODES_JOB, app.store, episodes.index))
+            self._workers.append(JobWorker(EPISODES_JOB, app.store, episodes.index, owns))
         if cfg.memory.extract == "model":
-            worker = JobWorker(EXTRACT_JOB, app.store, lambda channel, stop: extractor.index(channel, stop))
+            worker = JobWorker(EXTRACT_JOB, app.store, lambda channel, stop: extractor.index(channel, stop), owns)
             extractor = Extractor(app.store, app.memory, llm, cfg.memory, self._settings_for, worker.stop_event)
             self._workers.append(worker)
 

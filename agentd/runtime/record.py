@@ -10,18 +10,22 @@ versioned :class:`ContextRecord`: written here and read back here (by
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentd.memory.ranking import MemoryHit
 from agentd.personas import Persona
 from agentd.prompt.assembler import AssembledContext
 from agentd.prompt.budget import ContextBudget
 from agentd.prompt.builder import ContextBuilder
+from agentd.runtime.group_commit import MAX_BATCH, GroupCommit
 from agentd.runtime.messages import TurnState
 from agentd.store import Store
 from agentd.store.messages import Message
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 #: The version :class:`ContextRecord` writes; records without one were written as version 1.
 RECORD_VERSION = 2
@@ -99,10 +103,22 @@ class ContextRecord:
     privacy: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """The stored form."""
-        data = asdict(self)
-        data["budget"] = self.budget.as_json()
-        return data
+        """The stored form (what :meth:`from_json` reads)."""
+        return {
+            "request_id": self.request_id,
+            "retrieval": _fields(self.retrieval),
+            "memories": [_fields(m) for m in self.memories],
+            "budget": self.budget.as_json(),
+            "history_ids": self.history_ids,
+            "user_history": _fields(self.user_history),
+            "usage": dict(self.usage),
+            "tool_calls": [_fields(t) for t in self.tool_calls],
+            "rounds": self.rounds,
+            "version": self.version,
+            "profile": [_fields(m) for m in self.profile],
+            "episodes": [_fields(m) for m in self.episodes],
+            "privacy": self.privacy,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ContextRecord:
@@ -160,12 +176,76 @@ class Reply:
     user_history_summary: str | None = None
 
 
+@dataclass(frozen=True)
+class _Answer:
+    """A finished reply on its way to the store (:meth:`TurnWriter.answered`)."""
+
+    persona: str
+    model: str
+    channel: str
+    user_message_id: int
+    reply: Reply
+    tokens: int
+    counter: str
+
+    def reply_row(self) -> dict[str, Any]:
+        """The reply, as :meth:`~agentd.store.messages.MessageRepo.add` takes it."""
+        return {
+            "channel": self.channel,
+            "role": "assistant",
+            "author": self.persona,
+            "persona": self.persona,
+            "content": self.reply.text,
+            "status": "complete",
+            "source": "reply",
+            "reply_to": self.user_message_id,
+            "request_id": self.reply.record.request_id,
+            "token_count": self.tokens,
+            "token_counter": self.counter,
+        }
+
+    def summary_row(self) -> dict[str, Any]:
+        """The recalled-exchanges note, stored with its tag so renderers can show what was recalled
+        (never sent as history)."""
+        return {
+            "channel": self.channel,
+            "role": "system",
+            "author": self.persona,
+            "persona": self.persona,
+            "content": self.reply.user_history_summary,
+            "status": "complete",
+            "source": "user_history",
+            "reply_to": self.user_message_id,
+            "request_id": self.reply.record.request_id,
+        }
+
+    def context(self, reply_id: int, record: dict[str, Any]) -> dict[str, Any]:
+        """The context record's row, as :meth:`~agentd.store.contexts.ContextRepo.add` takes it."""
+        return {
+            "reply_id": reply_id,
+            "user_message_id": self.user_message_id,
+            "persona": self.persona,
+            "channel": self.channel,
+            "model": self.model,
+            "data": record,
+        }
+
+
+def _nothing(_reply_id: int, _then: None) -> None:
+    pass
+
+
 class TurnWriter:
     """The one place a turn's messages and outcome are written."""
 
     def __init__(self, store: Store, builder: ContextBuilder) -> None:
         self._store = store
         self._builder = builder
+        # Replies finished at the same time share a transaction: a few statements whatever their
+        # number, where each waited for the writer (and, under load, for the GIL at each statement).
+        self._replies: GroupCommit[_Answer, int, None] = GroupCommit(
+            self._store_replies, _nothing, max_batch=1 if store.backend == "postgresql" else MAX_BATCH
+        )
 
     def incoming(
         self,
@@ -250,49 +330,40 @@ class TurnWriter:
             return self._store.messages.add_many(conn, rows)
 
     def answered(self, persona: Persona, channel: str, user_message_id: int, reply: Reply) -> int:
-        """Store the reply, its context record and the user message's new status, in one transaction."""
+        """Store the reply, its context record and the user message's new status, in one transaction
+        shared with the other replies stored at the same time (group commit); return its id."""
         tokens, counter = self._builder.count_message(persona, reply.text)
-        request_id = reply.record.request_id
+        answer = _Answer(persona.name, persona.model, channel, user_message_id, reply, tokens, counter)
+        return self._replies.submit(answer, None)
+
+    def _store_replies(self, answers: Sequence[_Answer]) -> list[int]:
+        records = [a.reply.record.to_json() for a in answers]  # made before the write: writers wait
         with self._store.write() as conn:
-            stored = self._store.messages.add(
-                conn,
-                channel=channel,
-                role="assistant",
-                author=persona.name,
-                persona=persona.name,
-                content=reply.text,
-                status="complete",
-                source="reply",
-                reply_to=user_message_id,
-                request_id=request_id,
-                token_count=tokens,
-                token_counter=counter,
+            if conn.dialect.name == "postgresql":
+                # One at a time (batches of one there): a reply another daemon stored first is refused.
+                return [self._store_reply(conn, a, r) for a, r in zip(answers, records, strict=True)]
+            rows: list[dict[str, Any]] = []
+            at: list[int] = []
+            for a in answers:
+                at.append(len(rows))
+                rows.append(a.reply_row())
+                if a.reply.user_history_summary is not None:
+                    rows.append(a.summary_row())
+            stored = self._store.messages.add_many(conn, rows)
+            replies = [stored[i].id for i in at]
+            self._store.contexts.add_many(
+                conn, [a.context(mid, r) for a, mid, r in zip(answers, replies, records, strict=True)]
             )
-            self._store.contexts.add(
-                conn,
-                reply_id=stored.id,
-                user_message_id=user_message_id,
-                persona=persona.name,
-                channel=channel,
-                model=persona.model,
-                data=reply.record.to_json(),
-            )
-            if reply.user_history_summary is not None:
-                # Stored with its tag so renderers can show what was recalled (never sent as history).
-                self._store.messages.add(
-                    conn,
-                    channel=channel,
-                    role="system",
-                    author=persona.name,
-                    persona=persona.name,
-                    content=reply.user_history_summary,
-                    status="complete",
-                    source="user_history",
-                    reply_to=user_message_id,
-                    request_id=request_id,
-                )
-            self._store.messages.set_status(conn, user_message_id, "answered")
-        return stored.id
+            self._store.messages.set_statuses(conn, [a.user_message_id for a in answers], "answered")
+        return replies
+
+    def _store_reply(self, conn: Connection, answer: _Answer, record: dict[str, Any]) -> int:
+        reply_id = self._store.messages.add(conn, **answer.reply_row(), channel_exists=True).id
+        self._store.contexts.add(conn, **answer.context(reply_id, record))
+        if answer.reply.user_history_summary is not None:
+            self._store.messages.add(conn, **answer.summary_row(), channel_exists=True)
+        self._store.messages.set_status(conn, answer.user_message_id, "answered")
+        return reply_id
 
     def ended(
         self, persona: str, channel: str, user_message_id: int, request_id: str, state: TurnState, partial: str
@@ -313,9 +384,15 @@ class TurnWriter:
                     source="reply",
                     reply_to=user_message_id,
                     request_id=request_id,
+                    channel_exists=True,
                 ).id
             self._store.messages.set_status(conn, user_message_id, state.value)
         return partial_id
+
+
+def _fields(item: Any) -> dict[str, Any]:
+    """A record part's fields as a dict (their values are plain: JSON-ready as they are)."""
+    return {name: getattr(item, name) for name in item.__dataclass_fields__}
 
 
 def recalled_memories(context: AssembledContext) -> tuple[RecalledMemory, ...]:

@@ -6,6 +6,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from agentd._exceptions import AgentdError
 from agentd.log import get_logger
@@ -14,6 +15,9 @@ from agentd.memory.episodes import Episodes
 from agentd.memory.service import Ineligible
 from agentd.runtime.events import RecallStatus
 from agentd.scopes import Reach
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = get_logger("agentd.retrieval")
 
@@ -120,6 +124,19 @@ def _search(
     vector), else only when the memory search needs it; a greeting is never embedded.
     """
     vector = memory.topic_vector(query, reach.persona) if episodes is not None and episode_limit > 0 else None
+    with memory.store.snapshot():  # one read transaction for both searches, once the query is embedded
+        return _search_with(memory, query, reach, limit, episodes, episode_limit, vector)
+
+
+def _search_with(
+    memory: MemoryService,
+    query: str,
+    reach: Reach,
+    limit: int,
+    episodes: Episodes | None,
+    episode_limit: int,
+    vector: np.ndarray | None,
+) -> tuple[list[MemoryHit], list[MemoryHit], list[MemoryHit], list[Ineligible]]:
     threshold = memory.config.min_score
     ineligible: list[Ineligible] = []
     hits, near = memory.search_near(

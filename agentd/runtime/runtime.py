@@ -34,10 +34,10 @@ from agentd.log import get_logger
 from agentd.personas import Persona
 from agentd.runtime.actor import PersonaActor
 from agentd.runtime.events import Done, Error, Event, MemoryContext
-from agentd.runtime.intake import MAX_BATCH, GroupCommit
+from agentd.runtime.group_commit import MAX_BATCH, GroupCommit
 from agentd.runtime.learning import Learning
 from agentd.runtime.messages import ActorKey, Dispatch, Draft, Health, Sink, Turn, TurnState, resumed_turn
-from agentd.runtime.record import TurnWriter
+from agentd.runtime.record import Incoming, TurnWriter
 from agentd.runtime.respond import Responder
 from agentd.runtime.supervisor import Supervisor
 from agentd.runtime.turn import PreparedTurn, TurnPreparer
@@ -48,6 +48,7 @@ from agentd.store.messages import Message
 
 if TYPE_CHECKING:
     from agentd.runtime.cluster import Cluster
+    from agentd.runtime.workers import Workers
 
 log = get_logger("agentd.runtime")
 
@@ -70,7 +71,18 @@ class Accepted:
 class Runtime:
     """Supervisor, actors and their collaborators, behind a small synchronous API."""
 
-    def __init__(self, app: App, llm: ChatModel | None = None, listeners: tuple[Listener, ...] = ()) -> None:
+    def __init__(
+        self,
+        app: App,
+        llm: ChatModel | None = None,
+        listeners: tuple[Listener, ...] = (),
+        *,
+        workers: int = 0,
+        owns: Callable[[str], bool] | None = None,
+    ) -> None:
+        """``workers``: answer turns in that many worker processes (:mod:`agentd.runtime.workers`;
+        SQLite only) instead of in this process's actors. ``owns``: the channels whose background
+        jobs this runtime catches up with at start (a worker's own; default all)."""
         if llm is None:
             from agentd.llm.chat import LitellmChat
 
@@ -83,8 +95,10 @@ class Runtime:
         # The CPU-bound parts of turns take turns ([runtime] turn_slots): under the GIL, fifty
         # actors preparing at once only make each other, and the accept path, wait longer.
         self._slots = threading.BoundedSemaphore(app.config.runtime.slots)
-        self._learning = Learning(app, llm)
-        self._listeners.append(self._learning.listener())
+        front = workers > 0 and app.store.backend == "sqlite"
+        self._learning = Learning(app, llm, owns)
+        if not front:  # with workers, each learns from the turns it answers
+            self._listeners.append(self._learning.listener())
         self._preparer = TurnPreparer.for_app(app, self._pool, delegate=self, episodes=self._learning.episodes)
         self._writer = TurnWriter(app.store, app.builder)
         self._accepting = True
@@ -93,15 +107,23 @@ class Runtime:
         # Several daemons (PostgreSQL): routing a message of a channel this daemon takes over
         # dispatches every pending message of that channel, so each message is committed and
         # routed on its own (a batch's later messages would be dispatched twice).
-        self._intake: GroupCommit[_Delivery] = GroupCommit(
+        self._intake: GroupCommit[Incoming, Message, _Delivery] = GroupCommit(
             self._writer.accept_many,
             self._dispatch_stored,
             max_batch=1 if app.store.backend == "postgresql" else MAX_BATCH,
             guard=self._serial,
         )
         self._subagents: dict[int, Turn] = {}
-        self._supervisor = Supervisor.start(self._spawn, app.config.runtime, self._unanswerable)
+        self._workers: Workers | None = None
+        self._supervisor: pykka.ActorRef[Any] | None = None
         self._cluster: Cluster | None = None
+        if front:
+            from agentd.runtime.workers import Workers
+
+            app.store.share_writes()  # the workers write to the same database
+            self._workers = Workers(app.config, workers, self._relayed, self._worker_restarted).start()
+            return
+        self._supervisor = Supervisor.start(self._spawn, app.config.runtime, self._unanswerable)
         if app.store.backend == "postgresql":  # several daemons may share it (agentd.runtime.cluster)
             from agentd.runtime.cluster import Cluster
 
@@ -235,7 +257,10 @@ class Runtime:
         return resumed
 
     def health(self, timeout: float = 5.0) -> dict[str, Any]:
-        """Every actor's state (asked of the supervisor, with a timeout)."""
+        """Every actor's state (asked of the supervisor, or of every worker, with a timeout)."""
+        if self._workers is not None:
+            return self._workers_health(timeout)
+        assert self._supervisor is not None
         answer = self._supervisor.ask(Health(), timeout=timeout)
         assert isinstance(answer, dict)
         if self._cluster is not None:
@@ -249,13 +274,23 @@ class Runtime:
 
     def learning_idle(self, timeout: float) -> bool:
         """Wait until the background jobs (episodes, extraction) have caught up; False on timeout."""
+        if self._workers is not None:
+            return all(self._workers.ask("learning_idle", timeout))
         return self._learning.wait_idle(timeout)
+
+    @property
+    def worker_pids(self) -> list[int | None]:
+        """The worker processes' ids (empty: turns are answered in this process)."""
+        return self._workers.pids() if self._workers is not None else []
 
     def stop(self, grace: float | None = None) -> None:
         """Stop accepting, let in-flight replies finish within ``grace`` seconds, store
         the rest as interrupted, and stop every actor."""
         grace = self._config.daemon.shutdown_grace_seconds if grace is None else grace
         self._accepting = False
+        if self._workers is not None:
+            self._stop_workers(grace)
+            return
         if not self.wait_idle(grace):
             with self._changed:
                 turns = list(self._inflight.values())
@@ -270,6 +305,7 @@ class Runtime:
                 left = list(self._inflight.values())
             for turn in left:
                 self._interrupt(turn)
+        assert self._supervisor is not None
         try:
             self._supervisor.stop(timeout=5)
         except pykka.Timeout:
@@ -419,14 +455,88 @@ class Runtime:
         )
         with self._changed:
             self._inflight[turn.request_id] = tracked
+        if self._workers is not None:
+            self._workers.route(tracked)
+            return
+        assert self._supervisor is not None
         self._supervisor.tell(Dispatch(tracked))
+
+    # -- worker processes (agentd.runtime.workers) ---------------------------------------------
+
+    def _relayed(self, request_id: str, event: Event) -> None:
+        """A worker's event for one of this runtime's turns: to its sink and the listeners."""
+        with self._changed:
+            turn = self._inflight.get(request_id)
+        if turn is not None:
+            turn.sink(event)  # the fan-out: the sink, the listeners, and done with it on Done/Error
+
+    def _worker_restarted(self, index: int) -> None:
+        """Worker ``index`` died and was started again: its turns whose message is still pending go
+        to the new one; one whose outcome was stored, but never heard of, ends with an error."""
+        assert self._workers is not None
+        with self._changed:
+            turns = [t for t in self._inflight.values() if self._workers.owner(t.channel) == index]
+        if not turns:
+            return
+        try:
+            with self._app.store.read() as conn:
+                status = self._app.store.messages.statuses(conn, [t.message_id for t in turns])
+        except StoreError as exc:  # they stay pending: answered after the next start
+            log.error("worker_turns_not_resumed", worker=index, error=exc.message)
+            return
+        for turn in turns:
+            if status.get(turn.message_id) == "pending":
+                self._workers.route(turn)
+            else:
+                turn.sink(
+                    Error(
+                        ErrorCode.INTERNAL_ERROR,
+                        "the worker process answering this message stopped; its outcome is stored "
+                        f"(message status: {status.get(turn.message_id, 'unknown')})",
+                        turn.message_id,
+                    )
+                )
+        log.info("worker_turns_resumed", worker=index, turns=len(turns))
+
+    def _workers_health(self, timeout: float) -> dict[str, Any]:
+        assert self._workers is not None
+        answers = self._workers.ask("health", timeout)
+        actors = [a for answer in answers if answer for a in answer.get("actors", [])]
+        healthy = all(answer is not None and answer.get("healthy", True) for answer in answers)
+        pids = self._workers.pids()
+        workers = [
+            {"worker": i, "pid": pids[i], "running": pids[i] is not None, "answered": answers[i] is not None}
+            for i in range(len(answers))
+        ]
+        return {"healthy": healthy, "actors": actors, "workers": workers}
+
+    def _stop_workers(self, grace: float) -> None:
+        """Stop: the workers finish or interrupt their turns within ``grace`` and exit; a turn none
+        of them ended (a worker that had to be killed) stays pending for the next start."""
+        assert self._workers is not None
+        self._workers.stop(grace)
+        with self._changed:
+            left = list(self._inflight.values())
+        for turn in left:
+            turn.sink(
+                Error(
+                    ErrorCode.SHUTTING_DOWN,
+                    "agentd stopped first; the message is kept and answered after restart",
+                    turn.message_id,
+                )
+            )
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _fanout(self, turn: Turn) -> Sink:
         def emit(event: Event) -> None:
-            for target in (turn.sink, *[lambda e, lst=lst: lst(turn, e) for lst in self._listeners]):
+            try:
+                turn.sink(event)
+            except Exception:  # a broken sink or listener must not break the turn
+                log.exception("listener_failed", request_id=turn.request_id)
+            for listener in self._listeners:
                 try:
-                    target(event)
-                except Exception:  # a broken listener must not break the turn
+                    listener(turn, event)
+                except Exception:
                     log.exception("listener_failed", request_id=turn.request_id)
             if self._cluster is not None:
                 self._cluster.publish(turn, event)

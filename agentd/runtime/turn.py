@@ -136,8 +136,23 @@ class TurnPreparer:
         ``message_id`` is the stored current message (a real turn): history is read
         before it. A preview passes none: the message (if any) is not stored, and
         history is the whole channel. Raises :class:`~agentd.ContextOverflow` when
-        even the system prompt and the message do not fit.
+        even the system prompt and the message do not fit. Its reads share one read
+        transaction (retrieval's, on the pool's thread, have their own).
         """
+        with self._store.snapshot():
+            return self._prepare(persona, channel, user, text, message_id, disable_memory, memory_limit, memory_budget)
+
+    def _prepare(
+        self,
+        persona: Persona,
+        channel: str,
+        user: str | None,
+        text: str | None,
+        message_id: int | None,
+        disable_memory: bool,
+        memory_limit: int | None,
+        memory_budget: int | None,
+    ) -> PreparedTurn:
         cfg = self._config
         started = time.perf_counter()
         query = self.query(channel, user, text, message_id)
@@ -172,7 +187,8 @@ class TurnPreparer:
         # opting out leaves it out. It needs no embedder.
         profile: tuple[Memory, ...] = ()
         if recall_on and self._profiles is not None:
-            profile = tuple(self._profiles.eligible(reach, self._profiles.profile(persona.name, user)))
+            mine = self._profiles.profile(persona.name, user)
+            profile = tuple(self._profiles.eligible(reach, mine)) if mine else ()
         registry = build_registry(persona, self._memory, self._personas, self._delegate)
         context = self._builder.build(
             persona,
@@ -205,21 +221,21 @@ class TurnPreparer:
         """
         lookback = PREVIEW_LOOKBACK if text is None else TRIGGER_MESSAGES - 1
         with self._store.read() as conn:
-            earlier = self._store.messages.recent(conn, channel, lookback, before_id=before_id)
+            # (id, role, content, tokens, tokenizer, author), newest first.
+            earlier = self._store.messages.history_page(conn, channel, before_id, lookback)
         if text is None:
             # Skip to the newest message of that author; the burst ends there.
-            start = next(
-                (i for i, m in enumerate(earlier) if m.role == "user" and (user is None or m.author == user)), None
-            )
+            start = next((i for i, m in enumerate(earlier) if m[1] == "user" and (user is None or m[5] == user)), None)
             if start is None:
                 return ""
-            user = earlier[start].author
+            user = earlier[start][5]
             earlier = earlier[start:]
         burst: list[str] = []
-        for msg in earlier[: TRIGGER_MESSAGES - (1 if text is not None else 0)]:
-            if msg.role != "user" or msg.author != user:
+        at_most = TRIGGER_MESSAGES - (1 if text is not None else 0)
+        for _id, role, content, _tokens, _counter, author in earlier[:at_most]:
+            if role != "user" or author != user:
                 break
-            burst.append(msg.content)
+            burst.append(content)
         parts = [*reversed(burst), *([text] if text is not None else [])]
         return normalise(" ".join(parts))
 

@@ -26,6 +26,7 @@ from agentd.store.engine import WRITE, backend, create_engine, sqlite_path
 from agentd.store.indexes import TextIndex, VectorIndex
 from agentd.store.memories import Memory, MemoryRepo, NewMemory, content_hash
 from agentd.store.schema import utcnow
+from agentd.store.writers import WriteTurns
 
 _SPACE = schema.embedding_space
 
@@ -45,13 +46,12 @@ class Store:
         self.engine = engine
         self.url = url
         self._busy_timeout = busy_timeout_ms / 1000.0
-        # SQLite has one writer at a time. Its busy handler makes a waiting writer sleep and
-        # poll (1, 2, 5, 10 … 100 ms), so under many writers each waits far longer than the
-        # write it waits for: this process's writers queue on a lock instead, handed over at
-        # once. Other processes (the CLI) still meet the busy timeout.
-        self._write_lock: threading.RLock | None = threading.RLock() if backend(engine) == "sqlite" else None
+        # SQLite has one writer at a time: its writers take turns (agentd.store.writers).
+        self._turns = WriteTurns(sqlite_path(url)) if backend(engine) == "sqlite" else None
         #: Why the last write failed, until one succeeds again (``None``: writes work).
         self.write_failure: str | None = None
+        #: The read transaction of a thread's :meth:`snapshot`.
+        self._snapshot = threading.local()
         self._writer = engine.execution_options(**{WRITE: True})
         self.vectors, self.words = indexes(engine)
         self.memories = MemoryRepo(self.vectors, self.words)
@@ -92,15 +92,39 @@ class Store:
     def close(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
+        if self._turns is not None:
+            self._turns.close()
 
     @contextmanager
     def read(self) -> Iterator[sa.Connection]:
-        """A connection in a read transaction; a database failure is a :class:`StoreError`."""
+        """A connection in a read transaction; a database failure is a :class:`StoreError`.
+
+        Inside :meth:`snapshot` on the same thread, the snapshot's transaction.
+        """
+        shared = getattr(self._snapshot, "conn", None)
+        if shared is not None:
+            yield shared
+            return
         try:
             with self.engine.begin() as conn:
                 yield conn
         except OperationalError as exc:
             raise StoreError(f"cannot read the database: {exc.orig}") from exc
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every :meth:`read` of this thread inside it shares one read transaction: one consistent
+        view of the store, and one transaction where a turn's preparation opened several. A write
+        made inside it (:meth:`write`, its own transaction) is not seen by its reads."""
+        if getattr(self._snapshot, "conn", None) is not None:
+            yield  # already inside one
+            return
+        with self.read() as conn:
+            self._snapshot.conn = conn
+            try:
+                yield
+            finally:
+                self._snapshot.conn = None
 
     @contextmanager
     def write(self) -> Iterator[sa.Connection]:
@@ -111,10 +135,11 @@ class Store:
         again (:attr:`write_failure`, which ``/healthz`` reports). On SQLite this
         process's writers take turns on a lock first, waiting at most the busy timeout.
         """
-        lock = self._write_lock
-        if lock is not None and not lock.acquire(timeout=self._busy_timeout):
+        turns = self._turns
+        if turns is not None and not turns.acquire(self._busy_timeout):
+            whose = "another write of this daemon" if turns.shared else "another write of this process"
             raise StoreError(
-                f"cannot write the database: another write of this process held it for longer than "
+                f"cannot write the database: {whose} held it for longer than "
                 f"{self._busy_timeout:g} s ([database] busy_timeout_ms)"
             )
         try:
@@ -124,9 +149,15 @@ class Store:
             self.write_failure = str(exc.orig)
             raise StoreError(f"cannot write the database: {exc.orig}") from exc
         finally:
-            if lock is not None:
-                lock.release()
+            if turns is not None:
+                turns.release()
         self.write_failure = None
+
+    def share_writes(self) -> None:
+        """Take turns at writing with the other processes of this daemon (its worker processes,
+        :mod:`agentd.runtime.workers`) instead of meeting SQLite's busy timeout (SQLite only)."""
+        if self._turns is not None:
+            self._turns.share()
 
     @contextmanager
     def bulk(self) -> Iterator[sa.Connection]:

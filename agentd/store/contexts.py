@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -58,6 +59,12 @@ class ContextRepo:
                 },
             )
         )
+
+    def add_many(self, conn: sa.Connection, records: Sequence[Mapping[str, Any]]) -> None:
+        """Record what several replies were given (each as :meth:`add`'s keyword arguments), in one statement."""
+        if records:
+            now = utcnow()
+            conn.execute(_INSERT, [{**r, "created_at": now} for r in records])
 
     def for_message(self, conn: sa.Connection, message_id: int) -> StoredRecord | None:
         """The record of a reply, looked up by the reply's id or by the user message it answers."""

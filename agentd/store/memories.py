@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 _T = schema.memories
 _MESSAGES = schema.messages
+_FETCH = sa.select(_T).where(_T.c.id.in_(sa.bindparam("ids", expanding=True)))
 
 #: How every episodes scope starts (``episodes:channel:NAME``, ``episodes:user:ID``).
 EPISODES_PREFIX = "episodes:"
@@ -144,7 +145,7 @@ class MemoryRepo:
         found: dict[int, Memory] = {}
         for start in range(0, len(ids), 500):
             chunk = list(ids[start : start + 500])
-            for row in conn.execute(sa.select(_T).where(_T.c.id.in_(chunk))):
+            for row in conn.execute(_FETCH, {"ids": chunk}):
                 mem = _memory(row)
                 found[mem.id] = mem
         return found
@@ -271,17 +272,25 @@ def _key(values: dict[str, Any]) -> tuple[str, str, str]:
     return (values["persona"], values["scope"], values["content_hash"])
 
 
+_B = sa.bindparam
+#: A memory's id by its dedupe key, and the insert of one row (built once: each turn's episode).
+_FIND_KEY = sa.select(_T.c.id).where(
+    _T.c.persona == _B("key_persona"), _T.c.scope == _B("key_scope"), _T.c.content_hash == _B("key_hash")
+)
+_INSERT = sa.insert(_T)
+
+
 def _insert_each(conn: sa.Connection, rows: Sequence[dict[str, Any]]) -> list[tuple[int, bool]]:
     """SQLite: one row at a time (its inserts are cheap in-process calls); ``(id, created)`` each."""
     out: list[tuple[int, bool]] = []
     for values in rows:
         persona, scope, digest = _key(values)
-        key = (_T.c.persona == persona, _T.c.scope == scope, _T.c.content_hash == digest)
-        existing = conn.execute(sa.select(_T.c.id).where(*key)).scalar_one_or_none()
+        key = {"key_persona": persona, "key_scope": scope, "key_hash": digest}
+        existing = conn.execute(_FIND_KEY, key).scalar_one_or_none()
         if existing is not None:
             out.append((existing, False))
             continue
-        out.append((inserted_id(conn.execute(sa.insert(_T).values(**values))), True))
+        out.append((inserted_id(conn.execute(_INSERT, values)), True))
     return out
 
 

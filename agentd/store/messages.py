@@ -49,10 +49,15 @@ _AFTER = (
 )
 _REPLIES = sa.select(_M).where(_M.c.reply_to.in_(_B("ids", expanding=True)), _M.c.role == "assistant").order_by(_M.c.id)
 _REPLIES_IN = _REPLIES.where(_M.c.status == _B("status"))
+_STATUSES = sa.select(_M.c.id, _M.c.status).where(_M.c.id.in_(_B("ids", expanding=True)))
 _SET_STATUS = sa.update(_M).where(_M.c.id == _B("mid")).values(status=_B("new_status"))
 _INSERT = sa.insert(_M)
+_INSERT_MANY = sa.insert(_M).returning(_M.c.id, sort_by_parameter_order=True)
+_COUNT_MORE = sa.update(_C).where(_C.c.name == _B("c")).values(message_count=_C.c.message_count + _B("n"))
 #: ``INSERT … ON CONFLICT DO NOTHING`` of a channel row, per dialect (made on first use).
 _ENSURE: dict[str, Any] = {}
+#: The same with every column given (executemany over a batch's channels), per dialect.
+_ENSURE_MANY: dict[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -153,9 +158,12 @@ class MessageRepo:
         token_counter: str | None = None,
         options: Mapping[str, Any] | None = None,
         created_at: datetime | None = None,
+        channel_exists: bool = False,
     ) -> Message:
-        """Insert one message (and its channel if new); ``created_at`` defaults to now."""
-        self.ensure_channel(conn, channel)
+        """Insert one message (and its channel if new); ``created_at`` defaults to now.
+        ``channel_exists``: the channel is known to exist (a reply's): not checked."""
+        if not channel_exists:
+            self.ensure_channel(conn, channel)
         values = {
             "channel": channel,
             "persona": persona,
@@ -212,23 +220,18 @@ class MessageRepo:
             }
             for m in messages
         ]
-        insert = insert_for(conn)
+        ensure = _ENSURE_MANY.get(conn.dialect.name)
+        if ensure is None:
+            ensure = _ENSURE_MANY[conn.dialect.name] = insert_for(conn)(_C).on_conflict_do_nothing()
         channels = sorted({r["channel"] for r in rows})
-        conn.execute(
-            insert(_C).on_conflict_do_nothing(), [{"name": c, "created_at": now, "message_count": 0} for c in channels]
-        )
-        ids = conn.execute(sa.insert(_M).returning(_M.c.id, sort_by_parameter_order=True), rows).scalars().all()
+        conn.execute(ensure, [{"name": c, "created_at": now, "message_count": 0} for c in channels])
+        ids = conn.execute(_INSERT_MANY, rows).scalars().all()
         counts: dict[str, int] = {}
         for r in rows:
             if r["role"] in CONVERSATION_ROLES:
                 counts[r["channel"]] = counts.get(r["channel"], 0) + 1
         if counts:
-            conn.execute(
-                sa.update(_C)
-                .where(_C.c.name == sa.bindparam("c"))
-                .values(message_count=_C.c.message_count + sa.bindparam("n")),
-                [{"c": c, "n": n} for c, n in counts.items()],
-            )
+            conn.execute(_COUNT_MORE, [{"c": c, "n": n} for c, n in counts.items()])
         return [
             Message(id=int(mid), **{**r, "options": dict(r["options"] or {})}) for mid, r in zip(ids, rows, strict=True)
         ]
@@ -238,9 +241,22 @@ class MessageRepo:
         row = conn.execute(sa.select(_M).where(_M.c.id == message_id)).first()
         return None if row is None else _message(row)
 
+    def statuses(self, conn: sa.Connection, message_ids: Sequence[int]) -> dict[int, str]:
+        """The status of each of ``message_ids`` (missing ids are absent)."""
+        found: dict[int, str] = {}
+        for start in range(0, len(message_ids), 500):
+            chunk = [int(i) for i in message_ids[start : start + 500]]
+            found.update((int(mid), str(status)) for mid, status in conn.execute(_STATUSES, {"ids": chunk}))
+        return found
+
     def set_status(self, conn: sa.Connection, message_id: int, status: str) -> None:
         """Change a message's status."""
         conn.execute(_SET_STATUS, {"mid": message_id, "new_status": status})
+
+    def set_statuses(self, conn: sa.Connection, message_ids: Sequence[int], status: str) -> None:
+        """Change several messages' status, in one statement."""
+        if message_ids:
+            conn.execute(_SET_STATUS, [{"mid": mid, "new_status": status} for mid in message_ids])
 
     def set_token_counts(self, conn: sa.Connection, counts: Mapping[int, int], counter: str) -> None:
         """Keep computed token counts so assembling never counts a stored message twice."""

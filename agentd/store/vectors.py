@@ -132,11 +132,31 @@ def _ddl(conn: sa.Connection, table: str) -> str | None:
 
 
 def _coarse_usable(conn: sa.Connection) -> bool:
-    """The bit table exists, matches the float table, and its storage format is one this module reads."""
-    dimension = table_dimension(conn, TABLE)
-    if dimension is None or _ddl(conn, COARSE) != coarse_create_sql(dimension):
+    """The bit table exists, matches the float table, and its storage format is one this module reads.
+
+    Asked before every search and insert: both tables' DDL in one read of the schema, and
+    sqlite-vec's version once per process (the extension loaded is the one its package ships).
+    """
+    ddl: dict[str, str] = {str(n): str(q) for n, q in conn.exec_driver_sql(_BOTH_DDL, (TABLE, COARSE))}
+    found = _DIM.search(ddl.get(TABLE) or "")
+    if found is None or ddl.get(COARSE) != coarse_create_sql(int(found.group(1))):
         return False
-    return str(conn.exec_driver_sql("SELECT vec_version()").scalar_one()).startswith("v0.1.")
+    return _reads_storage(conn)
+
+
+_BOTH_DDL = "SELECT name, sql FROM sqlite_master WHERE name IN (?, ?)"
+
+
+def _reads_storage(conn: sa.Connection) -> bool:
+    """Whether the loaded sqlite-vec stores chunks as this module reads them (0.1.x)."""
+    global _VEC_VERSION
+    if _VEC_VERSION is None:
+        _VEC_VERSION = str(conn.exec_driver_sql("SELECT vec_version()").scalar_one())
+    return _VEC_VERSION.startswith("v0.1.")
+
+
+#: sqlite-vec's version in this process (every connection loads the same extension file).
+_VEC_VERSION: str | None = None
 
 
 def insert(conn: sa.Connection, rows: Iterable[tuple[int, str, str, np.ndarray]], table: str = TABLE) -> None:

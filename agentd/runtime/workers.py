@@ -1,0 +1,531 @@
+"""Turns answered in worker processes, so that the daemon's Python runs on every core.
+
+Python runs one thread of a process at a time (the GIL). A turn spends about two
+thirds of its CPU in Python (the rest in the embedding model, SQLite and
+tiktoken, which release it), so one process answering every channel keeps
+about one core busy and leaves the others mostly idle, while its HTTP requests
+wait for the GIL behind the turns (docs/throughput.md has the figures).
+
+With ``[runtime] workers = N`` (``agentd serve`` only), the daemon's process
+keeps the HTTP API and accepting messages: each message is stored (durable
+before its ``202``, as always) and then handed to the worker that owns its
+channel: ``crc32(root channel) % N``, so a channel (and a delegation's child
+channel with it) is always answered by the same worker, in order. A worker is
+a process running an ordinary in-process :class:`~agentd.runtime.Runtime` over
+its own :class:`~agentd.app.App` (its own store connections and embedding
+model); it answers the turns it is given and indexes the episodes of its own
+channels. Each turn's events come back over the worker's pipe, in order and a
+batch at a time, and the daemon hands them to the turn's sink and listeners as
+if the turn had run in its own process.
+
+A worker that dies (a bug, ``kill -9``) is started again; the messages of its
+channels still pending in the store are answered by the new one (nothing
+accepted is lost), and a turn whose reply was stored but whose ``done`` never
+came back ends with an error event. When the daemon stops, each worker stops
+its runtime with the daemon's grace period (replies in flight finish or are
+stored as ``interrupted``; messages not started stay pending) and exits. A
+worker whose daemon is gone (its pipe closes) stops the same way.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import os
+import queue
+import signal
+import sys
+import threading
+import zlib
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from agentd.config import Config
+from agentd.log import get_logger
+from agentd.runtime.events import Done, Error, Event, TokenDelta
+from agentd.runtime.messages import Turn
+from agentd.scopes import root_channel
+
+log = get_logger("agentd.workers")
+
+#: Seconds a worker gets to stop beyond the grace period before it is killed.
+STOP_MARGIN = 15.0
+#: Seconds the daemon waits for a worker's answer to a question (health, idle).
+ASK_TIMEOUT = 10.0
+#: Events sent per message on a worker's pipe, at most.
+BATCH = 512
+
+
+def shard_of(channel: str, count: int) -> int:
+    """The worker (``0 .. count-1``) that answers ``channel``: its root channel's crc32 modulo ``count``."""
+    return zlib.crc32(root_channel(channel).encode()) % count
+
+
+# -- what goes over a worker's pipe ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Daemon → worker: answer this stored user message."""
+
+    request_id: str
+    persona: str
+    channel: str
+    user: str
+    message_id: int
+    text: str
+    disable_memory: bool
+    disable_tools: bool
+
+
+@dataclass(frozen=True)
+class Ask:
+    """Daemon → worker: a question (``health``, ``learning_idle``) answered with :class:`Answered`."""
+
+    ident: int
+    what: str
+    timeout: float = ASK_TIMEOUT
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Daemon → worker: stop the runtime within ``grace`` seconds, then exit."""
+
+    grace: float
+
+
+@dataclass(frozen=True)
+class Events:
+    """Worker → daemon: ``(request_id, event)`` pairs, in the order the turns emitted them."""
+
+    items: list[tuple[str, Event]]
+
+
+@dataclass(frozen=True)
+class Answered:
+    """Worker → daemon: the answer to :class:`Ask` ``ident``."""
+
+    ident: int
+    value: Any
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """Worker → daemon: the runtime stopped; the worker exits."""
+
+
+# -- the daemon's side --------------------------------------------------------------------------
+
+#: Called with each event a worker sends back: ``(request_id, event)``.
+Deliver = Callable[[str, Event], None]
+#: Called once a worker was started again after it died: ``(its index)``.
+Restarted = Callable[[int], None]
+
+
+class Workers:
+    """The daemon's worker processes: routes turns to them and relays their events back."""
+
+    def __init__(self, config: Config, count: int, deliver: Deliver, restarted: Restarted) -> None:
+        self._config = config
+        self._deliver = deliver
+        self._restarted = restarted
+        self._context = multiprocessing.get_context("spawn")
+        self._stopping = threading.Event()
+        self._asks = itertools.count(1)
+        self._shards = [_Shard(self, i) for i in range(count)]
+
+    @property
+    def count(self) -> int:
+        """How many workers there are."""
+        return len(self._shards)
+
+    def start(self) -> Workers:
+        """Start every worker (they load their models meanwhile; turns queue until they are ready)."""
+        for shard in self._shards:
+            shard.start()
+        return self
+
+    def owner(self, channel: str) -> int:
+        """The index of the worker that answers ``channel``."""
+        return shard_of(channel, len(self._shards))
+
+    def route(self, turn: Turn) -> None:
+        """Have the worker that owns the turn's channel answer it (its message is stored)."""
+        self._shards[self.owner(turn.channel)].send(
+            Answer(
+                turn.request_id,
+                turn.persona,
+                turn.channel,
+                turn.user,
+                turn.message_id,
+                turn.text,
+                turn.disable_memory,
+                turn.disable_tools,
+            )
+        )
+
+    def ask(self, what: str, timeout: float = ASK_TIMEOUT) -> list[Any]:
+        """Every worker's answer to ``what`` (``None`` for a worker that did not answer in time)."""
+        futures = [shard.ask(what, timeout) for shard in self._shards]
+        answers: list[Any] = []
+        for future in futures:
+            try:
+                answers.append(future.result(timeout + 1.0))
+            except FutureTimeout:
+                answers.append(None)
+        return answers
+
+    def pids(self) -> list[int | None]:
+        """The workers' process ids (``None`` for one not running)."""
+        return [shard.pid for shard in self._shards]
+
+    def stop(self, grace: float) -> None:
+        """Stop every worker within ``grace`` seconds (plus a margin), killing one that does not."""
+        self._stopping.set()
+        for shard in self._shards:
+            shard.send(Stop(grace))
+        for shard in self._shards:
+            shard.join(grace + STOP_MARGIN)
+
+    # -- for the shards ---------------------------------------------------------------------
+
+    def _next_ask(self) -> int:
+        return next(self._asks)
+
+
+class _Shard:
+    """One worker process, its pipe, and the two threads that feed and drain it."""
+
+    def __init__(self, owner: Workers, index: int) -> None:
+        self._owner = owner
+        self.index = index
+        self._lock = threading.Lock()
+        self._outbox: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._asked: dict[int, Future[Any]] = {}
+        self._process: Any = None
+        self._generation = 0
+
+    @property
+    def pid(self) -> int | None:
+        process = self._process
+        return process.pid if process is not None and process.is_alive() else None
+
+    def start(self) -> None:
+        """Start the process, and its sender and relay threads."""
+        context = self._owner._context
+        here, there = context.Pipe(duplex=True)
+        process = context.Process(
+            target=serve_worker,
+            args=(self._owner._config, self.index, self._owner.count, there),
+            name=f"agentd-worker-{self.index}",
+            daemon=True,
+        )
+        process.start()
+        there.close()
+        with self._lock:
+            self._generation += 1
+            generation = self._generation
+            self._process = process
+            outbox = self._outbox = queue.SimpleQueue()
+        threading.Thread(
+            target=self._send_loop, args=(here, outbox), name=f"agentd-worker-{self.index}-send", daemon=True
+        ).start()
+        threading.Thread(
+            target=self._relay_loop,
+            args=(here, process, generation),
+            name=f"agentd-worker-{self.index}-relay",
+            daemon=True,
+        ).start()
+        log.info("worker_started", worker=self.index, pid=process.pid)
+
+    def send(self, message: object) -> None:
+        """Queue ``message`` for the worker (sent in order by the sender thread; never blocks)."""
+        with self._lock:
+            outbox = self._outbox
+        outbox.put(message)
+
+    def ask(self, what: str, timeout: float) -> Future[Any]:
+        """Ask the worker ``what``; the future gets its answer."""
+        future: Future[Any] = Future()
+        ident = self._owner._next_ask()
+        with self._lock:
+            self._asked[ident] = future
+        self.send(Ask(ident, what, timeout))
+        return future
+
+    def join(self, timeout: float) -> None:
+        """Wait for the process to exit; kill it when it does not in time."""
+        process = self._process
+        if process is None:
+            return
+        process.join(timeout)
+        if process.is_alive():
+            log.error("worker_stop_timeout", worker=self.index, pid=process.pid)
+            process.kill()
+            process.join(5)
+
+    def _send_loop(self, conn: Connection, outbox: queue.SimpleQueue[object]) -> None:
+        while True:
+            message = outbox.get()
+            if message is None:
+                return
+            try:
+                conn.send(message)
+            except (OSError, EOFError, ValueError):
+                return  # the worker is gone: the relay loop restarts it, and pending messages are re-sent
+            if isinstance(message, Stop):
+                return
+
+    def _relay_loop(self, conn: Connection, process: Any, generation: int) -> None:
+        deliver = self._owner._deliver
+        try:
+            while True:
+                try:
+                    message = conn.recv()
+                except (EOFError, OSError):
+                    break
+                if isinstance(message, Events):
+                    for request_id, event in message.items:
+                        deliver(request_id, event)
+                elif isinstance(message, Answered):
+                    with self._lock:
+                        future = self._asked.pop(message.ident, None)
+                    if future is not None and not future.done():
+                        future.set_result(message.value)
+                elif isinstance(message, Stopped):
+                    break
+        finally:
+            conn.close()
+            with self._lock:
+                outbox = self._outbox
+                asked, self._asked = self._asked, {}
+            outbox.put(None)  # ends this generation's sender
+            for future in asked.values():
+                if not future.done():
+                    future.set_result(None)
+        if self._owner._stopping.is_set():
+            return
+        process.join(5)
+        log.error("worker_died", worker=self.index, pid=process.pid, exitcode=process.exitcode)
+        with self._lock:
+            if generation != self._generation:
+                return
+        self.start()
+        self._owner._restarted(self.index)
+
+
+# -- the worker's side --------------------------------------------------------------------------
+
+
+def serve_worker(config: Config, index: int, count: int, conn: Connection) -> None:
+    """A worker process: answer the turns the daemon sends until it says stop (or is gone).
+
+    The runtime is built on a thread of its own (opening the store may ask a remote
+    embedding model its dimension, which may hang) while this loop already reads
+    the pipe: turns wait for it in order, and a stop is obeyed at once.
+    """
+    # Ctrl-C reaches the whole process group: the daemon stops its workers itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from agentd.log import configure
+
+    configure(config.logging)
+    worker = _Worker(config, index, count, conn)
+    grace = config.daemon.shutdown_grace_seconds
+    try:
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                worker.log.warning("worker_orphaned")  # the daemon is gone: stop as it would have asked
+                break
+            if isinstance(message, Answer):
+                worker.answer(message)
+            elif isinstance(message, Ask):
+                threading.Thread(target=worker.reply, args=(message,), daemon=True).start()
+            elif isinstance(message, Stop):
+                grace = message.grace
+                break
+    finally:
+        worker.stop(grace)
+        conn.close()
+        # As agentd serve does: no interpreter finalization, which a thread stuck in a dependency
+        # (a hung embedder) could hold up forever.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+class _Worker:
+    """A worker's runtime (built in the background), its outbox of events, and what it answers."""
+
+    def __init__(self, config: Config, index: int, count: int, conn: Connection) -> None:
+        self._config = config
+        self._index = index
+        self._count = count
+        self._conn = conn
+        self.log = get_logger("agentd.workers").bind(worker=index)
+        self._send_lock = threading.Lock()
+        self._outbox: queue.SimpleQueue[tuple[str, Event] | None] = queue.SimpleQueue()
+        self._answering = _Answering()
+        self._lock = threading.Lock()
+        self._waiting: list[Answer] = []
+        self._ready = threading.Event()
+        self._app: Any = None
+        self._runtime: Any = None
+        self._sender = threading.Thread(target=self._relay, name="agentd-worker-relay", daemon=True)
+        self._sender.start()
+        threading.Thread(target=self._start, name="agentd-worker-start", daemon=True).start()
+
+    def answer(self, message: Answer) -> None:
+        """Answer a turn now, or once the runtime is ready (in the order received)."""
+        with self._lock:
+            if self._runtime is None:
+                self._waiting.append(message)
+                return
+            self._dispatch(message)
+
+    def reply(self, ask: Ask) -> None:
+        """Answer the daemon's question (a worker still starting has no actors and is idle)."""
+        self._ready.wait(ask.timeout)
+        runtime = self._runtime
+        value: Any = None
+        if runtime is None:
+            value = {"healthy": True, "actors": [], "starting": True} if ask.what == "health" else False
+        elif ask.what == "health":
+            value = runtime.health(ask.timeout)
+        elif ask.what == "learning_idle":
+            value = runtime.learning_idle(ask.timeout)
+        self._send(Answered(ask.ident, value))
+
+    def stop(self, grace: float) -> None:
+        """Stop the runtime within ``grace`` (if it was built), send what is left, say so."""
+        with self._lock:
+            runtime, self._runtime = self._runtime, _STOPPED
+        if runtime is not None and runtime is not _STOPPED:
+            runtime.stop(grace)
+        self._outbox.put(None)
+        self._sender.join(10)
+        self._send(Stopped())
+        if self._app is not None:
+            self._app.close()
+
+    def _start(self) -> None:
+        from agentd.app import App
+        from agentd.runtime.runtime import Runtime
+
+        try:
+            app = App(self._config)
+            app.store.share_writes()  # the daemon and the other workers write to the same database
+            app.preload_models()
+            runtime = Runtime(app, owns=lambda channel: shard_of(channel, self._count) == self._index)
+        except Exception as exc:  # the daemon sees the worker exit and starts it again
+            self.log.error("worker_start_failed", error=f"{type(exc).__name__}: {exc}")
+            os._exit(1)
+        with self._lock:
+            if self._runtime is _STOPPED:  # stopped while starting: nothing was answered here
+                return
+            self._app, self._runtime = app, runtime
+            for message in self._waiting:
+                self._dispatch(message)
+            self._waiting.clear()
+        self._ready.set()
+        self.log.info("worker_ready", pid=os.getpid())
+        # litellm takes seconds to import: meanwhile turns on the offline model are answered.
+        app.preload_litellm()
+
+    def _dispatch(self, message: Answer) -> None:
+        if self._answering.begin(message.request_id):
+            self._runtime.dispatch(_turn(message, self._outbox, self._answering))
+
+    def _send(self, message: object) -> None:
+        with self._send_lock:
+            try:
+                self._conn.send(message)
+            except (OSError, EOFError, ValueError):
+                pass  # the daemon is gone: the command loop sees it and stops
+
+    def _relay(self) -> None:
+        """Send the turns' events to the daemon, as many as are waiting in one message; a turn's
+        text pieces that waited together go as one (the same text, in fewer events)."""
+        outbox = self._outbox
+        while True:
+            item = outbox.get()
+            if item is None:
+                return
+            items = [item]
+            while len(items) < BATCH:
+                try:
+                    more = outbox.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    self._send(Events(items))
+                    return
+                last = items[-1]
+                if last[0] == more[0] and isinstance(last[1], TokenDelta) and isinstance(more[1], TokenDelta):
+                    items[-1] = (last[0], TokenDelta(text=last[1].text + more[1].text))
+                else:
+                    items.append(more)
+            self._send(Events(items))
+
+
+#: What a worker's runtime is once it stopped.
+_STOPPED: Any = object()
+
+
+class _Answering:
+    """The request ids a worker is answering, and the last :data:`REMEMBERED` it answered: after a
+    worker restarts, the daemon may send a pending message again that the new worker already has."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active: set[str] = set()
+        self._done: deque[str] = deque()
+        self._done_set: set[str] = set()
+
+    def begin(self, request_id: str) -> bool:
+        """True for a request id not seen yet (answer it), False for one seen already."""
+        with self._lock:
+            if request_id in self._active or request_id in self._done_set:
+                return False
+            self._active.add(request_id)
+            return True
+
+    def end(self, request_id: str) -> None:
+        """The turn of ``request_id`` ended."""
+        with self._lock:
+            self._active.discard(request_id)
+            self._done.append(request_id)
+            self._done_set.add(request_id)
+            if len(self._done) > REMEMBERED:
+                self._done_set.discard(self._done.popleft())
+
+
+#: Request ids a worker remembers having answered.
+REMEMBERED = 10_000
+
+
+def _turn(message: Answer, outbox: queue.SimpleQueue[tuple[str, Event] | None], answering: _Answering) -> Turn:
+    request_id = message.request_id
+
+    def sink(event: Event) -> None:
+        outbox.put((request_id, event))
+        if isinstance(event, Done | Error):
+            answering.end(request_id)
+
+    return Turn(
+        request_id,
+        message.persona,
+        message.channel,
+        message.user,
+        message.message_id,
+        message.text,
+        sink,
+        message.disable_memory,
+        disable_tools=message.disable_tools,
+    )

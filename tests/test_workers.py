@@ -1,0 +1,289 @@
+"""Turns answered in worker processes: ``agentd serve`` with ``[runtime] workers = 2``, in a
+subprocess, through the API over real HTTP, the offline model and the real local embedder
+in every process. Each channel is answered by one worker, in order; every accepted message
+is answered once, across a worker killed mid-run and a daemon stopped mid-run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agentd.app import App
+from agentd.config import load_config
+from agentd.runtime.workers import shard_of
+from agentd.store import Store
+from tests.conftest import write_home
+from tests.support import read_sse, wait_for
+from tests.test_serve import Serve
+
+WORKERS = "[runtime]\nworkers = 2\n[daemon]\nshutdown_grace_seconds = 5\n"
+
+
+def channels_of_both_workers(n: int) -> list[str]:
+    """``n`` channel names, half of them answered by each of two workers."""
+    found: dict[int, list[str]] = {0: [], 1: []}
+    i = 0
+    while min(len(v) for v in found.values()) < n // 2:
+        name = f"dm-room{i}"
+        found[shard_of(name, 2)].append(name)
+        i += 1
+    return found[0][: n // 2] + found[1][: n - n // 2]
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Any:
+    started: list[Serve] = []
+
+    def start(config: str = WORKERS) -> Serve:
+        s = Serve(write_home(tmp_path, config))
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+def replies_of(home: Path) -> dict[int, list[tuple[int, str]]]:
+    """user message id -> its complete replies ``(id, status)``."""
+    app = App(load_config(home, environ={}))
+    try:
+        with app.store.read() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT reply_to, id, status FROM messages WHERE role = 'assistant' AND status = 'complete'"
+            ).fetchall()
+    finally:
+        app.close()
+    found: dict[int, list[tuple[int, str]]] = {}
+    for reply_to, mid, status in rows:
+        found.setdefault(int(reply_to), []).append((int(mid), str(status)))
+    return found
+
+
+def post_all(url: str, channels: list[str], per_channel: int) -> list[tuple[str, int]]:
+    """Post ``per_channel`` messages to each channel from one thread per channel; ``(channel, id)`` each."""
+    accepted: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def post(channel: str) -> None:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            for i in range(per_channel):
+                answer = client.post(
+                    f"/v1/channels/{channel}/messages",
+                    json={"user": "ann", "text": f"note {i} about rust in {channel}"},
+                )
+                assert answer.status_code == 202, answer.text
+                with lock:
+                    accepted.append((channel, int(answer.json()["id"])))
+
+    threads = [threading.Thread(target=post, args=(c,)) for c in channels]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return accepted
+
+
+def wait_answered(home: Path, ids: list[int], timeout: float = 120) -> dict[int, list[tuple[int, str]]]:
+    found: dict[int, list[tuple[int, str]]] = {}
+
+    def all_answered() -> bool:
+        nonlocal found
+        found = replies_of(home)
+        return all(i in found for i in ids)
+
+    wait_for(all_answered, timeout, "every accepted message to be answered")
+    return found
+
+
+def test_every_message_is_answered_once_in_order_by_the_worker_that_owns_its_channel(daemon: Any) -> None:
+    running = daemon()
+    channels = channels_of_both_workers(6)
+    accepted = post_all(running.url, channels, 6)
+    home = Path(running.proc.args[2])
+    found = wait_answered(home, [mid for _c, mid in accepted])
+    assert all(len(found[mid]) == 1 for _c, mid in accepted)  # once each
+    for channel in channels:  # in order: replies follow the order of their messages
+        reply_ids = [found[mid][0][0] for mid in sorted(mid for c, mid in accepted if c == channel)]
+        assert reply_ids == sorted(reply_ids)
+    health = httpx.get(running.url + "/healthz", timeout=30).json()
+    workers = health["workers"]
+    assert [w["worker"] for w in workers] == [0, 1] and all(w["running"] and w["answered"] for w in workers)
+    pids = {w["pid"] for w in workers}
+    assert len(pids) == 2 and running.proc.pid not in pids
+    # Both workers answered: each reports the actors of its own channels, and only those.
+    by_channel = {a["channel"] for a in health["actors"]}
+    assert set(channels) <= by_channel
+
+
+def test_a_streamed_chat_recalls_a_memory_a_worker_learned(daemon: Any) -> None:
+    running = daemon()
+    with httpx.Client(base_url=running.url, timeout=60) as client:
+        stored = client.post(
+            "/v1/chat",
+            json={"persona": "buddy", "channel": "general", "user": "ann", "message": "remember that I like Python"},
+        )
+        assert stored.status_code == 200
+        assert "event: tool_result" in stored.text and "event: done" in stored.text
+        with client.stream(
+            "POST",
+            "/v1/chat",
+            json={"persona": "buddy", "channel": "general", "user": "ann", "message": "which language do I like?"},
+        ) as answer:
+            events = list(read_sse(answer.iter_lines()))
+        # The daemon's own process (the memory API) reads what the worker wrote.
+        found = client.post("/v1/memory/search", json={"query": "python", "persona": "buddy", "userId": "ann"})
+    names = [e.event for e in events]
+    assert names[0] == "memory_context" and names[-1] == "done" and "token_delta" in names
+    assert any("Python" in m["text"] for m in events[0].data["memories"])
+    assert any("Python" in r["text"] for r in found.json()["results"])
+
+
+def test_a_killed_worker_is_started_again_and_nothing_accepted_is_lost_or_answered_twice(daemon: Any) -> None:
+    running = daemon()
+    channels = channels_of_both_workers(4)
+    health = httpx.get(running.url + "/healthz", timeout=30).json()
+    victim = health["workers"][0]["pid"]
+    done = threading.Event()
+    accepted: list[tuple[str, int]] = []
+
+    def keep_posting() -> None:
+        while not done.is_set():
+            accepted.extend(post_all(running.url, channels, 2))
+
+    poster = threading.Thread(target=keep_posting)
+    poster.start()
+    try:
+        wait_for(lambda: len(accepted) >= 8, 60, "posts before the kill")
+        os.kill(victim, signal.SIGKILL)
+        wait_for(
+            lambda: httpx.get(running.url + "/healthz", timeout=30).json()["workers"][0]["pid"] not in (None, victim),
+            60,
+            "worker 0 to be started again",
+        )
+        count = len(accepted)
+        wait_for(lambda: len(accepted) >= count + 8, 60, "posts after the restart")
+    finally:
+        done.set()
+        poster.join(120)
+    home = Path(running.proc.args[2])
+    found = wait_answered(home, [mid for _c, mid in accepted])
+    assert all(len(found[mid]) == 1 for _c, mid in accepted)
+
+
+def test_sigterm_drains_the_workers_and_a_restart_answers_what_was_pending(daemon: Any, tmp_path: Path) -> None:
+    running = daemon()
+    channels = channels_of_both_workers(4)
+    accepted = post_all(running.url, channels, 5)
+    pids = [w["pid"] for w in httpx.get(running.url + "/healthz", timeout=30).json()["workers"]]
+    running.proc.send_signal(signal.SIGTERM)
+    assert running.proc.wait(60) == 0, "".join(running.stderr)
+    for pid in pids:  # no worker outlives its daemon
+        wait_for(lambda pid=pid: not _alive(pid), 30, f"worker {pid} to exit")
+    home = Path(running.proc.args[2])
+    store = Store.open(load_config(home, environ={}).database_url)
+    try:
+        with store.read() as conn:
+            left = {m.id for m in store.messages.with_status(conn, "pending")}
+    finally:
+        store.close()
+    again = daemon()  # answers whatever the first one left pending
+    found = wait_answered(home, [mid for _c, mid in accepted])
+    assert all(len(found[mid]) == 1 for _c, mid in accepted)
+    assert left <= set(found)
+    again.proc.send_signal(signal.SIGTERM)
+    assert again.proc.wait(60) == 0
+
+
+def test_workers_are_validated_and_auto_means_one_per_cpu_on_sqlite(tmp_path: Path) -> None:
+    from agentd._exceptions import ConfigError
+    from agentd.config import AUTO_WORKERS_MAX, RuntimeConfig
+
+    with pytest.raises(ConfigError, match=r"runtime\.workers"):
+        load_config(write_home(tmp_path, "[runtime]\nworkers = -1\n"), environ={})
+    cpus = os.cpu_count() or 1
+    assert RuntimeConfig().worker_count("sqlite") == (min(cpus, AUTO_WORKERS_MAX) if cpus >= 2 else 0)
+    assert RuntimeConfig(workers=3).worker_count("sqlite") == 3
+    assert RuntimeConfig(workers=3).worker_count("postgresql") == 0  # several daemons scale PostgreSQL out
+    names = [f"c{i}" for i in range(200)]
+    assert {shard_of(n, 4) for n in names} == {0, 1, 2, 3}
+    # A delegation's child channel is answered with its parent.
+    assert all(shard_of(f"{n}~helper", 4) == shard_of(n, 4) for n in names)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "zombie" not in status.read_text()
+
+
+def test_the_writers_of_several_processes_take_turns_and_a_killed_holder_lets_go(tmp_path: Path) -> None:
+    """Store.share_writes: a write waits while another process holds the turn, and goes on when
+    that process is killed holding it (the kernel drops its lock)."""
+    import multiprocessing
+
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    Store.open(url).close()
+    context = multiprocessing.get_context("spawn")
+    holding = context.Event()
+    holder = context.Process(target=_hold_the_turn, args=(url, holding), daemon=True)
+    holder.start()
+    try:
+        assert holding.wait(60)
+        store = Store.open(url, busy_timeout_ms=300)
+        store.share_writes()
+        started = time.monotonic()
+        from agentd._exceptions import StoreError
+
+        with pytest.raises(StoreError, match="another write of this daemon"), store.write():
+            pass
+        assert time.monotonic() - started >= 0.25  # it waited its busy timeout for the turn
+        os.kill(holder.pid or 0, signal.SIGKILL)
+        holder.join(30)
+        with store.write() as conn:  # the turn is free again
+            conn.exec_driver_sql("SELECT 1")
+        store.close()
+    finally:
+        if holder.is_alive():
+            holder.kill()
+
+
+def _hold_the_turn(url: str, holding: Any) -> None:
+    store = Store.open(url)
+    store.share_writes()
+    with store.write():
+        holding.set()
+        time.sleep(600)
+
+
+def test_log_lines_of_several_processes_on_one_stderr_stay_whole(tmp_path: Path) -> None:
+    """The daemon's workers write to its stderr: each JSON line is written whole."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "from agentd.config import LoggingConfig\n"
+        "from agentd.log import configure, get_logger\n"
+        "configure(LoggingConfig(level='info', format='json'))\n"
+        "log = get_logger('t')\n"
+        "for i in range(3000): log.info('turn', n=i, text='x' * 300)\n"
+    )
+    out = tmp_path / "log"
+    with out.open("w") as shared:
+        procs = [subprocess.Popen([sys.executable, "-c", code], stderr=shared) for _ in range(3)]
+        for p in procs:
+            assert p.wait(120) == 0
+    lines = out.read_text().splitlines()
+    assert len(lines) == 9000
+    assert all(json.loads(line)["event"] == "turn" for line in lines)
