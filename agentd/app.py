@@ -238,6 +238,22 @@ class App:
 
             litellm_module()
 
+    def turn_modules(self) -> list[str]:
+        """The modules a process that answers this app's turns imports (for the workers' fork
+        server, which imports them once for every worker; litellm only when a persona calls a
+        model through it, with :func:`agentd.llm.offline_environment` set first)."""
+        from agentd.llm.offline import is_offline
+
+        modules = ["agentd.app", "agentd.runtime.runtime", "agentd.llm.tokens", "agentd.llm.chat"]
+        if self.config.embedding.provider == "local":
+            modules += ["agentd.embedders.local", "onnxruntime"]
+        if any(not is_offline(p.model) for p in self.personas.values()):
+            from agentd.llm import offline_environment
+
+            offline_environment()
+            modules.append("litellm")
+        return modules
+
     def close(self) -> None:
         """Stop waiting on the embedder, and release the database."""
         embedder = self.__dict__.get("embedder")

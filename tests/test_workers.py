@@ -67,6 +67,16 @@ def replies_of(home: Path) -> dict[int, list[tuple[int, str]]]:
     return found
 
 
+def worker_pids(url: str) -> list[int]:
+    """The workers' process ids, once every one runs (the daemon starts them on a thread)."""
+
+    def running() -> list[int]:
+        pids = [w["pid"] for w in httpx.get(url + "/healthz", timeout=30).json()["workers"]]
+        return pids if None not in pids else []
+
+    return list(wait_for(running, 60, "every worker to run"))
+
+
 def post_all(url: str, channels: list[str], per_channel: int) -> list[tuple[str, int]]:
     """Post ``per_channel`` messages to each channel from one thread per channel; ``(channel, id)`` each."""
     accepted: list[tuple[str, int]] = []
@@ -149,8 +159,7 @@ def test_a_streamed_chat_recalls_a_memory_a_worker_learned(daemon: Any) -> None:
 def test_a_killed_worker_is_started_again_and_nothing_accepted_is_lost_or_answered_twice(daemon: Any) -> None:
     running = daemon()
     channels = channels_of_both_workers(4)
-    health = httpx.get(running.url + "/healthz", timeout=30).json()
-    victim = health["workers"][0]["pid"]
+    victim = worker_pids(running.url)[0]
     done = threading.Event()
     accepted: list[tuple[str, int]] = []
 
@@ -182,7 +191,7 @@ def test_sigterm_drains_the_workers_and_a_restart_answers_what_was_pending(daemo
     running = daemon()
     channels = channels_of_both_workers(4)
     accepted = post_all(running.url, channels, 5)
-    pids = [w["pid"] for w in httpx.get(running.url + "/healthz", timeout=30).json()["workers"]]
+    pids = worker_pids(running.url)
     running.proc.send_signal(signal.SIGTERM)
     assert running.proc.wait(60) == 0, "".join(running.stderr)
     for pid in pids:  # no worker outlives its daemon

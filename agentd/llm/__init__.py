@@ -14,14 +14,19 @@ _lock = threading.Lock()
 _module: ModuleType | None = None
 
 
+def offline_environment() -> None:
+    """Set what litellm must see before it is imported (here or in a process started after this
+    call): otherwise its import fetches the model map from the network."""
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
 def litellm_module() -> ModuleType:
     """Import and configure litellm once (offline cost map, no telemetry, quiet)."""
     global _module
     with _lock:
         if _module is None:
-            # Must be set before the import: litellm fetches its model map at import otherwise.
-            os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            offline_environment()
             import logging
 
             import litellm

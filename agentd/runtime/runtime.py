@@ -121,7 +121,9 @@ class Runtime:
             from agentd.runtime.workers import Workers
 
             app.store.share_writes()  # the workers write to the same database
-            self._workers = Workers(app.config, workers, self._relayed, self._worker_restarted).start()
+            self._workers = Workers(
+                app.config, workers, self._relayed, self._worker_restarted, preload=app.turn_modules()
+            ).start()
             return
         self._supervisor = Supervisor.start(self._spawn, app.config.runtime, self._unanswerable)
         if app.store.backend == "postgresql":  # several daemons may share it (agentd.runtime.cluster)

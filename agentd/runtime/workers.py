@@ -25,10 +25,20 @@ came back ends with an error event. When the daemon stops, each worker stops
 its runtime with the daemon's grace period (replies in flight finish or are
 stored as ``interrupted``; messages not started stay pending) and exits. A
 worker whose daemon is gone (its pipe closes) stops the same way.
+
+Workers are forked from a fork server (``multiprocessing``'s ``forkserver``, where the
+platform has one; else each is a new interpreter): a clean process that imports
+once what a worker needs (:meth:`agentd.app.App.turn_modules`: agentd, the
+embedding runtime, litellm when a persona uses it) before it forks the first one.
+A second worker, or one started again after it died, then starts with all of it
+loaded (and shares those pages with its siblings until it writes to them) instead
+of importing it again: seconds of CPU each. The daemon starts them on a thread of
+its own, so it listens meanwhile; turns queue until their worker is there.
 """
 
 from __future__ import annotations
 
+import gc
 import itertools
 import multiprocessing
 import os
@@ -38,7 +48,7 @@ import sys
 import threading
 import zlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -130,14 +140,22 @@ Restarted = Callable[[int], None]
 class Workers:
     """The daemon's worker processes: routes turns to them and relays their events back."""
 
-    def __init__(self, config: Config, count: int, deliver: Deliver, restarted: Restarted) -> None:
+    def __init__(
+        self, config: Config, count: int, deliver: Deliver, restarted: Restarted, preload: Sequence[str] = ()
+    ) -> None:
+        """``preload``: the modules the fork server imports once for every worker."""
         self._config = config
         self._deliver = deliver
         self._restarted = restarted
-        self._context = multiprocessing.get_context("spawn")
+        if "forkserver" in multiprocessing.get_all_start_methods():
+            self._context: Any = multiprocessing.get_context("forkserver")
+            self._context.set_forkserver_preload([__name__, *preload])
+        else:
+            self._context = multiprocessing.get_context("spawn")
         self._stopping = threading.Event()
         self._asks = itertools.count(1)
         self._shards = [_Shard(self, i) for i in range(count)]
+        self._starter: threading.Thread | None = None
 
     @property
     def count(self) -> int:
@@ -145,10 +163,20 @@ class Workers:
         return len(self._shards)
 
     def start(self) -> Workers:
-        """Start every worker (they load their models meanwhile; turns queue until they are ready)."""
-        for shard in self._shards:
-            shard.start()
+        """Start every worker, on a thread (the fork server imports what they need first, and
+        they load their models meanwhile): turns queue until their worker is ready."""
+        self._starter = threading.Thread(target=self._start_all, name="agentd-workers-start", daemon=True)
+        self._starter.start()
         return self
+
+    def _start_all(self) -> None:
+        for shard in self._shards:
+            if self._stopping.is_set():
+                return
+            try:
+                shard.start()
+            except Exception as exc:  # said; the turns of that worker wait
+                log.error("worker_start_failed", worker=shard.index, error=f"{type(exc).__name__}: {exc}")
 
     def owner(self, channel: str) -> int:
         """The index of the worker that answers ``channel``."""
@@ -187,6 +215,8 @@ class Workers:
     def stop(self, grace: float) -> None:
         """Stop every worker within ``grace`` seconds (plus a margin), killing one that does not."""
         self._stopping.set()
+        if self._starter is not None:
+            self._starter.join(grace + STOP_MARGIN)  # a worker being started is stopped with the rest
         for shard in self._shards:
             shard.send(Stop(grace))
         for shard in self._shards:
@@ -231,7 +261,9 @@ class _Shard:
             self._generation += 1
             generation = self._generation
             self._process = process
-            outbox = self._outbox = queue.SimpleQueue()
+            if generation > 1:  # the first keeps what was queued before it started; a restart's
+                self._outbox = queue.SimpleQueue()  # pending turns are routed to it again
+            outbox = self._outbox
         threading.Thread(
             target=self._send_loop, args=(here, outbox), name=f"agentd-worker-{self.index}-send", daemon=True
         ).start()
@@ -331,6 +363,9 @@ def serve_worker(config: Config, index: int, count: int, conn: Connection) -> No
     """
     # Ctrl-C reaches the whole process group: the daemon stops its workers itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # What the fork server imported lives as long as the worker: out of the collector's passes,
+    # which would otherwise also copy the pages the workers share.
+    gc.freeze()
     from agentd.log import configure
 
     configure(config.logging)
