@@ -32,8 +32,10 @@ Printed (medians unless said otherwise):
   tools, ``disable_memory: true`` (no retrieval, no earlier exchanges), in fresh
   channels (no history): what accepting, dispatching, assembling a tiny prompt,
   the offline model and storing the reply cost by themselves;
-* the daemon's resident memory (VmRSS) after the run, and in a second, fresh
-  daemon with 1, 100 and 1,000 live actors (one channel each, no-op turns).
+* the daemon's resident memory after the run, and in a second, fresh daemon with
+  1, 100 and 1,000 live actors (one channel each, no-op turns): the sum of the
+  proportional set sizes (PSS) of its processes (the daemon, its workers and
+  their fork server), so pages the workers share are counted once.
 
 The machine this runs on may be shared: the load average is printed with the
 figures (``/proc/loadavg``).
@@ -144,7 +146,7 @@ def write_home(home: Path, turn_slots: int = 0, workers: str = "auto") -> Path:
         '[database]\nurl = "sqlite:///bench.db"\n'
         '[embedding]\nprovider = "local"\n'
         '[logging]\nlevel = "info"\nformat = "json"\n'
-        # Actors stay alive for the whole run (the RSS figures count live actors).
+        # Actors stay alive for the whole run (the memory figures count live actors).
         f"[runtime]\nidle_stop_seconds = 3600\nturn_slots = {turn_slots}\n"
         f"workers = {workers if workers.isdigit() else repr(workers)}\n"
     )
@@ -242,9 +244,10 @@ class Daemon:
             raise SystemExit(f"agentd serve did not start: {line}{log.read_text()[-2000:]}")
         self.url = line.split("listening on ")[1].split()[0]
 
-    def rss_mb(self) -> float:
-        """The resident memory of the daemon and its worker processes together."""
-        return sum(rss_mb(pid) for pid in (self.proc.pid, *children(self.proc.pid)))
+    def memory_mb(self) -> float:
+        """The resident memory of the daemon and every process under it (its workers, their fork
+        server) together: PSS, so a page the processes share counts once."""
+        return sum(pss_mb(pid) for pid in (self.proc.pid, *descendants(self.proc.pid)))
 
     def cpu_seconds(self) -> float:
         return cpu_seconds(self.proc.pid)
@@ -500,11 +503,20 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def rss_mb(pid: int) -> float:
-    """VmRSS of process ``pid`` in MB."""
+def descendants(pid: int) -> list[int]:
+    """Every process under ``pid``: its children, theirs, and so on."""
+    found = []
+    for child in children(pid):
+        found += [child, *descendants(child)]
+    return found
+
+
+def pss_mb(pid: int) -> float:
+    """The proportional set size of process ``pid`` in MB (its private pages, plus each page it
+    shares divided by the number of processes sharing it): summed over processes, a total."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
@@ -516,14 +528,14 @@ def loadavg() -> str:
 
 
 def actors_rss(home: Path, counts: list[int]) -> list[tuple[int, int, float]]:
-    """(wanted actors, live actors, RSS MB) in a fresh daemon, one no-op turn per channel."""
+    """(wanted actors, live actors, memory MB (PSS)) in a fresh daemon, one no-op turn per channel."""
     config = home / "agentd.toml"
     daemon = Daemon(config, home / "actors.log")
     rows = []
     try:
         done = 0
         with httpx.Client(base_url=daemon.url, timeout=60) as http:
-            rows.append((0, 0, daemon.rss_mb()))
+            rows.append((0, 0, daemon.memory_mb()))
             for target in counts:
                 for i in range(done, target):
                     http.post(
@@ -532,7 +544,7 @@ def actors_rss(home: Path, counts: list[int]) -> list[tuple[int, int, float]]:
                     ).raise_for_status()
                 done = target
                 settle(daemon.url, 300)
-                rows.append((target, daemon.live_actors(), daemon.rss_mb()))
+                rows.append((target, daemon.live_actors(), daemon.memory_mb()))
     finally:
         daemon.stop()
     return rows
@@ -545,7 +557,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="seconds of posting per phase")
     parser.add_argument("--history", type=int, default=1000, help="earlier messages in each channel")
     parser.add_argument("--memories", type=int, default=1000, help="global memories in reach")
-    parser.add_argument("--actors", default="1,100,1000", help="live-actor counts for the RSS figures ('' skips)")
+    parser.add_argument("--actors", default="1,100,1000", help="live-actor counts for the memory figures ('' skips)")
     parser.add_argument(
         "--rate",
         type=float,
@@ -616,7 +628,7 @@ def main() -> None:
                 loads.append(f"{phase.name}: after {loadavg()}")
                 if not settle(daemon.url, 600):
                     print("  (turns still in flight after 600 s)", file=sys.stderr)
-            rss = daemon.rss_mb()
+            rss = daemon.memory_mb()
         finally:
             daemon.stop()
         turns = daemon.turn_lines()
@@ -632,9 +644,9 @@ def main() -> None:
     print(f"agentd serve, offline model, local embedder; cpus {os.cpu_count()}")
     for r in results:
         show(r)
-    print(f"\ndaemon RSS after the run: {rss:.0f} MB")
+    print(f"\ndaemon memory after the run (PSS of its processes): {rss:.0f} MB")
     if actor_rows:
-        print("RSS of a fresh daemon by live actors (one no-op turn per channel):")
+        print("memory (PSS) of a fresh daemon by live actors (one no-op turn per channel):")
         for wanted, live, mb in actor_rows:
             print(f"  {wanted:>5} channels  {live:>5} live actors  {mb:7.0f} MB")
     print("load average (1/5/15 min): " + "; ".join(loads))
