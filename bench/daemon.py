@@ -373,6 +373,18 @@ def drive(
     phase.ended = time.time()
 
 
+def started(url: str, timeout: float) -> bool:
+    """Wait until every worker process of the daemon runs and answers (at once without workers)."""
+    deadline = time.monotonic() + timeout
+    with httpx.Client(base_url=url, timeout=30) as client:
+        while time.monotonic() < deadline:
+            workers = client.get("/healthz").json().get("workers", [])
+            if all(w.get("running") and w.get("answered") for w in workers):
+                return True
+            time.sleep(0.2)
+    return False
+
+
 def settle(url: str, timeout: float) -> bool:
     """Wait until the daemon has no turn in flight."""
     deadline = time.monotonic() + timeout
@@ -535,6 +547,7 @@ def actors_rss(home: Path, counts: list[int]) -> list[tuple[int, int, float]]:
     try:
         done = 0
         with httpx.Client(base_url=daemon.url, timeout=60) as http:
+            started(daemon.url, 120)  # its workers too, models loaded
             rows.append((0, 0, daemon.memory_mb()))
             for target in counts:
                 for i in range(done, target):
