@@ -229,11 +229,15 @@ class App:
         for persona in self.personas.values():
             counter_for(persona.model)
 
-    def preload_litellm(self) -> None:
-        """Import litellm (seconds) when a persona calls a model through it."""
+    def calls_litellm(self) -> bool:
+        """True when a persona calls a model through litellm (not the offline model)."""
         from agentd.llm.offline import is_offline
 
-        if any(not is_offline(p.model) for p in self.personas.values()):
+        return any(not is_offline(p.model) for p in self.personas.values())
+
+    def preload_litellm(self) -> None:
+        """Import litellm (seconds) when a persona calls a model through it."""
+        if self.calls_litellm():
             from agentd.llm import litellm_module
 
             litellm_module()
@@ -242,12 +246,10 @@ class App:
         """The modules a process that answers this app's turns imports (for the workers' fork
         server, which imports them once for every worker; litellm only when a persona calls a
         model through it, with :func:`agentd.llm.offline_environment` set first)."""
-        from agentd.llm.offline import is_offline
-
         modules = ["agentd.app", "agentd.runtime.runtime", "agentd.llm.tokens", "agentd.llm.chat"]
         if self.config.embedding.provider == "local":
             modules += ["agentd.embedders.local", "onnxruntime"]
-        if any(not is_offline(p.model) for p in self.personas.values()):
+        if self.calls_litellm():
             from agentd.llm import offline_environment
 
             offline_environment()

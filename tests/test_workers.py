@@ -128,6 +128,10 @@ def test_every_message_is_answered_once_in_order_by_the_worker_that_owns_its_cha
     assert [w["worker"] for w in workers] == [0, 1] and all(w["running"] and w["answered"] for w in workers)
     pids = {w["pid"] for w in workers}
     assert len(pids) == 2 and running.proc.pid not in pids
+    # Forked by one fork server (which imported what they need once), itself the daemon's child.
+    parents = {_parent(pid) for pid in pids}
+    assert len(parents) == 1 and running.proc.pid not in parents
+    assert _parent(parents.pop()) == running.proc.pid
     # Both workers answered: each reports the actors of its own channels, and only those.
     by_channel = {a["channel"] for a in health["actors"]}
     assert set(channels) <= by_channel
@@ -225,6 +229,10 @@ def test_workers_are_validated_and_auto_means_one_per_cpu_on_sqlite(tmp_path: Pa
     assert {shard_of(n, 4) for n in names} == {0, 1, 2, 3}
     # A delegation's child channel is answered with its parent.
     assert all(shard_of(f"{n}~helper", 4) == shard_of(n, 4) for n in names)
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def _alive(pid: int) -> bool:
