@@ -42,7 +42,8 @@ def test_serve_refuses_to_bind_beyond_loopback_without_a_key(tmp_path) -> None:
 class Serve:
     """``agentd serve --port 0`` in a subprocess; ``url`` once it printed where it listens."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, new_session: bool = False) -> None:
+        """``new_session``: in a process group of its own (signalled as a whole with ``os.killpg``)."""
         exe = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
         env[KEY_ENV] = "test-key"
@@ -53,6 +54,7 @@ class Serve:
             text=True,
             env=env,
             cwd=REPO,
+            start_new_session=new_session,
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.stderr: list[str] = []

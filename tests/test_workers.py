@@ -215,6 +215,35 @@ def test_sigterm_drains_the_workers_and_a_restart_answers_what_was_pending(daemo
     assert again.proc.wait(60) == 0
 
 
+def test_sigterm_to_the_whole_process_group_still_lets_the_daemon_stop_its_workers(tmp_path: Path) -> None:
+    """systemd's default (``KillMode=control-group``), ``timeout`` and a terminal signal every
+    process of the daemon at once: the workers and their fork server ignore it, the daemon drains
+    them as on its own SIGTERM (none dies of the signal or is left orphaned), and all of them exit."""
+    running = Serve(write_home(tmp_path, WORKERS), new_session=True)
+    try:
+        accepted = post_all(running.url, channels_of_both_workers(4), 3)
+        pids = worker_pids(running.url)
+        fork_server = _parent(pids[0])
+        os.killpg(running.proc.pid, signal.SIGTERM)
+        assert running.proc.wait(60) == 0, "".join(running.stderr)
+        for pid in (*pids, fork_server):
+            wait_for(lambda pid=pid: not _alive(pid), 30, f"process {pid} to exit")
+    finally:
+        running.stop()
+    log = "".join(running.stderr)
+    assert "worker_died" not in log and "worker_orphaned" not in log, log
+    home = Path(running.proc.args[2])
+    found = replies_of(home)
+    store = Store.open(load_config(home, environ={}).database_url)
+    try:
+        with store.read() as conn:
+            pending = {m.id for m in store.messages.with_status(conn, "pending")}
+    finally:
+        store.close()
+    # Each accepted message was answered once, or is kept for the next start.
+    assert all(len(found.get(mid, [])) == 1 or mid in pending for _c, mid in accepted)
+
+
 def test_workers_are_validated_and_auto_means_one_per_cpu_on_sqlite(tmp_path: Path) -> None:
     from agentd._exceptions import ConfigError
     from agentd.config import AUTO_WORKERS_MAX, RuntimeConfig

@@ -149,7 +149,7 @@ class Workers:
         self._restarted = restarted
         if "forkserver" in multiprocessing.get_all_start_methods():
             self._context: Any = multiprocessing.get_context("forkserver")
-            self._context.set_forkserver_preload([__name__, *preload])
+            self._context.set_forkserver_preload(["agentd.runtime.fork_server", __name__, *preload])
         else:
             self._context = multiprocessing.get_context("spawn")
         self._stopping = threading.Event()
@@ -361,8 +361,11 @@ def serve_worker(config: Config, index: int, count: int, conn: Connection) -> No
     embedding model its dimension, which may hang) while this loop already reads
     the pipe: turns wait for it in order, and a stop is obeyed at once.
     """
-    # Ctrl-C reaches the whole process group: the daemon stops its workers itself.
+    # Ctrl-C, and a service manager's SIGTERM, may reach the whole process group: the daemon
+    # stops its workers itself (agentd.runtime.fork_server), and a worker whose daemon is gone
+    # stops on its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     # What the fork server imported lives as long as the worker: out of the collector's passes,
     # which would otherwise also copy the pages the workers share.
     gc.freeze()
