@@ -244,6 +244,25 @@ def test_sigterm_to_the_whole_process_group_still_lets_the_daemon_stop_its_worke
     assert all(len(found.get(mid, [])) == 1 or mid in pending for _c, mid in accepted)
 
 
+def test_a_daemon_killed_outright_leaves_no_worker_or_fork_server_behind(daemon: Any) -> None:
+    """kill -9 of the daemon: its workers see their pipes close and stop, its fork server sees its
+    own close and exits; what was accepted and not answered is answered after the next start."""
+    running = daemon()
+    accepted = post_all(running.url, channels_of_both_workers(4), 2)
+    pids = worker_pids(running.url)
+    fork_server = _parent(pids[0])
+    running.proc.kill()
+    running.proc.wait(10)
+    for pid in (*pids, fork_server):
+        wait_for(lambda pid=pid: not _alive(pid), 30, f"process {pid} to exit")
+    home = Path(running.proc.args[2])
+    again = daemon()
+    found = wait_answered(home, [mid for _c, mid in accepted])
+    assert all(len(found[mid]) == 1 for _c, mid in accepted)
+    again.proc.send_signal(signal.SIGTERM)
+    assert again.proc.wait(60) == 0
+
+
 def test_workers_are_validated_and_auto_means_one_per_cpu_on_sqlite(tmp_path: Path) -> None:
     from agentd._exceptions import ConfigError
     from agentd.config import AUTO_WORKERS_MAX, RuntimeConfig
