@@ -531,15 +531,17 @@ class Runtime:
 
     def _fanout(self, turn: Turn) -> Sink:
         def emit(event: Event) -> None:
-            try:
-                turn.sink(event)
-            except Exception:  # a broken sink or listener must not break the turn
-                log.exception("listener_failed", request_id=turn.request_id)
+            # The listeners first (the channel's feed, the background jobs' nudge): a caller that
+            # has its turn's Done and then waits for the jobs (learning_idle) finds them nudged.
             for listener in self._listeners:
                 try:
                     listener(turn, event)
-                except Exception:
+                except Exception:  # a broken sink or listener must not break the turn
                     log.exception("listener_failed", request_id=turn.request_id)
+            try:
+                turn.sink(event)
+            except Exception:
+                log.exception("listener_failed", request_id=turn.request_id)
             if self._cluster is not None:
                 self._cluster.publish(turn, event)
             if isinstance(event, Done | Error):
