@@ -201,12 +201,7 @@ def test_sigterm_drains_the_workers_and_a_restart_answers_what_was_pending(daemo
     for pid in pids:  # no worker outlives its daemon
         wait_for(lambda pid=pid: not _alive(pid), 30, f"worker {pid} to exit")
     home = Path(running.proc.args[2])
-    store = Store.open(load_config(home, environ={}).database_url)
-    try:
-        with store.read() as conn:
-            left = {m.id for m in store.messages.with_status(conn, "pending")}
-    finally:
-        store.close()
+    left = pending_in(home)
     again = daemon()  # answers whatever the first one left pending
     found = wait_answered(home, [mid for _c, mid in accepted])
     assert all(len(found[mid]) == 1 for _c, mid in accepted)
@@ -234,12 +229,7 @@ def test_sigterm_to_the_whole_process_group_still_lets_the_daemon_stop_its_worke
     assert "worker_died" not in log and "worker_orphaned" not in log, log
     home = Path(running.proc.args[2])
     found = replies_of(home)
-    store = Store.open(load_config(home, environ={}).database_url)
-    try:
-        with store.read() as conn:
-            pending = {m.id for m in store.messages.with_status(conn, "pending")}
-    finally:
-        store.close()
+    pending = pending_in(home)
     # Each accepted message was answered once, or is kept for the next start.
     assert all(len(found.get(mid, [])) == 1 or mid in pending for _c, mid in accepted)
 
@@ -277,6 +267,16 @@ def test_workers_are_validated_and_auto_means_one_per_cpu_on_sqlite(tmp_path: Pa
     assert {shard_of(n, 4) for n in names} == {0, 1, 2, 3}
     # A delegation's child channel is answered with its parent.
     assert all(shard_of(f"{n}~helper", 4) == shard_of(n, 4) for n in names)
+
+
+def pending_in(home: Path) -> set[int]:
+    """The ids of the messages still pending in ``home``'s store."""
+    store = Store.open(load_config(home, environ={}).database_url)
+    try:
+        with store.read() as conn:
+            return {m.id for m in store.messages.with_status(conn, "pending")}
+    finally:
+        store.close()
 
 
 def _parent(pid: int) -> int:
