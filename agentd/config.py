@@ -260,6 +260,10 @@ class RuntimeConfig(_Section):
     #: process); ``auto``: one per CPU, at most four, on SQLite when there are two CPUs or more.
     #: A daemon on PostgreSQL answers in its own process (run more daemons to use more cores).
     workers: Literal["auto"] | int = "auto"
+    #: How much lower the workers' CPU priority is than the daemon's (``nice``, 0–19): when
+    #: turns keep every core busy, the daemon's process still accepts a message, and relays
+    #: the turns' events, without waiting behind them.
+    worker_niceness: int = Field(default=10, ge=0, le=19)
 
     @field_validator("workers", mode="before")
     @classmethod

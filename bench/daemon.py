@@ -131,7 +131,7 @@ def fill(template: str, rng: random.Random) -> str:
 # -- the home, the data, the daemon --------------------------------------------------------
 
 
-def write_home(home: Path, turn_slots: int = 0, workers: str = "auto") -> Path:
+def write_home(home: Path, turn_slots: int = 0, workers: str = "auto", niceness: int | None = None) -> Path:
     from agentd.shipped import example_personas
 
     personas = home / "personas"
@@ -149,6 +149,7 @@ def write_home(home: Path, turn_slots: int = 0, workers: str = "auto") -> Path:
         # Actors stay alive for the whole run (the memory figures count live actors).
         f"[runtime]\nidle_stop_seconds = 3600\nturn_slots = {turn_slots}\n"
         f"workers = {workers if workers.isdigit() else repr(workers)}\n"
+        + (f"worker_niceness = {niceness}\n" if niceness is not None else "")
     )
     return config
 
@@ -584,6 +585,9 @@ def main() -> None:
     parser.add_argument(
         "--workers", default="auto", help='[runtime] workers: worker processes ("auto", the default; 0: none)'
     )
+    parser.add_argument(
+        "--worker-niceness", type=int, help="[runtime] worker_niceness: the workers' priority below the daemon's"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--cache", type=Path, help="keep the seeded database here and reuse it in later runs with the same sizes"
@@ -594,7 +598,7 @@ def main() -> None:
 
     rng = random.Random(args.seed)
     home = Path(tempfile.mkdtemp(prefix="agentd-bench-"))
-    config = write_home(home, args.turn_slots, args.workers)
+    config = write_home(home, args.turn_slots, args.workers, args.worker_niceness)
     channels = [f"dm-bench-{i}" for i in range(args.channels)]
     floor_channels = [f"floor-{i}" for i in range(args.channels)]
     print(

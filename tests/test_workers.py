@@ -132,6 +132,11 @@ def test_every_message_is_answered_once_in_order_by_the_worker_that_owns_its_cha
     parents = {_parent(pid) for pid in pids}
     assert len(parents) == 1 and running.proc.pid not in parents
     assert _parent(parents.pop()) == running.proc.pid
+    # Below the daemon's priority ([runtime] worker_niceness, 10 by default), every thread of them:
+    # when turns fill the cores, accepting a message does not wait behind them.
+    expected = min(19, os.getpriority(os.PRIO_PROCESS, running.proc.pid) + 10)
+    for pid in pids:
+        assert {_nice(pid, thread) for thread in _threads(pid)} == {expected}
     # Both workers answered: each reports the actors of its own channels, and only those.
     by_channel = {a["channel"] for a in health["actors"]}
     assert set(channels) <= by_channel
@@ -259,6 +264,8 @@ def test_workers_are_validated_and_auto_means_one_per_cpu_on_sqlite(tmp_path: Pa
 
     with pytest.raises(ConfigError, match=r"runtime\.workers"):
         load_config(write_home(tmp_path, "[runtime]\nworkers = -1\n"), environ={})
+    with pytest.raises(ConfigError, match=r"runtime\.worker_niceness"):
+        load_config(write_home(tmp_path, "[runtime]\nworker_niceness = 20\n"), environ={})
     cpus = os.cpu_count() or 1
     assert RuntimeConfig().worker_count("sqlite") == (min(cpus, AUTO_WORKERS_MAX) if cpus >= 2 else 0)
     assert RuntimeConfig(workers=3).worker_count("sqlite") == 3
@@ -281,6 +288,15 @@ def pending_in(home: Path) -> set[int]:
 
 def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _threads(pid: int) -> list[int]:
+    return [int(t.name) for t in Path(f"/proc/{pid}/task").iterdir()]
+
+
+def _nice(pid: int, thread: int) -> int:
+    """A thread's niceness (on Linux each thread has its own)."""
+    return int(Path(f"/proc/{pid}/task/{thread}/stat").read_text().rsplit(")", 1)[1].split()[16])
 
 
 def _alive(pid: int) -> bool:

@@ -369,10 +369,15 @@ def serve_worker(config: Config, index: int, count: int, conn: Connection) -> No
     # What the fork server imported lives as long as the worker: out of the collector's passes,
     # which would otherwise also copy the pages the workers share.
     gc.freeze()
+    # Before any thread starts: on Linux a thread's priority is its own, inherited by the
+    # threads it starts (the runtime's, onnxruntime's).
+    not_niced = _lower_priority(config.runtime.worker_niceness)
     from agentd.log import configure
 
     configure(config.logging)
     worker = _Worker(config, index, count, conn)
+    if not_niced:
+        worker.log.warning("worker_niceness_not_set", niceness=config.runtime.worker_niceness, error=not_niced)
     grace = config.daemon.shutdown_grace_seconds
     try:
         while True:
@@ -396,6 +401,17 @@ def serve_worker(config: Config, index: int, count: int, conn: Connection) -> No
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+def _lower_priority(niceness: int) -> str | None:
+    """Run below the daemon's process, so that its accepting and relaying come first when turns
+    fill the cores; why not, if it could not."""
+    if niceness > 0:
+        try:
+            os.nice(niceness)
+        except (OSError, AttributeError) as exc:  # not permitted, or no nice() on this platform
+            return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 class _Worker:
