@@ -13,11 +13,14 @@ prints, per turn:
   jobs that index the exchange as an episode);
 * of that, the CPU the local embedder used (the query, and the episode written
   after the reply), measured per call with the calling thread's CPU clock;
+* of that, the offline model's own CPU (it stands in for a real model, and counts
+  the prompt's tokens for its usage figures as a provider would), measured the same
+  way, and the turn's own work: everything but the model;
 * SQL statements and transactions;
 
 and the ceilings they imply: replies/s on all the machine's cores if every part
 ran in parallel, and, for the part that is Python (everything but the embedder,
-which runs outside the GIL), replies/s on one core.
+which runs outside the GIL, and the model), replies/s on one core.
 """
 
 from __future__ import annotations
@@ -77,12 +80,18 @@ def main() -> None:
     from agentd.app import App
     from agentd.config import load_config
     from agentd.embedders.local import LocalEmbedder
+    from agentd.llm import offline
     from agentd.log import configure
     from agentd.runtime import Runtime
 
     clock = EmbedderClock()
     LocalEmbedder.embed = clock.wrap("passages", LocalEmbedder.embed)  # type: ignore[method-assign]
     LocalEmbedder.embed_queries = clock.wrap("queries", LocalEmbedder.embed_queries)  # type: ignore[method-assign]
+    # The offline model stands in for a real one: its own CPU (it plans its reply from the prompt, and
+    # counts the prompt's tokens for its usage figures, as a provider would) is the model's time, not
+    # the turn's. Streaming its words (on_text) is the turn's.
+    offline.plan = clock.wrap("model", offline.plan)  # type: ignore[assignment]
+    offline._usage = clock.wrap("model", offline._usage)
 
     rng = random.Random(args.seed)
     home = Path(tempfile.mkdtemp(prefix="agentd-turn-cpu-"))
@@ -135,8 +144,9 @@ def main() -> None:
 
 def report(persona: str, turns: int, cpu: float, wall: float, clock: EmbedderClock, statements: Counter[str]) -> None:
     per = cpu * 1000 / turns
-    embedding = sum(clock.seconds.values()) * 1000 / turns
-    python = per - embedding
+    model = clock.seconds["model"] * 1000 / turns
+    embedding = (clock.seconds["queries"] + clock.seconds["passages"]) * 1000 / turns
+    python = per - embedding - model
     cores = os.cpu_count() or 1
     print(f"\n[{persona}]")
     print(f"  CPU per turn        {per:.1f} ms (wall {wall * 1000 / turns:.1f} ms)")
@@ -147,7 +157,9 @@ def report(persona: str, turns: int, cpu: float, wall: float, clock: EmbedderClo
                 f"    embedder, {kind:<8} {clock.seconds[kind] * 1000 / turns:.1f} ms per turn "
                 f"({calls / turns:.2f} calls, {clock.seconds[kind] * 1000 / calls:.1f} ms each)"
             )
+    print(f"    the model (offline) {model:.1f} ms")
     print(f"    everything else   {python:.1f} ms")
+    print(f"  the turn's own work (all but the model) {per - model:.1f} ms per turn")
     print(
         f"  SQL per turn        {statements['statements'] / turns:.1f} statements, "
         f"{statements['transactions'] / turns:.1f} transactions"

@@ -38,15 +38,18 @@ def attributed(author: str, text: str) -> str:
     return f"{author}: {text}"
 
 
-def _attribute(item: HistoryItem, counter: TokenCounter) -> HistoryItem:
+def _attribute(item: HistoryItem, counter: TokenCounter, prefixes: dict[str, int]) -> HistoryItem:
     """A user message with its author in front; the prefix is counted, with a token of slack for
-    where the tokenizer joins it to the text."""
+    where the tokenizer joins it to the text. ``prefixes``: each author's prefix counted, once per
+    history (a long one has thousands of messages and a few authors)."""
     if item.role != "user" or item.synthetic:
         return item
     prefix = attributed(item.author, "")
+    cost = prefixes.get(prefix)
+    if cost is None:
+        cost = prefixes[prefix] = counter.count(prefix) + 1
     # Made directly: dataclasses.replace costs several times more, once per message of a long history.
-    tokens = item.tokens + counter.count(prefix) + 1
-    return HistoryItem(item.message_id, item.role, prefix + item.content, tokens, item.author)
+    return HistoryItem(item.message_id, item.role, prefix + item.content, item.tokens + cost, item.author)
 
 
 class ContextBuilder:
@@ -157,7 +160,8 @@ class ContextBuilder:
         )
         if speaker is not None and {i.author for i in history if i.role == "user" and not i.synthetic} - {speaker}:
             # Several people speak here: each user message says who wrote it.
-            history = [_attribute(i, counter) for i in history]
+            prefixes: dict[str, int] = {}
+            history = [_attribute(i, counter, prefixes) for i in history]
             if current is not None:
                 current = attributed(speaker, current)
         project_dir = self._config.channel_project_dir(channel) or persona.project_dir
