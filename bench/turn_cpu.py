@@ -45,8 +45,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 from daemon import FLOOR_PERSONA, QUESTIONS, fill, seed, write_home  # noqa: E402
 
 
-class EmbedderClock:
-    """CPU seconds spent in the local embedder, by kind (queries, passages), from every thread."""
+class CpuClock:
+    """CPU seconds spent in wrapped calls, by kind (the embedder's queries and passages, the model),
+    from every thread: each call measured with its own thread's CPU clock."""
 
     def __init__(self) -> None:
         self.seconds: Counter[str] = Counter()
@@ -84,7 +85,7 @@ def main() -> None:
     from agentd.log import configure
     from agentd.runtime import Runtime
 
-    clock = EmbedderClock()
+    clock = CpuClock()
     LocalEmbedder.embed = clock.wrap("passages", LocalEmbedder.embed)  # type: ignore[method-assign]
     LocalEmbedder.embed_queries = clock.wrap("queries", LocalEmbedder.embed_queries)  # type: ignore[method-assign]
     # The offline model stands in for a real one: its own CPU (it plans its reply from the prompt, and
@@ -142,7 +143,7 @@ def main() -> None:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def report(persona: str, turns: int, cpu: float, wall: float, clock: EmbedderClock, statements: Counter[str]) -> None:
+def report(persona: str, turns: int, cpu: float, wall: float, clock: CpuClock, statements: Counter[str]) -> None:
     per = cpu * 1000 / turns
     model = clock.seconds["model"] * 1000 / turns
     embedding = (clock.seconds["queries"] + clock.seconds["passages"]) * 1000 / turns

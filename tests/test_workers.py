@@ -136,7 +136,7 @@ def test_every_message_is_answered_once_in_order_by_the_worker_that_owns_its_cha
     # when turns fill the cores, accepting a message does not wait behind them.
     expected = min(19, os.getpriority(os.PRIO_PROCESS, running.proc.pid) + 10)
     for pid in pids:
-        assert {_nice(pid, thread) for thread in _threads(pid)} == {expected}
+        assert _thread_niceness(pid) == {expected}
     # Both workers answered: each reports the actors of its own channels, and only those.
     by_channel = {a["channel"] for a in health["actors"]}
     assert set(channels) <= by_channel
@@ -286,17 +286,25 @@ def pending_in(home: Path) -> set[int]:
         store.close()
 
 
+def _stat(path: Path) -> list[str]:
+    """A ``/proc`` stat file's fields after the command's name (from the state on)."""
+    return path.read_text().rsplit(")", 1)[1].split()
+
+
 def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return int(_stat(Path(f"/proc/{pid}/stat"))[1])
 
 
-def _threads(pid: int) -> list[int]:
-    return [int(t.name) for t in Path(f"/proc/{pid}/task").iterdir()]
-
-
-def _nice(pid: int, thread: int) -> int:
-    """A thread's niceness (on Linux each thread has its own)."""
-    return int(Path(f"/proc/{pid}/task/{thread}/stat").read_text().rsplit(")", 1)[1].split()[16])
+def _thread_niceness(pid: int) -> set[int]:
+    """The niceness of each thread of ``pid`` (on Linux each thread has its own); a thread that ends
+    while they are read is passed over."""
+    found = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found.add(int(_stat(task / "stat")[16]))
+        except FileNotFoundError:
+            continue
+    return found
 
 
 def _alive(pid: int) -> bool:
