@@ -17,6 +17,8 @@ prints, per turn:
   the prompt's tokens for its usage figures as a provider would), measured the same
   way, and the turn's own work: everything but the model;
 * SQL statements and transactions;
+* each stage's wall time, p50, from the turns' ``turn`` log lines (history, retrieval,
+  assembly, the model, storing the reply), and the turn less its model stage;
 
 and the ceilings they imply: replies/s on all the machine's cores if every part
 ran in parallel, and, for the part that is Python (everything but the embedder,
@@ -29,6 +31,7 @@ import argparse
 import os
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -77,6 +80,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import sqlalchemy as sa
+    import structlog.testing
 
     from agentd.app import App
     from agentd.config import load_config
@@ -101,7 +105,8 @@ def main() -> None:
         channels = [f"dm-bench-{i}" for i in range(args.channels)]
         seed(config_path, channels, args.history, args.memories, rng)
         config = load_config(config_path, environ={})
-        configure(config.logging.model_copy(update={"level": "warning"}))
+        # Info, so that each turn's ``turn`` line (its stages' wall times) is logged; captured, not printed.
+        configure(config.logging.model_copy(update={"level": "info"}))
         app = App(config)
         runtime = Runtime(app)
         statements: Counter[str] = Counter()
@@ -122,6 +127,8 @@ def main() -> None:
             f"history {args.history}/channel, memories {args.memories}; cpus {os.cpu_count()}; "
             f"load {' '.join(Path('/proc/loadavg').read_text().split()[:3])}"
         )
+        capture = structlog.testing.capture_logs()
+        logged = capture.__enter__()
         try:
             for persona in ("buddy", FLOOR_PERSONA):
                 for i in range(10):  # warm: the model, the tokenizers, the actors
@@ -130,13 +137,16 @@ def main() -> None:
                 clock.seconds.clear()
                 clock.calls.clear()
                 statements.clear()
+                logged.clear()
                 cpu, wall = time.process_time(), time.perf_counter()
                 for i in range(args.turns):
                     run(persona, i)
                 runtime.learning_idle(60)  # the episodes of these turns are part of their cost
                 cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
                 report(persona, args.turns, cpu, wall, clock, statements)
+                stages([e for e in logged if e.get("event") == "turn" and e.get("outcome") == "answered"])
         finally:
+            capture.__exit__(None, None, None)
             runtime.stop()
             app.close()
     finally:
@@ -169,6 +179,25 @@ def report(persona: str, turns: int, cpu: float, wall: float, clock: CpuClock, s
         f"  ceilings            {cores * 1000 / per:.0f} replies/s on {cores} cores in parallel; "
         f"{1000 / python:.0f} replies/s for the Python part on one core (the GIL)"
     )
+
+
+def stages(turns: list[dict[str, Any]]) -> None:
+    """The p50 of each stage's wall time, from the turns' ``turn`` log lines (as bench/daemon.py
+    reads them from the daemon's log), and of the turn less its model stage."""
+    if not turns:
+        return
+    p50 = {k: statistics.median(float(t[k]) for t in turns) for k in STAGES}
+    own = statistics.median(float(t["ms"]) - float(t["model_ms"]) for t in turns)
+    print(
+        f"  stages, wall p50    history {p50['history_ms']:.1f}, retrieval {p50['retrieval_ms']:.1f}, "
+        f"assembly {p50['assemble_ms']:.1f}, model {p50['model_ms']:.1f}, store {p50['store_ms']:.1f}; "
+        f"turn {p50['ms']:.1f} ms ({len(turns)} turns)"
+    )
+    print(f"  the turn less its model stage, wall p50 {own:.1f} ms (the episode is indexed after it)")
+
+
+#: The stages of a ``turn`` log line (milliseconds), and the whole turn.
+STAGES = ("history_ms", "retrieval_ms", "assemble_ms", "model_ms", "store_ms", "ms")
 
 
 if __name__ == "__main__":

@@ -131,7 +131,10 @@ def test_every_message_is_answered_once_in_order_by_the_worker_that_owns_its_cha
     # Forked by one fork server (which imported what they need once), itself the daemon's child.
     parents = {_parent(pid) for pid in pids}
     assert len(parents) == 1 and running.proc.pid not in parents
-    assert _parent(parents.pop()) == running.proc.pid
+    fork_server = parents.pop()
+    assert _parent(fork_server) == running.proc.pid
+    # The one the daemon started first thing (agentd serve: start_fork_server), not a second one.
+    assert [pid for pid in _children(running.proc.pid) if b"forkserver" in _cmdline(pid)] == [fork_server]
     # Below the daemon's priority ([runtime] worker_niceness, 10 by default), every thread of them:
     # when turns fill the cores, accepting a message does not wait behind them.
     expected = min(19, os.getpriority(os.PRIO_PROCESS, running.proc.pid) + 10)
@@ -293,6 +296,23 @@ def _stat(path: Path) -> list[str]:
 
 def _parent(pid: int) -> int:
     return int(_stat(Path(f"/proc/{pid}/stat"))[1])
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if _parent(int(entry.name)) == pid:
+                    found.append(int(entry.name))
+            except (FileNotFoundError, ProcessLookupError):  # ended while being read
+                continue
+    return found
+
+
+def _cmdline(pid: int) -> bytes:
+    return (Path("/proc") / str(pid) / "cmdline").read_bytes()
 
 
 def _thread_niceness(pid: int) -> set[int]:

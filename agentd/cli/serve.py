@@ -59,6 +59,10 @@ def serve(app: App, host: str | None, port: int | None) -> None:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
     workers = app.config.runtime.worker_count(app.store.backend)
+    if workers:  # its imports run on another core while this process loads the rest
+        from agentd.runtime.workers import start_fork_server
+
+        start_fork_server(app.turn_modules())
     # The embedding model and the tokenizers load (native code, mostly) while the web
     # framework is imported and the runtime built: the daemon answers its first request warm.
     # With worker processes, each loads its own; this process loads its own on first use

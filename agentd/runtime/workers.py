@@ -32,8 +32,10 @@ once what a worker needs (:meth:`agentd.app.App.turn_modules`: agentd, the
 embedding runtime, litellm when a persona uses it) before it forks the first one.
 A second worker, or one started again after it died, then starts with all of it
 loaded (and shares those pages with its siblings until it writes to them) instead
-of importing it again: seconds of CPU each. The daemon starts them on a thread of
-its own, so it listens meanwhile; turns queue until their worker is there.
+of importing it again: seconds of CPU each. ``agentd serve`` starts the fork server
+first thing (:func:`start_fork_server`), so its imports run while the daemon starts; the
+daemon starts the workers on a thread of its own, so it listens meanwhile; turns queue
+until their worker is there.
 """
 
 from __future__ import annotations
@@ -147,11 +149,7 @@ class Workers:
         self._config = config
         self._deliver = deliver
         self._restarted = restarted
-        if "forkserver" in multiprocessing.get_all_start_methods():
-            self._context: Any = multiprocessing.get_context("forkserver")
-            self._context.set_forkserver_preload(["agentd.runtime.fork_server", __name__, *preload])
-        else:
-            self._context = multiprocessing.get_context("spawn")
+        self._context: Any = _context(preload)
         self._stopping = threading.Event()
         self._asks = itertools.count(1)
         self._shards = [_Shard(self, i) for i in range(count)]
@@ -226,6 +224,28 @@ class Workers:
 
     def _next_ask(self) -> int:
         return next(self._asks)
+
+
+def _context(preload: Sequence[str]) -> Any:
+    """The ``multiprocessing`` context workers start from: the fork server, importing ``preload``
+    (and this module) once; where the platform has none, ``spawn``."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["agentd.runtime.fork_server", __name__, *preload])
+    return context
+
+
+def start_fork_server(preload: Sequence[str]) -> None:
+    """Start the workers' fork server now, importing ``preload`` (as :class:`Workers` will ask):
+    ``agentd serve`` calls it first thing, so that the fork server's imports (seconds of CPU with
+    litellm) run while the daemon itself starts, on another core, rather than after it listens.
+    Where the platform has no fork server, nothing happens."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        from multiprocessing import forkserver
+
+        _context(preload)
+        forkserver.ensure_running()
 
 
 class _Shard:
