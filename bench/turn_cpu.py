@@ -31,7 +31,6 @@ import argparse
 import os
 import random
 import shutil
-import statistics
 import sys
 import tempfile
 import threading
@@ -45,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from daemon import FLOOR_PERSONA, QUESTIONS, fill, seed, write_home  # noqa: E402
+from daemon import FLOOR_PERSONA, QUESTIONS, STAGES, fill, pct, seed, write_home  # noqa: E402
 
 
 class CpuClock:
@@ -127,26 +126,24 @@ def main() -> None:
             f"history {args.history}/channel, memories {args.memories}; cpus {os.cpu_count()}; "
             f"load {' '.join(Path('/proc/loadavg').read_text().split()[:3])}"
         )
-        capture = structlog.testing.capture_logs()
-        logged = capture.__enter__()
         try:
-            for persona in ("buddy", FLOOR_PERSONA):
-                for i in range(10):  # warm: the model, the tokenizers, the actors
-                    run(persona, i)
-                runtime.learning_idle(60)
-                clock.seconds.clear()
-                clock.calls.clear()
-                statements.clear()
-                logged.clear()
-                cpu, wall = time.process_time(), time.perf_counter()
-                for i in range(args.turns):
-                    run(persona, i)
-                runtime.learning_idle(60)  # the episodes of these turns are part of their cost
-                cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-                report(persona, args.turns, cpu, wall, clock, statements)
-                stages([e for e in logged if e.get("event") == "turn" and e.get("outcome") == "answered"])
+            with structlog.testing.capture_logs() as logged:  # the turn lines, not printed
+                for persona in ("buddy", FLOOR_PERSONA):
+                    for i in range(10):  # warm: the model, the tokenizers, the actors
+                        run(persona, i)
+                    runtime.learning_idle(60)
+                    clock.seconds.clear()
+                    clock.calls.clear()
+                    statements.clear()
+                    logged.clear()
+                    cpu, wall = time.process_time(), time.perf_counter()
+                    for i in range(args.turns):
+                        run(persona, i)
+                    runtime.learning_idle(60)  # the episodes of these turns are part of their cost
+                    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+                    report(persona, args.turns, cpu, wall, clock, statements)
+                    stages([e for e in logged if e.get("event") == "turn" and e.get("outcome") == "answered"])
         finally:
-            capture.__exit__(None, None, None)
             runtime.stop()
             app.close()
     finally:
@@ -186,18 +183,10 @@ def stages(turns: list[dict[str, Any]]) -> None:
     reads them from the daemon's log), and of the turn less its model stage."""
     if not turns:
         return
-    p50 = {k: statistics.median(float(t[k]) for t in turns) for k in STAGES}
-    own = statistics.median(float(t["ms"]) - float(t["model_ms"]) for t in turns)
-    print(
-        f"  stages, wall p50    history {p50['history_ms']:.1f}, retrieval {p50['retrieval_ms']:.1f}, "
-        f"assembly {p50['assemble_ms']:.1f}, model {p50['model_ms']:.1f}, store {p50['store_ms']:.1f}; "
-        f"turn {p50['ms']:.1f} ms ({len(turns)} turns)"
-    )
+    p50 = "  ".join(f"{label} {pct([float(t[key]) for t in turns], 0.5):.1f}" for label, key in STAGES)
+    own = pct([float(t["ms"]) - float(t["model_ms"]) for t in turns], 0.5)
+    print(f"  stages, wall p50 ms {p50}   ({len(turns)} turns)")
     print(f"  the turn less its model stage, wall p50 {own:.1f} ms (the episode is indexed after it)")
-
-
-#: The stages of a ``turn`` log line (milliseconds), and the whole turn.
-STAGES = ("history_ms", "retrieval_ms", "assemble_ms", "model_ms", "store_ms", "ms")
 
 
 if __name__ == "__main__":

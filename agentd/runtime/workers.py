@@ -241,10 +241,9 @@ def start_fork_server(preload: Sequence[str]) -> None:
     ``agentd serve`` calls it first thing, so that the fork server's imports (seconds of CPU with
     litellm) run while the daemon itself starts, on another core, rather than after it listens.
     Where the platform has no fork server, nothing happens."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
+    if _context(preload).get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
-        _context(preload)
         forkserver.ensure_running()
 
 
