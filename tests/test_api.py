@@ -275,6 +275,13 @@ def test_with_an_api_key_every_endpoint_but_health_needs_it(daemons) -> None:
     assert d.client.get("/v1/personas", headers={"X-API-Key": "s3cret"}).status_code == 200
     schema = d.client.get("/openapi.json", headers={"X-API-Key": "s3cret"}).json()
     assert {"/v1/chat", "/v1/memory/context", "/v1/channels/{channel}/events"} <= set(schema["paths"])
+    # Wherever a request names a persona, the daemon's own are the examples.
+    bodies = schema["components"]["schemas"]
+    assert bodies["ChatRequest"]["properties"]["persona"]["examples"] == ["fake"]
+    assert bodies["ChatCompletionRequest"]["properties"]["model"]["examples"] == ["fake"]
+    (model,) = schema["paths"]["/v1/models/{model}"]["get"]["parameters"]
+    assert model["schema"]["examples"] == ["fake"]
+    assert "403" in schema["paths"]["/v1/chat"]["post"]["responses"]  # a channel the key may not use
     with d.app.store.read() as conn:  # the refused chat stored nothing
         assert d.app.store.messages.after(conn, "general", 0) == []
 

@@ -110,6 +110,9 @@ def test_405_names_every_method_of_the_path(daemons) -> None:
     assert response.status_code == 405 and response.json()["error"]["code"] == "method_not_allowed"
     allowed = {m.strip() for m in response.headers["allow"].split(",")}
     assert {"GET", "POST"} <= allowed and "PUT" not in allowed
+    # "import" is not a memory's id: DELETE there is not the route that forgets a memory.
+    response = d.client.request("DELETE", "/v1/memories/import")
+    assert response.status_code == 405 and response.headers["allow"] == "POST"
 
 
 def test_sse_data_cannot_be_split_by_the_text_it_carries(daemons, fake_openai) -> None:

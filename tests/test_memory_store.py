@@ -6,6 +6,7 @@ import json
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -13,9 +14,11 @@ import sqlalchemy as sa
 from agentd import EmbedderNotConfigured, EmbeddingMismatch, InvalidInput, NotFound, StoreError
 from agentd.app import App
 from agentd.config import Config
+from agentd.embedders.local import LocalEmbedder
 from agentd.memory import MemoryService
 from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.store import Store
+from agentd.store.memories import NewMemory
 from tests.conftest import newest_migration
 from tests.fakeopenai import FakeOpenAI
 
@@ -109,6 +112,42 @@ def test_the_same_text_in_the_same_persona_and_scope_is_stored_once(app: App) ->
     assert created and not created_again and created_elsewhere
     assert again.id == first.id != elsewhere.id
     assert app.memory.count("buddy") == 2
+
+
+def test_a_text_repeated_in_one_batch_is_embedded_once_and_every_copy_gets_its_vector(
+    config: Config, embedder: LocalEmbedder
+) -> None:
+    """An import that repeats a text thousands of times embeds it once; a copy in another scope
+    (a memory of its own) is found by meaning as the first is."""
+    asked: list[str] = []
+
+    class Counting:
+        """The real embedder, counting the passages it is asked for."""
+
+        def __init__(self) -> None:
+            self.model_id, self.dimension = embedder.model_id, embedder.dimension
+            self.calibration, self.words = embedder.calibration, embedder.words
+
+        def embed(self, texts: list[str]) -> Any:
+            asked.extend(texts)
+            return embedder.embed(texts)
+
+        def embed_queries(self, texts: list[str]) -> Any:
+            return embedder.embed_queries(texts)
+
+    app = App(config, embedder=Counting())
+    try:
+        text = "User keeps bees on the roof"
+        items = [NewMemory("buddy", GLOBAL, "fact", text, {}) for _ in range(500)]
+        items += [NewMemory("buddy", Scope.channel("c"), "fact", text, {}), NewMemory("buddy", GLOBAL, "fact", "Other")]
+        added = app.memory.add_many(items)
+        assert sorted(asked) == ["Other", text]
+        assert [created for _mid, created in added].count(True) == 3
+        for scope in (GLOBAL, Scope.channel("c")):  # each copy by its own vector
+            hits = app.memory.search("who keeps bees?", Reach("buddy", channel="c"), min_relevance=0.0, scopes=[scope])
+            assert [h.memory.text for h in hits] == [text] and hits[0].memory.scope == scope
+    finally:
+        app.close()
 
 
 def test_forget_removes_row_vector_and_words(app: App) -> None:

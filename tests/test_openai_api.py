@@ -161,6 +161,12 @@ def test_unknown_persona_and_bad_input_use_openais_error_shape(daemons, fake_ope
     with pytest.raises(openai.BadRequestError) as last:
         client.chat.completions.create(model="fake", messages=[{"role": "assistant", "content": "hi"}])
     assert last.value.body["param"] == "messages[0].role" and last.value.body["type"] == "invalid_request_error"
+    for body, param in [
+        ({"model": "fake", "messages": [{"content": "hi"}]}, "messages.0.role"),  # a role is required
+        ({"model": "fake", "messages": [{"role": "user", "content": "hi"}], "stream": 0}, "stream"),  # not a boolean
+    ]:
+        refused = d.client.post("/v1/chat/completions", json=body)
+        assert refused.status_code == 400 and refused.json()["error"]["param"] == param, refused.text
     response = d.client.post("/v1/chat/completions", json={"model": "fake"})
     assert response.status_code == 400
     assert set(response.json()["error"]) == {"message", "type", "param", "code"}

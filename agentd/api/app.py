@@ -54,7 +54,7 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
     api = FastAPI(title="agentd", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     api.state.daemon = d
     errors.install(api)
-    openapi.install(api, cfg, d.keys.required)
+    openapi.install(api, cfg, d.keys.required, lambda: list(d.app.personas))
     for module in (chat, channels, memory_routes, admin, openai_compat, web):
         api.include_router(module.router)
     # The last added runs first: the Host, then the key, are checked before any body is read;

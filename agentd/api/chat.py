@@ -19,7 +19,7 @@ router = APIRouter(tags=["chat"], responses=COMMON_ERRORS)
 
 SSE_DOC: dict[int | str, dict[str, Any]] = {
     200: {"content": {MEDIA_TYPE: {}}, "description": "Server-sent events, one per runtime event."},
-    **error_responses(404, 422),
+    **error_responses(403, 404, 422),
 }
 
 

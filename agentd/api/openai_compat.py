@@ -26,7 +26,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -51,16 +51,31 @@ router = APIRouter(tags=["openai"], responses=openai_error_responses(400, 401, 4
 DEFAULT_USER = "anonymous"
 #: HTTP status of a turn that ended with an Error event (non-streaming), by its code.
 _TURN_STATUS = {"context_overflow": 400, "shutting_down": 503, "interrupted": 503, "timeout": 504}
-_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+#: The roles a message may have (OpenAI's).
+MessageRole = Literal["system", "developer", "user", "assistant", "tool", "function"]
+
+
+class ChatMessage(BaseModel):
+    """One message of the conversation (OpenAI's fields; the ones agentd does not use are kept and ignored)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    role: MessageRole
+    content: Any = Field(None, description="Text, or a list of content parts of which only text parts are read.")
 
 
 class ChatCompletionRequest(BaseModel):
-    """``POST /v1/chat/completions`` (OpenAI's fields; the ones agentd does not use are accepted and ignored)."""
+    """``POST /v1/chat/completions`` (OpenAI's fields; the ones agentd does not use are accepted and ignored).
+    Strict, as agentd's own bodies: ``"stream": 0`` is not a boolean."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     model: str = Field(description="The persona that answers.")
-    messages: list[dict[str, Any]] = Field(min_length=1, description="The conversation; the last is the user's.")
+    messages: list[ChatMessage] = Field(
+        min_length=1,
+        description="The conversation; the last is the user's.",
+        examples=[[{"role": "user", "content": "What did I say about my trip?"}]],
+    )
     stream: bool = False
     stream_options: dict[str, Any] | None = None
     user: str | None = Field(None, description="The memory user (default: safety_identifier, else 'anonymous').")
@@ -93,9 +108,6 @@ def _text(content: Any, field: str) -> str:
 
 def _split(messages: list[dict[str, Any]]) -> tuple[str, list[Earlier]]:
     """The new user message, and the earlier user/assistant messages with text."""
-    for i, m in enumerate(messages):
-        if m.get("role") not in _ROLES:
-            raise InvalidInput(f"messages[{i}].role", f"must be one of {', '.join(_ROLES)}")
     last = len(messages) - 1
     if messages[last].get("role") != "user":
         raise InvalidInput(f"messages[{last}].role", "the last message must be the user's (the new message)")
@@ -176,7 +188,8 @@ def get_model(model: str, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, An
 
 @router.post(
     "/v1/chat/completions",
-    responses={200: {"content": {MEDIA_TYPE: {}, "application/json": {}}}},
+    # 403: a channel (metadata.channel) the key may not use, or a delegation's internal one.
+    responses={200: {"content": {MEDIA_TYPE: {}, "application/json": {}}}, **openai_error_responses(403)},
     **allow(Policy.CHANNEL),
 )
 async def chat_completions(body: ChatCompletionRequest, d: Annotated[Daemon, Depends(daemon)], request: Request) -> Any:
@@ -191,7 +204,7 @@ async def chat_completions(body: ChatCompletionRequest, d: Annotated[Daemon, Dep
     # The default channel is this user's own; a named one is shared unless the caller says otherwise.
     visibility = meta.get("visibility") or (None if meta.get("channel") else "direct")
     persona = d.persona_for(channel, body.model)
-    text, earlier = _split(body.messages)
+    text, earlier = _split([m.model_dump() for m in body.messages])
     disable_tools = _tools_off(body)
     disable_memory = meta.get("disable_memory", "").lower() in ("true", "1", "yes")
     if not text.strip():

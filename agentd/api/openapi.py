@@ -1,15 +1,16 @@
 """The published OpenAPI schema: what the models declare, plus what only the running daemon knows.
 
 The request models declare the fixed rules (:mod:`agentd.api.schemas`); this
-fills in the limits that come from the configuration (``memory.max_text_chars``)
-and the two ways of sending a key (every operation but ``/healthz`` requires one
+fills in the limits that come from the configuration (``memory.max_text_chars``),
+the daemon's personas as the examples of every field that names one (``persona``,
+the OpenAI-compatible ``model``), and the two ways of sending a key (every operation but ``/healthz`` requires one
 when the daemon has keys). Each operation lists the roles it admits in
 ``x-agentd-roles`` (:mod:`agentd.api.roles`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI
@@ -25,11 +26,14 @@ SECURITY_SCHEMES = {
 }
 
 
-def published(api: FastAPI, config: Config, keys_required: bool | None = None) -> dict[str, Any]:
+def published(
+    api: FastAPI, config: Config, keys_required: bool | None = None, personas: Sequence[str] = ()
+) -> dict[str, Any]:
     """The schema ``/openapi.json`` serves for this daemon.
 
     ``keys_required`` (default: a key is configured): every operation but ``/healthz``
-    declares the key schemes as its security.
+    declares the key schemes as its security. ``personas``: the daemon's persona names, given
+    as examples wherever a request names a persona (any other name is ``404``).
     """
     if keys_required is None:
         keys_required = bool(config.daemon.api_key)
@@ -42,7 +46,6 @@ def published(api: FastAPI, config: Config, keys_required: bool | None = None) -
     )
     limit = config.memory.max_text_chars
     components = schema.get("components", {}).get("schemas", {})
-    text_limits = {"type": "string", "maxLength": limit}
     if "AddMemory" in components:
         props = components["AddMemory"]["properties"]
         props["text"]["maxLength"] = limit
@@ -52,10 +55,9 @@ def published(api: FastAPI, config: Config, keys_required: bool | None = None) -
             items = variant.get("properties", {}).get("memories", {}).get("items")
             if items:
                 items["properties"]["text"] = {**items["properties"]["text"], "maxLength": limit}
-                items["properties"]["metadata"] = {
-                    "type": "object",
-                    "properties": {CONTEXT_KEY: text_limits},
-                }
+                items["properties"]["metadata"] = {"type": "object", "properties": {CONTEXT_KEY: _context(limit)}}
+    if personas:
+        _persona_examples(schema, list(personas))
     # How to send a key, always; which roles each operation admits is its ``x-agentd-roles``.
     schema.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
     if keys_required:
@@ -68,19 +70,53 @@ def published(api: FastAPI, config: Config, keys_required: bool | None = None) -
     return schema
 
 
+#: Where a request names a persona: body properties and parameters called this.
+PERSONA_FIELDS = ("persona", "model")
+
+
+def _persona_examples(schema: dict[str, Any], names: list[str]) -> None:
+    """``names`` as the examples of every field that names a persona: a client reading ``/docs``
+    sees real values, and a tool that sends the schema's examples (schemathesis) reaches past
+    ``404``. The OpenAI-compatible ``model`` is a persona too; no other ``model`` is in a request."""
+    components = schema.get("components", {}).get("schemas", {})
+    for path in schema.get("paths", {}).values():
+        for operation in path.values():
+            for parameter in operation.get("parameters", []):
+                if parameter.get("name") in PERSONA_FIELDS:
+                    parameter.setdefault("schema", {})["examples"] = names
+            for media in operation.get("requestBody", {}).get("content", {}).values():
+                ref = media.get("schema", {}).get("$ref", "")
+                body = components.get(ref.rsplit("/", 1)[-1], {}) if ref.startswith("#/components/schemas/") else {}
+                for field in PERSONA_FIELDS:
+                    prop = body.get("properties", {}).get(field)
+                    if prop is not None:
+                        prop["examples"] = names
+
+
+def _context(limit: int) -> dict[str, Any]:
+    """``metadata.context``: a bounded string (indexed for search, never shown), or null (none)."""
+    return {"anyOf": [{"type": "string", "maxLength": limit}, {"type": "null"}]}
+
+
 def _metadata(declared: dict[str, Any], limit: int) -> dict[str, Any]:
-    """``metadata``: any object whose ``context`` (indexed for search, never shown) is a bounded string."""
-    shape = {"type": "object", "properties": {CONTEXT_KEY: {"type": "string", "maxLength": limit}}}
+    """``metadata``: any object whose ``context`` is a bounded string or null."""
+    shape = {"type": "object", "properties": {CONTEXT_KEY: _context(limit)}}
     return {**declared, "anyOf": [shape, {"type": "null"}]} if "anyOf" in declared else shape
 
 
-def install(api: FastAPI, config: Config, keys_required: Callable[[], bool] | None = None) -> None:
+def install(
+    api: FastAPI,
+    config: Config,
+    keys_required: Callable[[], bool] | None = None,
+    personas: Callable[[], Sequence[str]] | None = None,
+) -> None:
     """Serve :func:`published` (built once, on first request) as ``/openapi.json``."""
 
     def openapi() -> dict[str, Any]:
         if api.openapi_schema is None:
             required = keys_required() if keys_required is not None else None
-            api.openapi_schema = published(api, config, required)
+            names = personas() if personas is not None else ()
+            api.openapi_schema = published(api, config, required, names)
         return api.openapi_schema
 
     api.openapi = openapi  # type: ignore[method-assign]

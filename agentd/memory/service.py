@@ -507,4 +507,12 @@ class MemoryService:
         return self._embedder
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        return self._require_embedder().embed(list(texts))
+        """The passages' vectors, a text repeated in the batch embedded once (an import may repeat one
+        thousands of times: the same vector each time, for a fraction of the time)."""
+        embedder = self._require_embedder()
+        unique = list(dict.fromkeys(texts))
+        if len(unique) == len(texts):
+            return embedder.embed(list(texts))
+        position = {text: i for i, text in enumerate(unique)}
+        vectors: np.ndarray = embedder.embed(unique)[[position[t] for t in texts]]
+        return vectors
