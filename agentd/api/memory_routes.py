@@ -63,7 +63,8 @@ class _Id(Convertor[str]):
         return str(value)
 
 
-register_url_convertor("id", _Id())
+register_url_convertor("agentd_id", _Id())  # Starlette's registry is global: a name of our own
+
 #: What a route that embeds may answer besides the common errors.
 EMBEDDER_ERRORS = error_responses(404, 409, 422, 502, 504)
 
@@ -229,7 +230,10 @@ def list_memories(
 
 
 @router.delete(
-    "/v1/memories/{memory_id:id}", response_model=Forgotten, responses=error_responses(404, 422), **allow(Policy.ADMIN)
+    "/v1/memories/{memory_id:agentd_id}",
+    response_model=Forgotten,
+    responses=error_responses(404, 422),
+    **allow(Policy.ADMIN),
 )
 def forget(memory_id: Annotated[int, Path(ge=1, le=MAX_ID)], d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """Delete one memory (its row, vector and index entry)."""
@@ -237,7 +241,7 @@ def forget(memory_id: Annotated[int, Path(ge=1, le=MAX_ID)], d: Annotated[Daemon
 
 
 @router.get(
-    "/v1/memories/{memory_id:id}/history",
+    "/v1/memories/{memory_id:agentd_id}/history",
     response_model=MemoryHistory,
     responses=error_responses(404, 422),
     **allow(Policy.ADMIN),

@@ -3,9 +3,9 @@
 The request models declare the fixed rules (:mod:`agentd.api.schemas`); this
 fills in the limits that come from the configuration (``memory.max_text_chars``),
 the daemon's personas as the examples of every field that names one (``persona``,
-the OpenAI-compatible ``model``), and the two ways of sending a key (every operation but ``/healthz`` requires one
-when the daemon has keys). Each operation lists the roles it admits in
-``x-agentd-roles`` (:mod:`agentd.api.roles`).
+the OpenAI-compatible ``model``), and the two ways of sending a key (every
+operation but ``/healthz`` requires one when the daemon has keys). Each operation
+lists the roles it admits in ``x-agentd-roles`` (:mod:`agentd.api.roles`).
 """
 
 from __future__ import annotations
