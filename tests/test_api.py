@@ -282,6 +282,12 @@ def test_with_an_api_key_every_endpoint_but_health_needs_it(daemons) -> None:
     (model,) = schema["paths"]["/v1/models/{model}"]["get"]["parameters"]
     assert model["schema"]["examples"] == ["fake"]
     assert "403" in schema["paths"]["/v1/chat"]["post"]["responses"]  # a channel the key may not use
+    # Where some valid key's role is refused, 403 is declared (in OpenAI's shape on its routes).
+    responses = {(m, p): op["responses"] for p, item in schema["paths"].items() for m, op in item.items()}
+    assert "403" in responses[("get", "/v1/memories")] and "403" in responses[("post", "/v1/memory/search")]
+    assert "403" not in responses[("get", "/v1/personas")] and "403" not in responses[("get", "/healthz")]
+    openai_403 = responses[("post", "/v1/chat/completions")]["403"]["content"]["application/json"]["schema"]
+    assert openai_403["$ref"].endswith("/OpenAIErrorResponse")
     with d.app.store.read() as conn:  # the refused chat stored nothing
         assert d.app.store.messages.after(conn, "general", 0) == []
 

@@ -16,6 +16,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from agentd.api.openai_errors import PREFIXES as OPENAI_PREFIXES
+from agentd.api.roles import ADMITTED, ROLES_EXTENSION, Policy
 from agentd.config import Config
 from agentd.store.lexical import CONTEXT_KEY
 
@@ -62,6 +64,7 @@ def published(
     schema.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
     if keys_required:
         schema["security"] = [{"bearer": []}, {"apiKey": []}]
+        _role_refusals(schema)
     else:
         for path in schema.get("paths", {}).values():
             for operation in path.values():
@@ -91,6 +94,23 @@ def _persona_examples(schema: dict[str, Any], names: list[str]) -> None:
                     prop = body.get("properties", {}).get(field)
                     if prop is not None:
                         prop["examples"] = names
+
+
+def _role_refusals(schema: dict[str, Any]) -> None:
+    """A 403 on every operation some valid key may not call (``x-agentd-roles`` leaves a role out):
+    the role check refuses it before the route runs (:func:`agentd.api.roles.allow`). In OpenAI's
+    shape on the OpenAI-compatible routes."""
+    every = set(ADMITTED[Policy.ANY])
+    for path, item in schema.get("paths", {}).items():
+        shape = "OpenAIErrorResponse" if path.startswith(OPENAI_PREFIXES) else "ErrorResponse"
+        for operation in item.values():
+            roles = set(operation.get(ROLES_EXTENSION, every))
+            responses = operation.setdefault("responses", {})
+            if every - roles and "anyone" not in roles and "403" not in responses:
+                responses["403"] = {
+                    "description": "Error; code: forbidden (this key's role may not do this)",
+                    "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{shape}"}}},
+                }
 
 
 def _context(limit: int) -> dict[str, Any]:
