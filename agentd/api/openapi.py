@@ -10,12 +10,13 @@ lists the roles it admits in ``x-agentd-roles`` (:mod:`agentd.api.roles`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from agentd._exceptions import CATALOGUE, ErrorCode
 from agentd.api.openai_errors import PREFIXES as OPENAI_PREFIXES
 from agentd.api.roles import ADMITTED, ROLES_EXTENSION, Policy
 from agentd.config import Config
@@ -66,11 +67,17 @@ def published(
         schema["security"] = [{"bearer": []}, {"apiKey": []}]
         _role_refusals(schema)
     else:
-        for path in schema.get("paths", {}).values():
-            for operation in path.values():
-                operation.pop("security", None)
-                operation.get("responses", {}).pop("401", None)
+        for _path, operation in _operations(schema):
+            operation.pop("security", None)
+            operation.get("responses", {}).pop("401", None)
     return schema
+
+
+def _operations(schema: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every operation of the schema, with its path."""
+    for path, item in schema.get("paths", {}).items():
+        for operation in item.values():
+            yield path, operation
 
 
 #: Where a request names a persona: body properties and parameters called this.
@@ -82,35 +89,34 @@ def _persona_examples(schema: dict[str, Any], names: list[str]) -> None:
     sees real values, and a tool that sends the schema's examples (schemathesis) reaches past
     ``404``. The OpenAI-compatible ``model`` is a persona too; no other ``model`` is in a request."""
     components = schema.get("components", {}).get("schemas", {})
-    for path in schema.get("paths", {}).values():
-        for operation in path.values():
-            for parameter in operation.get("parameters", []):
-                if parameter.get("name") in PERSONA_FIELDS:
-                    parameter.setdefault("schema", {})["examples"] = names
-            for media in operation.get("requestBody", {}).get("content", {}).values():
-                ref = media.get("schema", {}).get("$ref", "")
-                body = components.get(ref.rsplit("/", 1)[-1], {}) if ref.startswith("#/components/schemas/") else {}
-                for field in PERSONA_FIELDS:
-                    prop = body.get("properties", {}).get(field)
-                    if prop is not None:
-                        prop["examples"] = names
+    for _path, operation in _operations(schema):
+        for parameter in operation.get("parameters", []):
+            if parameter.get("name") in PERSONA_FIELDS:
+                parameter.setdefault("schema", {})["examples"] = names
+        for media in operation.get("requestBody", {}).get("content", {}).values():
+            ref = media.get("schema", {}).get("$ref", "")
+            body = components.get(ref.rsplit("/", 1)[-1], {}) if ref.startswith("#/components/schemas/") else {}
+            for field in PERSONA_FIELDS:
+                prop = body.get("properties", {}).get(field)
+                if prop is not None:
+                    prop["examples"] = names
 
 
 def _role_refusals(schema: dict[str, Any]) -> None:
     """A 403 on every operation some valid key may not call (``x-agentd-roles`` leaves a role out):
     the role check refuses it before the route runs (:func:`agentd.api.roles.allow`). In OpenAI's
     shape on the OpenAI-compatible routes."""
-    every = set(ADMITTED[Policy.ANY])
-    for path, item in schema.get("paths", {}).items():
-        shape = "OpenAIErrorResponse" if path.startswith(OPENAI_PREFIXES) else "ErrorResponse"
-        for operation in item.values():
-            roles = set(operation.get(ROLES_EXTENSION, every))
-            responses = operation.setdefault("responses", {})
-            if every - roles and "anyone" not in roles and "403" not in responses:
-                responses["403"] = {
-                    "description": "Error; code: forbidden (this key's role may not do this)",
-                    "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{shape}"}}},
-                }
+    every, open_to_all = set(ADMITTED[Policy.ANY]), set(ADMITTED[Policy.OPEN])
+    code = ErrorCode.FORBIDDEN
+    for path, operation in _operations(schema):
+        roles = set(operation.get(ROLES_EXTENSION, every))
+        responses = operation.setdefault("responses", {})
+        if roles != open_to_all and every - roles and "403" not in responses:
+            shape = "OpenAIErrorResponse" if path.startswith(OPENAI_PREFIXES) else "ErrorResponse"
+            responses["403"] = {
+                "description": f"Error; code: {code} ({CATALOGUE[code].meaning})",
+                "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{shape}"}}},
+            }
 
 
 def _context(limit: int) -> dict[str, Any]:
