@@ -18,6 +18,7 @@ from agentd.memory.ranking import MemoryHit
 from agentd.prompt.assembler import ContextAssembler, HistoryItem, Project, PromptRequest, Snippet
 from agentd.prompt.builder import ContextBuilder
 from agentd.prompt.render import MEMORIES_HEADING
+from agentd.prompt.tokens import PER_MESSAGE
 from agentd.prompt.windows import Window, WindowMap
 from agentd.scopes import GLOBAL, Reach
 from agentd.store.memories import Memory
@@ -82,6 +83,28 @@ def test_seed_001_a_short_budget_keeps_fewer_and_the_newest_history_messages() -
     assert kept == sorted(kept) and kept[-1] == 30  # newest kept, sent oldest first
     assert kept == list(range(31 - len(kept), 31))  # contiguous: no gaps
     assert short.budget.total_tokens <= 600 - 100
+
+
+def test_a_recalled_exchange_the_history_carries_gives_its_tokens_to_more_history() -> None:
+    """A snippet quoting a message the kept history carries anyway is dropped, not counted as
+    dropped, and what it cost buys older history, still contiguous from the newest."""
+    items = history(40)
+    elsewhere = Snippet("user asked about the venue; you said Thursday", (1000, 1001))
+    quoting_kept = Snippet("user asked about the venue; you said Thursday", (40, 39))
+    window = 700
+    base = assemble(request(history=items, user_history=[elsewhere]), window)
+    ctx = assemble(request(history=items, user_history=[quoting_kept]), window)
+    assert base.user_history == (elsewhere,) and base.budget.user_history_tokens > 0
+    assert 0 < base.budget.history_messages < 40  # the window is the limit
+    assert ctx.user_history == () and ctx.budget.user_history_tokens == 0
+    assert ctx.budget.snippets_dropped == 0
+    assert ctx.budget.history_messages > base.budget.history_messages
+    kept = list(ctx.history_ids)
+    assert kept == list(range(41 - len(kept), 41))  # newest kept, contiguous, sent oldest first
+    assert [m.source for m in ctx.messages].count("user_history") == 0
+    spent = sum(i.tokens + PER_MESSAGE for i in items[: len(kept)])
+    assert ctx.budget.history_tokens == spent
+    assert ctx.budget.total_tokens <= window - 100
 
 
 def test_under_pressure_memories_win_over_history() -> None:

@@ -22,9 +22,11 @@ for the assembled request. The assembler is pure: same inputs, same output.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import accumulate
+from typing import Any, NamedTuple
 
 from agentd._exceptions import ContextOverflow
 from agentd.memory.ranking import MemoryHit
@@ -49,9 +51,10 @@ USER_HISTORY_HEADING = "## Earlier exchanges with this user (recalled, oldest co
 MIN_PROJECT_TOKENS = 32
 
 
-@dataclass(frozen=True, slots=True)
-class HistoryItem:
-    """One earlier message of the channel, with its (cached) token count."""
+class HistoryItem(NamedTuple):
+    """One earlier message of the channel, with its (cached) token count. A named tuple, not a
+    frozen dataclass: a long channel's prompt makes thousands per turn, and a frozen dataclass
+    costs about three times as much to make (each field set through ``object.__setattr__``)."""
 
     message_id: int
     role: str
@@ -61,6 +64,12 @@ class HistoryItem:
     author: str = ""
     #: A note the builder put in, not a stored message (``NO_REPLY`` after an unanswered user message).
     synthetic: bool = False
+
+
+#: Makes a :class:`HistoryItem` or :class:`PromptMessage` from a tuple of all its fields, in order:
+#: what their generated constructor does, without its Python call (half the cost of a message, in
+#: the loops that run once per message of a long channel's history).
+make = tuple.__new__
 
 
 @dataclass(frozen=True)
@@ -105,9 +114,9 @@ class PromptRequest:
     episodes: Sequence[MemoryHit] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class PromptMessage:
-    """One message of the assembled prompt; ``source`` tags where it came from."""
+class PromptMessage(NamedTuple):
+    """One message of the assembled prompt; ``source`` tags where it came from. A named tuple, as
+    :class:`HistoryItem` is: made once per message of the prompt."""
 
     role: str
     content: str
@@ -241,21 +250,17 @@ class ContextAssembler:
 
         # Recent history: newest first, whole messages, contiguous. A snippet that quotes a
         # message the history carries anyway is dropped and its tokens go to more history.
-        history_tokens, kept_history, redundant_count = 0, [], 0
         history = request.history
-        taken = 0  # history[:taken] is kept
+        # spent[j]: what history[:j] costs. Prefix sums and a bisection, not a loop in Python: a
+        # long channel's prompt carries thousands of messages.
+        spent = [0, *accumulate(item.tokens + PER_MESSAGE for item in history)]
+        taken, redundant_count = 0, 0  # history[:taken] is kept
         while True:
-            while taken < len(history):
-                item = history[taken]
-                cost = item.tokens + PER_MESSAGE
-                if cost > left:
-                    break
-                taken += 1
-                left -= cost
-                history_tokens += cost
-                kept_history.append(item)
+            more = bisect_right(spent, spent[taken] + left, lo=taken) - 1 - taken
+            left -= spent[taken + more] - spent[taken]
+            taken += more
             quoted = {i for s in kept_snippets for i in s.message_ids}
-            in_history = {item.message_id for item in kept_history if item.message_id in quoted}
+            in_history = {item.message_id for item in history[:taken] if item.message_id in quoted} if quoted else set()
             redundant = [i for i, s in enumerate(kept_snippets) if in_history.intersection(s.message_ids)]
             if not redundant:
                 break
@@ -265,6 +270,7 @@ class ContextAssembler:
                 redundant_count += 1
             if not kept_snippets:
                 left += header
+        kept_history, history_tokens = history[:taken], spent[taken]
         history_summary_tokens = (header + sum(snippet_costs)) if kept_snippets else 0
         # Only snippets that did not fit count as dropped; redundant ones are in the history.
         snippets_dropped = len(request.user_history) - len(kept_snippets) - redundant_count
@@ -277,7 +283,8 @@ class ContextAssembler:
             body = "\n".join([USER_HISTORY_HEADING, *(s.text for s in reversed(kept_snippets))])
             messages.append(PromptMessage("system", body, "user_history"))
         messages.extend(
-            PromptMessage(item.role, item.content, "history", item.message_id) for item in reversed(kept_history)
+            make(PromptMessage, (item.role, item.content, "history", item.message_id))
+            for item in reversed(kept_history)
         )
         if request.current is not None:
             messages.append(PromptMessage("user", request.current, "current"))

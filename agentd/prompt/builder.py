@@ -14,7 +14,7 @@ from typing import Any
 from agentd.config import Config
 from agentd.memory.ranking import MemoryHit
 from agentd.personas import Persona
-from agentd.prompt.assembler import AssembledContext, ContextAssembler, HistoryItem, PromptRequest, Snippet
+from agentd.prompt.assembler import AssembledContext, ContextAssembler, HistoryItem, PromptRequest, Snippet, make
 from agentd.prompt.history_cache import MAX_ROWS, HistoryCache, newest_read
 from agentd.prompt.project import ProjectFiles
 from agentd.prompt.tokens import PER_MESSAGE, TokenCounter
@@ -38,18 +38,24 @@ def attributed(author: str, text: str) -> str:
     return f"{author}: {text}"
 
 
-def _attribute(item: HistoryItem, counter: TokenCounter, prefixes: dict[str, int]) -> HistoryItem:
-    """A user message with its author in front; the prefix is counted, with a token of slack for
-    where the tokenizer joins it to the text. ``prefixes``: each author's prefix counted, once per
-    history (a long one has thousands of messages and a few authors)."""
-    if item.role != "user" or item.synthetic:
-        return item
-    prefix = attributed(item.author, "")
-    cost = prefixes.get(prefix)
-    if cost is None:
-        cost = prefixes[prefix] = counter.count(prefix) + 1
-    # Made directly: dataclasses.replace costs several times more, once per message of a long history.
-    return HistoryItem(item.message_id, item.role, prefix + item.content, item.tokens + cost, item.author)
+def _attributed_history(history: Sequence[HistoryItem], counter: TokenCounter) -> list[HistoryItem]:
+    """``history`` with each user message's author in front; each author's prefix is counted once
+    (a long history has thousands of messages and a few authors), with a token of slack for where
+    the tokenizer joins it to the text. One loop, no call per message: it runs over every message
+    a long channel's prompt carries."""
+    prefixes: dict[str, tuple[str, int]] = {}
+    out: list[HistoryItem] = []
+    append = out.append
+    for h in history:
+        if h.role != "user" or h.synthetic:
+            append(h)
+            continue
+        found = prefixes.get(h.author)
+        if found is None:
+            prefix = attributed(h.author, "")
+            found = prefixes[h.author] = (prefix, counter.count(prefix) + 1)
+        append(make(HistoryItem, (h.message_id, "user", found[0] + h.content, h.tokens + found[1], h.author, False)))
+    return out
 
 
 class ContextBuilder:
@@ -160,8 +166,7 @@ class ContextBuilder:
         )
         if speaker is not None and {i.author for i in history if i.role == "user" and not i.synthetic} - {speaker}:
             # Several people speak here: each user message says who wrote it.
-            prefixes: dict[str, int] = {}
-            history = [_attribute(i, counter, prefixes) for i in history]
+            history = _attributed_history(history, counter)
             if current is not None:
                 current = attributed(speaker, current)
         project_dir = self._config.channel_project_dir(channel) or persona.project_dir
@@ -201,6 +206,9 @@ class ContextBuilder:
         if not rows and not complete:
             newest = -1  # nothing kept: set once the first page is read
         fresh: dict[int, int] = {}
+        # The loop runs once per message a long channel's prompt carries (thousands): names are local.
+        name, count = counter.name, counter.count
+        newer = "user" if before_user else None  # the role of the message after this one
         i = 0
         while spent <= max_tokens and len(items) < MAX_HISTORY_MESSAGES:
             if i == len(rows):
@@ -214,23 +222,20 @@ class ContextBuilder:
                 complete = len(page) < PAGE
                 if not page:
                     break
-            mid, role, content, cached, cached_by, author = rows[i]
-            if cached is not None and cached_by == counter.name:
-                tokens = cached
-            else:
-                tokens = counter.count(content)
-                fresh[mid] = tokens
-                rows[i] = (mid, role, content, tokens, counter.name, author)
+            mid, role, content, tokens, counted_by, author = rows[i]
+            if tokens is None or counted_by != name:
+                tokens = fresh[mid] = count(content)
+                rows[i] = (mid, role, content, tokens, name, author)
             i += 1
-            newer = items[-1].role if items else ("user" if before_user else None)
             if role == "user" and newer == "user":
-                if counter.name not in self._no_reply:
-                    self._no_reply[counter.name] = counter.count(NO_REPLY)
-                note = HistoryItem(mid, "assistant", NO_REPLY, self._no_reply[counter.name], synthetic=True)
+                if name not in self._no_reply:
+                    self._no_reply[name] = count(NO_REPLY)
+                note = HistoryItem(mid, "assistant", NO_REPLY, self._no_reply[name], synthetic=True)
                 items.append(note)
                 spent += note.tokens + PER_MESSAGE
-            items.append(HistoryItem(mid, role, content, tokens, author))
+            items.append(make(HistoryItem, (mid, role, content, tokens, author, False)))
             spent += tokens + PER_MESSAGE
+            newer = role
         if fresh:
             with self._store.write() as conn:
                 self._store.messages.set_token_counts(conn, fresh, counter.name)
