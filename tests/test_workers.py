@@ -1,7 +1,9 @@
 """Turns answered in worker processes: ``agentd serve`` with ``[runtime] workers = 2``, in a
 subprocess, through the API over real HTTP, the offline model and the real local embedder
 in every process. Each channel is answered by one worker, in order; every accepted message
-is answered once, across a worker killed mid-run and a daemon stopped mid-run."""
+is answered once, across a worker killed mid-run and a daemon stopped mid-run. A worker that
+keeps dying young, or whose process cannot be made (the one test that makes the workers
+itself, with process creation failing), is started again after growing pauses."""
 
 from __future__ import annotations
 
@@ -396,3 +398,80 @@ def test_log_lines_of_several_processes_on_one_stderr_stay_whole(tmp_path: Path)
     lines = out.read_text().splitlines()
     assert len(lines) == 9000
     assert all(json.loads(line)["event"] == "turn" for line in lines)
+
+
+def test_a_worker_that_keeps_dying_young_is_started_again_after_growing_pauses(daemon: Any) -> None:
+    """kill -9 of a worker as soon as it runs, again and again (as a worker that cannot open its
+    store or load its model dies): it is started again at once after its first young death, then
+    after growing pauses, said in the log; once it stays up, every message accepted meanwhile is
+    answered once."""
+    import json
+
+    running = daemon()
+    channels = channels_of_both_workers(4)
+    accepted = post_all(running.url, channels, 2)
+    for _ in range(4):
+        victim = worker_pids(running.url)[0]
+        os.kill(victim, signal.SIGKILL)
+        wait_for(
+            lambda victim=victim: (
+                httpx.get(running.url + "/healthz", timeout=30).json()["workers"][0]["pid"] not in (None, victim)
+            ),
+            60,
+            "worker 0 to be started again",
+        )
+        accepted += post_all(running.url, channels, 1)  # its channels' messages wait for it
+    home = Path(running.proc.args[2])
+    found = wait_answered(home, [mid for _c, mid in accepted])
+    assert all(len(found[mid]) == 1 for _c, mid in accepted)
+    # The three restarts after the first are of workers killed at once (young deaths); the first
+    # worker may have lived long enough not to count: the pauses start at 0.5 s and double.
+    log = [json.loads(line) for line in "".join(running.stderr).splitlines() if line.startswith("{")]
+    pauses = [entry["seconds"] for entry in log if entry["event"] == "worker_restart_paused"]
+    assert pauses[:2] == [0.5, 1.0], pauses
+    assert all(entry["worker"] == 0 for entry in log if entry["event"] == "worker_restart_paused")
+
+
+def test_a_worker_whose_process_cannot_be_made_is_tried_again_until_it_runs(tmp_path: Path) -> None:
+    """Making a worker's process fails twice (as fork does with no processes or memory left): the
+    daemon tries again after pauses, said in the log, and the third worker runs and answers."""
+    import errno
+
+    from structlog.testing import capture_logs
+
+    from agentd.runtime.workers import RESTART_PAUSES, Workers
+
+    config = load_config(write_home(tmp_path, "[runtime]\nworkers = 1\n"), environ={})
+    pool = Workers(config, 1, lambda _request, _event: None, lambda _index: None)
+    real = pool._context
+    failures = [2]
+
+    class ForkFails:
+        """The real context, whose first two processes cannot be started."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def Process(self, **kwargs: Any) -> Any:  # noqa: N802 (multiprocessing's name)
+            process = real.Process(**kwargs)
+            if failures[0]:
+                failures[0] -= 1
+
+                def refuse() -> None:
+                    raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+                process.start = refuse
+            return process
+
+    pool._context = ForkFails()
+    with capture_logs() as logged:
+        try:
+            pool.start()
+            wait_for(lambda: pool.pids()[0] is not None, 60, "the worker to run")
+            health = wait_for(lambda: pool.ask("health", 30)[0], 60, "the worker to answer")
+            assert health["healthy"]
+        finally:
+            pool.stop(5)
+    failed = [entry for entry in logged if entry["event"] == "worker_start_failed"]
+    assert [entry["retry_in_seconds"] for entry in failed] == list(RESTART_PAUSES[:2])
+    assert all("Resource temporarily unavailable" in entry["error"] for entry in failed)

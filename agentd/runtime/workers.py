@@ -21,7 +21,11 @@ if the turn had run in its own process.
 A worker that dies (a bug, ``kill -9``) is started again; the messages of its
 channels still pending in the store are answered by the new one (nothing
 accepted is lost), and a turn whose reply was stored but whose ``done`` never
-came back ends with an error event. When the daemon stops, each worker stops
+came back ends with an error event. A worker that keeps dying soon after it
+starts (it cannot open the store or load its model, say) is started again after
+growing pauses (:data:`RESTART_PAUSES`) rather than at once, over and over; one
+that cannot be started at all (no process could be made) is tried again the same
+way. Its channels' turns wait meanwhile: they are stored, and nothing is lost. When the daemon stops, each worker stops
 its runtime with the daemon's grace period (replies in flight finish or are
 stored as ``interrupted``; messages not started stay pending) and exits. A
 worker whose daemon is gone (its pipe closes) stops the same way.
@@ -48,6 +52,7 @@ import queue
 import signal
 import sys
 import threading
+import time
 import zlib
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -71,6 +76,13 @@ STOP_MARGIN = 15.0
 ASK_TIMEOUT = 10.0
 #: Events sent per message on a worker's pipe, at most.
 BATCH = 512
+#: A worker that dies within this many seconds of its start died young: each further young death
+#: in a row waits longer before the next start.
+YOUNG = 10.0
+#: Seconds to wait before starting a worker again: after its second young death in a row (the
+#: first is started again at once), the third, and so on; the last pause repeats. Also the pauses
+#: between attempts to start one that could not be started.
+RESTART_PAUSES = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 
 
 def shard_of(channel: str, count: int) -> int:
@@ -169,12 +181,8 @@ class Workers:
 
     def _start_all(self) -> None:
         for shard in self._shards:
-            if self._stopping.is_set():
-                return
-            try:
-                shard.start()
-            except Exception as exc:  # said; the turns of that worker wait
-                log.error("worker_start_failed", worker=shard.index, error=f"{type(exc).__name__}: {exc}")
+            if not shard.start_until_running():
+                return  # the daemon stops
 
     def owner(self, channel: str) -> int:
         """The index of the worker that answers ``channel``."""
@@ -258,6 +266,9 @@ class _Shard:
         self._asked: dict[int, Future[Any]] = {}
         self._process: Any = None
         self._generation = 0
+        self._started_at = 0.0
+        #: Deaths in a row within :data:`YOUNG` seconds of the start.
+        self._young_deaths = 0
 
     @property
     def pid(self) -> int | None:
@@ -274,8 +285,14 @@ class _Shard:
             name=f"agentd-worker-{self.index}",
             daemon=True,
         )
-        process.start()
-        there.close()
+        try:
+            process.start()
+        except BaseException:
+            here.close()
+            raise
+        finally:
+            there.close()
+        self._started_at = time.monotonic()
         with self._lock:
             self._generation += 1
             generation = self._generation
@@ -293,6 +310,28 @@ class _Shard:
             daemon=True,
         ).start()
         log.info("worker_started", worker=self.index, pid=process.pid)
+
+    def start_until_running(self) -> bool:
+        """:meth:`start`, tried again after each of :data:`RESTART_PAUSES` while the process cannot
+        be made (its channels' turns wait meanwhile); False if the daemon stops first."""
+        stopping = self._owner._stopping
+        attempt = 0
+        while not stopping.is_set():
+            attempt += 1
+            try:
+                self.start()
+                return True
+            except Exception as exc:
+                pause = RESTART_PAUSES[min(attempt, len(RESTART_PAUSES)) - 1]
+                log.error(
+                    "worker_start_failed",
+                    worker=self.index,
+                    attempt=attempt,
+                    retry_in_seconds=pause,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
+                stopping.wait(pause)
+        return False
 
     def send(self, message: object) -> None:
         """Queue ``message`` for the worker (sent in order by the sender thread; never blocks)."""
@@ -359,15 +398,23 @@ class _Shard:
             for future in asked.values():
                 if not future.done():
                     future.set_result(None)
-        if self._owner._stopping.is_set():
+        stopping = self._owner._stopping
+        if stopping.is_set():
             return
         process.join(5)
         log.error("worker_died", worker=self.index, pid=process.pid, exitcode=process.exitcode)
         with self._lock:
             if generation != self._generation:
                 return
-        self.start()
-        self._owner._restarted(self.index)
+        young = time.monotonic() - self._started_at < YOUNG
+        self._young_deaths = self._young_deaths + 1 if young else 0
+        if self._young_deaths > 1:
+            pause = RESTART_PAUSES[min(self._young_deaths - 1, len(RESTART_PAUSES)) - 1]
+            log.warning("worker_restart_paused", worker=self.index, young_deaths=self._young_deaths, seconds=pause)
+            if stopping.wait(pause):
+                return
+        if self.start_until_running():
+            self._owner._restarted(self.index)
 
 
 # -- the worker's side --------------------------------------------------------------------------
