@@ -25,10 +25,12 @@ came back ends with an error event. A worker that keeps dying soon after it
 starts (it cannot open the store or load its model, say) is started again after
 growing pauses (:data:`RESTART_PAUSES`) rather than at once, over and over; one
 that cannot be started at all (no process could be made) is tried again the same
-way. Its channels' turns wait meanwhile: they are stored, and nothing is lost. When the daemon stops, each worker stops
-its runtime with the daemon's grace period (replies in flight finish or are
-stored as ``interrupted``; messages not started stay pending) and exits. A
-worker whose daemon is gone (its pipe closes) stops the same way.
+way. Its channels' turns wait meanwhile: they are stored, and nothing is lost.
+
+When the daemon stops, each worker stops its runtime with the daemon's grace
+period (replies in flight finish or are stored as ``interrupted``; messages not
+started stay pending) and exits. A worker whose daemon is gone (its pipe
+closes) stops the same way.
 
 Workers are forked from a fork server (``multiprocessing``'s ``forkserver``, where the
 platform has one; else each is a new interpreter): a clean process that imports
