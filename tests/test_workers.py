@@ -79,6 +79,11 @@ def worker_pids(url: str) -> list[int]:
     return list(wait_for(running, 60, "every worker to run"))
 
 
+def restarted(url: str, victim: int) -> bool:
+    """Whether worker 0 runs again, in a process other than ``victim``."""
+    return httpx.get(url + "/healthz", timeout=30).json()["workers"][0]["pid"] not in (None, victim)
+
+
 def post_all(url: str, channels: list[str], per_channel: int) -> list[tuple[str, int]]:
     """Post ``per_channel`` messages to each channel from one thread per channel; ``(channel, id)`` each."""
     accepted: list[tuple[str, int]] = []
@@ -186,11 +191,7 @@ def test_a_killed_worker_is_started_again_and_nothing_accepted_is_lost_or_answer
     try:
         wait_for(lambda: len(accepted) >= 8, 60, "posts before the kill")
         os.kill(victim, signal.SIGKILL)
-        wait_for(
-            lambda: httpx.get(running.url + "/healthz", timeout=30).json()["workers"][0]["pid"] not in (None, victim),
-            60,
-            "worker 0 to be started again",
-        )
+        wait_for(lambda: restarted(running.url, victim), 60, "worker 0 to be started again")
         count = len(accepted)
         wait_for(lambda: len(accepted) >= count + 8, 60, "posts after the restart")
     finally:
@@ -413,13 +414,7 @@ def test_a_worker_that_keeps_dying_young_is_started_again_after_growing_pauses(d
     for _ in range(4):
         victim = worker_pids(running.url)[0]
         os.kill(victim, signal.SIGKILL)
-        wait_for(
-            lambda victim=victim: (
-                httpx.get(running.url + "/healthz", timeout=30).json()["workers"][0]["pid"] not in (None, victim)
-            ),
-            60,
-            "worker 0 to be started again",
-        )
+        wait_for(lambda victim=victim: restarted(running.url, victim), 60, "worker 0 to be started again")
         accepted += post_all(running.url, channels, 1)  # its channels' messages wait for it
     home = Path(running.proc.args[2])
     found = wait_answered(home, [mid for _c, mid in accepted])

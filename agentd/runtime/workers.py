@@ -87,6 +87,11 @@ YOUNG = 10.0
 RESTART_PAUSES = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 
 
+def restart_pause(n: int) -> float:
+    """The ``n``-th pause (from 1) of :data:`RESTART_PAUSES`; the last repeats."""
+    return RESTART_PAUSES[min(n, len(RESTART_PAUSES)) - 1]
+
+
 def shard_of(channel: str, count: int) -> int:
     """The worker (``0 .. count-1``) that answers ``channel``: its root channel's crc32 modulo ``count``."""
     return zlib.crc32(root_channel(channel).encode()) % count
@@ -324,7 +329,7 @@ class _Shard:
                 self.start()
                 return True
             except Exception as exc:
-                pause = RESTART_PAUSES[min(attempt, len(RESTART_PAUSES)) - 1]
+                pause = restart_pause(attempt)
                 log.error(
                     "worker_start_failed",
                     worker=self.index,
@@ -411,7 +416,7 @@ class _Shard:
         young = time.monotonic() - self._started_at < YOUNG
         self._young_deaths = self._young_deaths + 1 if young else 0
         if self._young_deaths > 1:
-            pause = RESTART_PAUSES[min(self._young_deaths - 1, len(RESTART_PAUSES)) - 1]
+            pause = restart_pause(self._young_deaths - 1)
             log.warning("worker_restart_paused", worker=self.index, young_deaths=self._young_deaths, seconds=pause)
             if stopping.wait(pause):
                 return
