@@ -42,8 +42,9 @@ def test_serve_refuses_to_bind_beyond_loopback_without_a_key(tmp_path) -> None:
 class Serve:
     """``agentd serve --port 0`` in a subprocess; ``url`` once it printed where it listens."""
 
-    def __init__(self, home: Path, new_session: bool = False) -> None:
-        """``new_session``: in a process group of its own (signalled as a whole with ``os.killpg``)."""
+    def __init__(self, home: Path, new_session: bool = False, cwd: Path = REPO) -> None:
+        """``new_session``: in a process group of its own (signalled as a whole with ``os.killpg``);
+        ``cwd``: the directory it runs in."""
         exe = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
         env[KEY_ENV] = "test-key"
@@ -53,7 +54,7 @@ class Serve:
             stderr=subprocess.PIPE,
             text=True,
             env=env,
-            cwd=REPO,
+            cwd=cwd,
             start_new_session=new_session,
         )
         self.lines: queue.Queue[str] = queue.Queue()
@@ -213,6 +214,36 @@ def test_sigterm_during_a_streamed_reply_stores_the_message_and_the_reply(
         assert answered[0]["content"] == "echo: bob: and then?"  # alice spoke here too: bob is named
         again.proc.send_signal(signal.SIGTERM)
         assert again.proc.wait(30) == 0
+
+
+def test_a_dotenv_file_where_the_daemon_runs_lends_no_key_to_a_persona(tmp_path, fake_openai) -> None:
+    """agentd's keys come from the environment it was started with. A ``.env`` file in the
+    directory it runs in (litellm loads one when imported, unless told not to) names the variable
+    the persona's key is read from: the turn fails for want of it, and the model's server is
+    never sent the file's key."""
+    persona = fake_persona(fake_openai.url).replace(KEY_ENV, "DOTENV_ONLY_KEY")
+    home = write_home(tmp_path / "home", '[embedding]\nprovider = "none"\n', {"fake": persona})
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / ".env").write_text("DOTENV_ONLY_KEY=from-dotenv\nOPENAI_API_KEY=from-dotenv\n")
+    daemon = Serve(home, cwd=work)
+    try:
+        with httpx.Client(base_url=daemon.url, timeout=30) as client:
+            posted = client.post("/v1/channels/general/messages", json={"persona": "fake", "user": "a", "text": "hi"})
+            assert posted.status_code == 202, posted.text
+
+            def settled() -> list[dict[str, Any]]:
+                stored = client.get("/v1/channels/general/messages").json()["messages"]
+                return stored if stored[0]["status"] != "pending" else []
+
+            stored = wait_for(settled, 60, "the message to be answered or to fail")
+        assert [(m["role"], m["status"]) for m in stored] == [("user", "failed")], stored
+        daemon.proc.send_signal(signal.SIGTERM)
+        assert daemon.proc.wait(30) == 0
+        assert '"code": "llm_auth"' in "".join(daemon.stderr) and "needs DOTENV_ONLY_KEY" in "".join(daemon.stderr)
+        assert fake_openai.authorizations == []
+    finally:
+        daemon.stop()
 
 
 def test_agentd_post_prints_the_reply_of_a_running_daemon(daemons, fake_openai) -> None:

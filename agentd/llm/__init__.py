@@ -1,7 +1,8 @@
 """Everything that talks to litellm lives in this package; nothing else imports it.
 
 litellm is imported lazily (it takes ~2 s) and always with
-``LITELLM_LOCAL_MODEL_COST_MAP=True``, so importing it never touches the network.
+``LITELLM_LOCAL_MODEL_COST_MAP=True``, so importing it never touches the network, and
+with ``LITELLM_MODE=PRODUCTION`` (unless set otherwise), so it never reads a ``.env`` file.
 """
 
 from __future__ import annotations
@@ -16,8 +17,14 @@ _module: ModuleType | None = None
 
 def offline_environment() -> None:
     """Set what litellm must see before it is imported (here or in a process started after this
-    call): otherwise its import fetches the model map from the network."""
+    call): otherwise its import fetches the model map from the network, and loads a ``.env``
+    file into the environment (in its default ``DEV`` mode: the working directory's for the
+    workers' fork server, which runs as ``python -c``; else the first one above litellm's
+    installed files). A key there would then reach a persona's ``api_key_env`` in one process
+    and not in another, and one meant for something else could be sent to a model's server:
+    agentd's keys come from the environment it was started with, as the README says."""
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
