@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, date, datetime
+from typing import Any
 
 import pytest
 
@@ -172,3 +174,38 @@ def test_a_memory_created_on_the_day_the_query_names_ranks_first(app: App) -> No
         "What great news did Maria share on 16 June, 2023?", BUDDY, limit=2, min_relevance=0.0, mode="dense"
     )
     assert {h.relevance for h in dense} != {h.relevance for h in hits}
+
+
+def test_the_full_text_side_is_read_while_the_query_is_embedded(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search begins the query's embedding, reads its full-text matches meanwhile, and only
+    then waits for the vector: an embedder that answers only once the words were searched is
+    not waited for in vain (were the query embedded first, it would time out)."""
+    from agentd.memory import MemoryService
+
+    for text in TRIPS.values():
+        app.memory.add("buddy", GLOBAL, text)
+    searched = threading.Event()
+    search_words = app.store.words.search
+
+    def words_then_signal(*args: Any, **kwargs: Any) -> Any:
+        found = search_words(*args, **kwargs)
+        searched.set()
+        return found
+
+    monkeypatch.setattr(app.store.words, "search", words_then_signal)
+
+    class AnswersOnceTheWordsAreSearched:
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+        def embed_queries(self, texts: Any) -> Any:
+            if not searched.wait(5):
+                raise RuntimeError("the query was embedded before the full-text index was read")
+            return self._inner.embed_queries(texts)
+
+    memory = MemoryService(app.store, AnswersOnceTheWordsAreSearched(app.embedder), app.config.memory)
+    [hit] = memory.search("Who flies to Lisbon on 27 May?", BUDDY, limit=1, min_relevance=0.0)
+    assert hit.memory.text == TRIPS["27 May"] and hit.score > 0

@@ -117,16 +117,28 @@ class GuardedEmbedder:
         """Search queries, embedded within the timeout and checked."""
         return self._call(self._inner.embed_queries, texts)
 
+    def begin_queries(self, texts: Sequence[str]) -> Callable[[], np.ndarray]:
+        """:meth:`embed_queries` begun now, on the guard's thread; the function returned waits for
+        the answer (within the timeout, counted from now) and checks it. Meanwhile the caller
+        can do work that does not need the vectors."""
+        return self._begin_call(self._inner.embed_queries, texts)
+
     def _call(self, method: Callable[[Sequence[str]], np.ndarray], texts: Sequence[str]) -> np.ndarray:
+        return self._begin_call(method, texts)()
+
+    def _begin_call(
+        self, method: Callable[[Sequence[str]], np.ndarray], texts: Sequence[str]
+    ) -> Callable[[], np.ndarray]:
         texts = list(texts)
         dimension = self.dimension
         if not texts:
             import numpy as np
 
-            return np.zeros((0, dimension), dtype=np.float32)
+            empty = np.zeros((0, dimension), dtype=np.float32)
+            return lambda: empty
         timeout = self.timeout * math.ceil(len(texts) / self._batch)
-        answer = self._bounded(lambda: method(texts), timeout, f"{len(texts)} texts")
-        return check_vectors(answer, len(texts), dimension, self.model_id)
+        wait = self._begin(lambda: method(texts), timeout, f"{len(texts)} texts")
+        return lambda: check_vectors(wait(), len(texts), dimension, self.model_id)
 
     def close(self) -> None:
         """Stop waiting: calls waiting now, and every later call, end at once with an error
@@ -139,6 +151,11 @@ class GuardedEmbedder:
 
     def _bounded(self, work: Callable[[], T], timeout: float, what: str) -> T:
         """Run ``work`` on a daemon thread; wait at most ``timeout`` seconds for a slot and the answer."""
+        return self._begin(work, timeout, what)()
+
+    def _begin(self, work: Callable[[], T], timeout: float, what: str) -> Callable[[], T]:
+        """Start ``work`` on a daemon thread (waiting at most ``timeout`` seconds for a slot); the
+        function returned waits for its answer until ``timeout`` seconds after this call."""
         deadline = time.monotonic() + timeout
         if self._closed.is_set():
             raise ShuttingDown(f"{self.model_id} is not called: agentd is stopping")
@@ -161,16 +178,27 @@ class GuardedEmbedder:
 
         with self._lock:
             self._waiting.add(future)
+        # Forgotten once it has an outcome, whether or not anyone waits for it.
+        future.add_done_callback(self._forget)
         try:
             self._threads.start(run)
-            return future.result(timeout=max(0.0, deadline - time.monotonic()))
         except RuntimeError as exc:  # no thread could be started (the interpreter is stopping)
+            self._forget(future)
             raise EmbedderError(f"cannot call {self.model_id}: {exc}") from exc
-        except TimeoutError:
-            raise EmbedderTimeout(f"{self.model_id} did not answer within {timeout:g} s ({what})") from None
-        finally:
-            with self._lock:
-                self._waiting.discard(future)
+
+        def wait() -> T:
+            try:
+                return future.result(timeout=max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                raise EmbedderTimeout(f"{self.model_id} did not answer within {timeout:g} s ({what})") from None
+            finally:
+                self._forget(future)
+
+        return wait
+
+    def _forget(self, future: Future[Any]) -> None:
+        with self._lock:
+            self._waiting.discard(future)
 
 
 class _Threads:

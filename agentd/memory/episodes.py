@@ -34,7 +34,7 @@ from agentd.config import EpisodesConfig
 from agentd.log import get_logger
 from agentd.memory.intent import has_content
 from agentd.memory.ranking import MemoryHit
-from agentd.memory.service import MemoryService
+from agentd.memory.service import MemoryService, QueryVector
 from agentd.scopes import Reach, Scope, root_channel
 from agentd.store import Store
 from agentd.store.lexical import CONTEXT_KEY
@@ -188,7 +188,9 @@ class Episodes:
         # A short batch ended where the channel's finished exchanges end: nothing more for now.
         return created, len(batch) == self._config.batch_size
 
-    def search(self, query: str, reach: Reach, limit: int, vector: np.ndarray | None = None) -> list[MemoryHit]:
+    def search(
+        self, query: str, reach: Reach, limit: int, vector: np.ndarray | QueryVector | None = None
+    ) -> list[MemoryHit]:
         """The best episodes for ``query`` a turn at ``reach`` may recall."""
         # In a channel others read (``reach.shared_channel``) a user's private exchanges never surface.
         direct = (

@@ -8,6 +8,7 @@ same everywhere.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -43,6 +44,32 @@ SearchMode = Literal["hybrid", "dense", "lexical"]
 SEARCH_MODES: tuple[str, ...] = ("hybrid", "dense", "lexical")
 #: How many of a user's newest memories the profile is gathered from (bounds the work).
 PROFILE_SCAN = 500
+
+
+class QueryVector:
+    """A query's embedding, begun on the embedder's thread and waited for where a search first
+    needs it (within the embedder's timeout, counted from the start), so that a search reads
+    its full-text matches meanwhile; searches that share it wait for it once. ``None`` when the
+    query has no topic to search by: then nothing embeds it."""
+
+    def __init__(self, wait: Callable[[], np.ndarray] | None) -> None:
+        self._wait = wait
+        self._lock = threading.Lock()
+        self._vector: np.ndarray | None = None
+        self._error: Exception | None = None
+
+    def get(self) -> np.ndarray | None:
+        """The vector (the first call waits for it); the embedder's error, every time, if it failed."""
+        with self._lock:
+            if self._wait is not None:
+                wait, self._wait = self._wait, None
+                try:
+                    self._vector = wait()
+                except Exception as exc:
+                    self._error = exc
+            if self._error is not None:
+                raise self._error
+            return self._vector
 
 
 @dataclass(frozen=True)
@@ -301,12 +328,20 @@ class MemoryService:
         vector: np.ndarray = self._require_embedder().embed_queries([text])[0]
         return vector
 
-    def topic_vector(self, query: str, persona: str) -> np.ndarray | None:
-        """``query``'s embedding for searches that share it, or ``None`` when it has no topic to
-        search by ("hello", "ok thanks!"): then no search embeds it (see :meth:`search`)."""
+    def topic_vector(self, query: str, persona: str) -> QueryVector:
+        """``query``'s embedding, begun now, for searches that share it; it has none when the
+        query has no topic to search by ("hello", "ok thanks!"): then nothing embeds it (see
+        :meth:`search`)."""
         if analyse(query, names=(persona,)).kind == "none":
-            return None
-        return self.embed_query(query)
+            return QueryVector(None)
+        return self._begin_query(query)
+
+    def _begin_query(self, text: str) -> QueryVector:
+        """The embedding of one query, begun now (raises :class:`EmbedderNotConfigured` without an embedder)."""
+        self._require_embedder()
+        assert self._embedder is not None
+        wait = self._embedder.begin_queries([text])
+        return QueryVector(lambda: wait()[0])
 
     def search(
         self,
@@ -314,7 +349,7 @@ class MemoryService:
         reach: Reach,
         limit: int | None = None,
         min_relevance: float | None = None,
-        vector: np.ndarray | None = None,
+        vector: np.ndarray | QueryVector | None = None,
         now: datetime | None = None,
         mode: SearchMode = "hybrid",
         scopes: Sequence[Scope] | None = None,
@@ -356,7 +391,7 @@ class MemoryService:
         *,
         near_misses: int = 0,
         near_floor: float = 0.0,
-        vector: np.ndarray | None = None,
+        vector: np.ndarray | QueryVector | None = None,
         now: datetime | None = None,
         mode: SearchMode = "hybrid",
         scopes: Sequence[Scope] | None = None,
@@ -392,13 +427,17 @@ class MemoryService:
         pool = max(limit * 2, self._config.candidate_pool)
         use_words = mode != "dense" and self._fusion.lexical_weight > 0
         terms = lexical_terms(query) if use_words else []
-        qvec = None
+        qvec: np.ndarray | QueryVector | None = None
         if mode != "lexical":
-            qvec = self.embed_query(query) if vector is None else vector
+            qvec = self._begin_query(query) if vector is None else vector
         floor = min(threshold, near_floor) if near_misses > 0 else threshold
         with self._store.read() as conn:
-            nearest = self._store.vectors.nearest(conn, qvec, reach.persona, searched, pool) if qvec is not None else []
+            # The full-text side first: SQLite reads it while the query is embedded (neither holds
+            # the GIL), and only then is the vector waited for.
             matched = self._store.words.search(conn, terms, reach.persona, searched, pool) if terms else []
+            if isinstance(qvec, QueryVector):
+                qvec = qvec.get()
+            nearest = self._store.vectors.nearest(conn, qvec, reach.persona, searched, pool) if qvec is not None else []
             candidates = self._fusion.merge(nearest, matched)
             # Rank on ids and dates; load whole rows (text, metadata) for the winners only.
             ranked = rank(

@@ -6,18 +6,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from agentd._exceptions import AgentdError
 from agentd.log import get_logger
 from agentd.memory import MemoryHit, MemoryService
 from agentd.memory.episodes import Episodes
-from agentd.memory.service import Ineligible
+from agentd.memory.service import Ineligible, QueryVector
 from agentd.runtime.events import RecallStatus
 from agentd.scopes import Reach
-
-if TYPE_CHECKING:
-    import numpy as np
 
 log = get_logger("agentd.retrieval")
 
@@ -120,11 +116,11 @@ def _search(
     """The hits above the threshold, up to :data:`NEAR_MISSES` just below it, the episodes, and
     what was not eligible in this channel.
 
-    The query is embedded at most once: up front when episodes are searched too (same
+    The query is embedded at most once: begun up front when episodes are searched too (same
     vector), else only when the memory search needs it; a greeting is never embedded.
     """
     vector = memory.topic_vector(query, reach.persona) if episodes is not None and episode_limit > 0 else None
-    with memory.store.snapshot():  # one read transaction for both searches, once the query is embedded
+    with memory.store.snapshot():  # one read transaction for both searches
         return _search_with(memory, query, reach, limit, episodes, episode_limit, vector)
 
 
@@ -135,7 +131,7 @@ def _search_with(
     limit: int,
     episodes: Episodes | None,
     episode_limit: int,
-    vector: np.ndarray | None,
+    vector: QueryVector | None,
 ) -> tuple[list[MemoryHit], list[MemoryHit], list[MemoryHit], list[Ineligible]]:
     threshold = memory.config.min_score
     ineligible: list[Ineligible] = []
