@@ -154,6 +154,31 @@ def write_home(home: Path, turn_slots: int = 0, workers: str = "auto", niceness:
     return config
 
 
+def seed_cached(
+    config: Path,
+    channels: list[str],
+    history: int,
+    memories: int,
+    rng: random.Random,
+    cache: Path | None,
+    seed_number: int,
+) -> None:
+    """:func:`seed` the home's ``bench.db``, or copy it from ``cache`` where an earlier run with the
+    same sizes and seed left it (and leave it there after seeding)."""
+    db = config.parent / "bench.db"
+    seeded = None
+    if cache is not None:
+        seeded = cache / f"seeded-v2-{len(channels)}c-{history}h-{memories}m-{seed_number}.db"
+    if seeded is not None and seeded.exists():
+        shutil.copy(seeded, db)
+        print(f"  seeded database copied from {seeded}", file=sys.stderr)
+        return
+    seed(config, channels, history, memories, rng)
+    if seeded is not None:
+        seeded.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(db, seeded)
+
+
 def seed(config: Path, channels: list[str], history: int, memories: int, rng: random.Random) -> None:
     """``history`` messages in each channel and ``memories`` global memories for buddy."""
     from agentd.app import App
@@ -609,17 +634,7 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     loads: list[str] = []
     try:
-        seeded = None
-        if args.cache is not None:
-            seeded = args.cache / f"seeded-v2-{args.channels}c-{args.history}h-{args.memories}m-{args.seed}.db"
-        if seeded is not None and seeded.exists():
-            shutil.copy(seeded, home / "bench.db")
-            print(f"  seeded database copied from {seeded}", file=sys.stderr)
-        else:
-            seed(config, channels, args.history, args.memories, rng)
-            if seeded is not None:
-                seeded.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy(home / "bench.db", seeded)
+        seed_cached(config, channels, args.history, args.memories, rng, args.cache, args.seed)
         daemon = Daemon(config, home / "daemon.log")
         try:
             # One turn first: the embedder and the tokenizers are warm before the clock starts.

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from daemon import QUESTIONS, fill, pct, seed, write_home  # noqa: E402
+from daemon import QUESTIONS, fill, pct, seed_cached, write_home  # noqa: E402
 
 
 def main() -> None:
@@ -54,16 +54,7 @@ def main() -> None:
         config_path = write_home(home)
         channels = [f"dm-bench-{i}" for i in range(args.channels)]
         # The same database bench/daemon.py seeds (and the same name in --cache).
-        seeded = None
-        if args.cache is not None:
-            seeded = args.cache / f"seeded-v2-{args.channels}c-{args.history}h-{args.memories}m-{args.seed}.db"
-        if seeded is not None and seeded.exists():
-            shutil.copy(seeded, home / "bench.db")
-        else:
-            seed(config_path, channels, args.history, args.memories, rng)
-            if seeded is not None:
-                seeded.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy(home / "bench.db", seeded)
+        seed_cached(config_path, channels, args.history, args.memories, rng, args.cache, args.seed)
         app = App(load_config(config_path, environ={}))
         episodes = Episodes(app.store, app.memory, app.config.episodes)
         limit = app.config.memory.top_k

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentd._exceptions import EmbedderNotConfigured, InvalidInput, NotFound
 from agentd.config import MemoryConfig
 from agentd.embedders import Embedder
-from agentd.embedders.guard import guarded
+from agentd.embedders.guard import GuardedEmbedder, guarded
 from agentd.memory.dates import query_dates
 from agentd.memory.fusion import Fusion
 from agentd.memory.importer import ImportReport, iter_lines, parse_line
@@ -338,9 +338,7 @@ class MemoryService:
 
     def _begin_query(self, text: str) -> QueryVector:
         """The embedding of one query, begun now (raises :class:`EmbedderNotConfigured` without an embedder)."""
-        self._require_embedder()
-        assert self._embedder is not None
-        wait = self._embedder.begin_queries([text])
+        wait = self._require_embedder().begin_queries([text])
         return QueryVector(lambda: wait()[0])
 
     def search(
@@ -537,7 +535,7 @@ class MemoryService:
         hits.sort(key=lambda h: (-h.score, -h.memory.created_at.timestamp(), -h.memory.id))
         return hits[:limit]
 
-    def _require_embedder(self) -> Embedder:
+    def _require_embedder(self) -> GuardedEmbedder:
         if self._embedder is None:
             raise EmbedderNotConfigured(
                 'no embedding model is configured ([embedding] provider = "none"); '
