@@ -16,7 +16,8 @@ on this machine, in one sitting:
    ``[postgres]``), its SQLite variant, the one backend it ran on then;
 3. runs, ``--runs`` times and alternating, then's whole suite with then's README
    command (``python -m pytest -q``) and today's code on the paired tests with
-   today's (the same command; today's ``pyproject.toml`` adds the xdist workers);
+   today's (the same command; today's ``pyproject.toml`` adds the xdist workers),
+   both with ``-p no:cacheprovider`` so that neither run leaves a cache to the next;
 4. prints each run's wall time and its ``passed`` count, the medians and their ratio.
 
 "With no test weakened": for each paired test function it also counts the
