@@ -84,17 +84,16 @@ def main() -> None:
         for function in fewer:
             print(f"  fewer: {function}: {then_checks[function]} then, {now_checks.get(function, 0)} now")
 
-        times: dict[str, list[float]] = {"then": [], "now, same tests": []}
+        # label -> (interpreter, where pytest runs, its extra arguments)
+        suites: dict[str, tuple[str, Path, list[str]]] = {
+            "then": (then_python, then_dir, []),
+            "now, same tests": (sys.executable, ROOT, [f"@{selection}"]),
+        }
         if args.full:
-            times["now, whole suite"] = []
+            suites["now, whole suite"] = (sys.executable, ROOT, [])
+        times: dict[str, list[float]] = {label: [] for label in suites}
         for round_ in range(1, args.runs + 1):
-            for label in times:
-                if label == "then":
-                    python, cwd, extra = then_python, then_dir, []
-                elif label == "now, same tests":
-                    python, cwd, extra = sys.executable, ROOT, [f"@{selection}"]
-                else:
-                    python, cwd, extra = sys.executable, ROOT, []
+            for label, (python, cwd, extra) in suites.items():
                 load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
                 say(f"round {round_}/{args.runs}: {label} (load {load})")
                 seconds, summary = timed_suite(python, cwd, extra)
@@ -165,28 +164,19 @@ def collect(python: str, cwd: Path, *extra: str) -> list[str]:
 
 
 def timed_suite(python: str, cwd: Path, extra: list[str]) -> tuple[float, str]:
+    """The suite's wall time and its last line (``N passed in …``); a failing suite ends the script."""
     start = time.perf_counter()
-    proc = subprocess.run(
-        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra],
-        cwd=cwd,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-    )
+    out = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra], cwd=cwd)
     seconds = time.perf_counter() - start
-    lines = [line for line in proc.stdout.splitlines() if line.strip()]
-    summary = lines[-1].strip("= ") if lines else f"exit {proc.returncode}"
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-2000:])
-        raise SystemExit(f"the suite failed (exit {proc.returncode}) in {cwd}: {summary}")
-    return seconds, summary
+    lines = [line for line in out.splitlines() if line.strip()]
+    return seconds, lines[-1].strip("= ") if lines else ""
 
 
 def run(cmd: list[str], cwd: Path) -> str:
     proc = subprocess.run(cmd, cwd=cwd, env=clean_env(), capture_output=True, text=True)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
-        raise SystemExit(f"{' '.join(cmd[:4])} … failed with exit {proc.returncode}")
+        raise SystemExit(f"{' '.join(cmd[:4])} … failed with exit {proc.returncode} (in {cwd})")
     return proc.stdout
 
 
