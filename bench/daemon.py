@@ -25,6 +25,11 @@ Printed (medians unless said otherwise):
   query's burst, the channel's recent history, the user's earlier exchanges),
   retrieval, assembly (profile, tools, the prompt), the model, storing the reply,
   and the whole turn (which includes waiting for a ``[runtime] turn_slots`` slot);
+* with the episodes: replies per second from the first post until every exchange
+  was also indexed as an episode (embedded in the background, after the replies
+  when the cores are full), how long after the last reply that was, and the
+  daemon's CPU per reply over that time: what the replies cost with the work
+  they leave behind;
 * lost (accepted, never answered) and duplicated (more than one complete reply);
 * the CPU time the daemon and the benchmark's own clients used while posting
   (both share the machine's cores);
@@ -329,6 +334,10 @@ class Phase:
     #: CPU seconds (user + system) while posting: the daemon's, and this benchmark's own clients'.
     daemon_cpu: float = 0.0
     client_cpu: float = 0.0
+    #: When every exchange of the phase was indexed as an episode (wall clock; 0: not waited for),
+    #: and the daemon's CPU seconds from the start of posting until then.
+    indexed: float = 0.0
+    indexed_cpu: float = 0.0
 
 
 def drive(
@@ -423,6 +432,27 @@ def settle(url: str, timeout: float) -> bool:
     return False
 
 
+def indexed(config: Path, channels: list[str], timeout: float) -> bool:
+    """Wait until the daemon's episodes job has indexed every exchange in ``channels``: its cursor
+    has reached each channel's newest user message (the replies are all stored by then)."""
+    from agentd.config import load_config
+    from agentd.memory.episodes import JOB
+    from agentd.store import Store
+
+    wanted = set(channels)
+    store = Store.open(load_config(config, environ={}).database_url)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with store.read() as conn:
+                if not wanted.intersection(store.cursors.behind(conn, JOB)):
+                    return True
+            time.sleep(0.1)
+        return False
+    finally:
+        store.close()
+
+
 def replies(config: Path, ids: list[int]) -> tuple[dict[int, tuple[int, datetime]], dict[int, str]]:
     """message id -> (complete replies, the first one's created_at); and message id -> status."""
     import sqlalchemy as sa
@@ -478,6 +508,13 @@ def report(
     e2e = [(reply_at[s.message_id] - s.sent) * 1000 for s in phase.sent if s.message_id in reply_at]
     acks = [s.ack_ms for s in phase.sent]
     mine = [t for t in turns if t.get("message_id") in set(ids)]
+    # With the work the replies left behind: each exchange indexed as an episode (embedded), which
+    # the daemon does in the background and, when the cores are full, after the replies.
+    indexed = {
+        "replies_per_s_indexed": len(reply_at) / max(phase.indexed - phase.started, 1e-9),
+        "indexed_after_last_reply_s": max(phase.indexed - last, 0.0),
+        "daemon_cpu_ms_per_reply_indexed": phase.indexed_cpu * 1000 / max(len(reply_at), 1),
+    }
     stages = {label: pct([float(t[key]) for t in mine if key in t], 0.5) for label, key in STAGES}
     return {
         "phase": phase.name,
@@ -498,6 +535,7 @@ def report(
         "lost": lost,
         "failed": failed,
         "duplicated": duplicated,
+        **(indexed if phase.indexed else {}),
     }
 
 
@@ -508,6 +546,12 @@ def show(r: dict[str, Any]) -> None:
         f"  replies/s           {r['replies_per_s_while_posting']:.1f} while posting, "
         f"{r['replies_per_s_to_last']:.1f} until the last reply"
     )
+    if "replies_per_s_indexed" in r:
+        print(
+            f"  with the episodes   {r['replies_per_s_indexed']:.1f} replies/s until every exchange was indexed "
+            f"({r['indexed_after_last_reply_s']:.1f} s after the last reply), daemon CPU "
+            f"{r['daemon_cpu_ms_per_reply_indexed']:.1f} ms per reply"
+        )
     print(f"  POST->202           p50 {r['ack_p50_ms']:.1f} ms   p95 {r['ack_p95_ms']:.1f} ms")
     print(f"  post->reply stored  p50 {r['reply_p50_ms']:.0f} ms   p95 {r['reply_p95_ms']:.0f} ms")
     stages = "  ".join(f"{k} {v:.1f}" for k, v in r["stage_p50_ms"].items())
@@ -660,6 +704,12 @@ def main() -> None:
                 loads.append(f"{phase.name}: after {loadavg()}")
                 if not settle(daemon.url, 600):
                     print("  (turns still in flight after 600 s)", file=sys.stderr)
+                if not body.get("disable_memory"):  # its exchanges are indexed as episodes
+                    if indexed(config, chans, 600):
+                        phase.indexed = time.time()
+                        phase.indexed_cpu = daemon.cpu_seconds() - cpu_before[0]
+                    else:
+                        print("  (exchanges still not indexed after 600 s)", file=sys.stderr)
             rss = daemon.memory_mb()
         finally:
             daemon.stop()
