@@ -59,13 +59,18 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
+
+if TYPE_CHECKING:
+    from agentd.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -408,78 +413,87 @@ def drive(
     phase.ended = time.time()
 
 
+def poll(done: Callable[[], bool], timeout: float, every: float) -> bool:
+    """Ask ``done`` every ``every`` seconds until it says yes (True) or ``timeout`` seconds pass (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if done():
+            return True
+        time.sleep(every)
+    return False
+
+
 def started(url: str, timeout: float) -> bool:
     """Wait until every worker process of the daemon runs and answers (at once without workers)."""
-    deadline = time.monotonic() + timeout
     with httpx.Client(base_url=url, timeout=30) as client:
-        while time.monotonic() < deadline:
+
+        def ready() -> bool:
             workers = client.get("/healthz").json().get("workers", [])
-            if all(w.get("running") and w.get("answered") for w in workers):
-                return True
-            time.sleep(0.2)
-    return False
+            return all(w.get("running") and w.get("answered") for w in workers)
+
+        return poll(ready, timeout, 0.2)
 
 
 def settle(url: str, timeout: float) -> bool:
     """Wait until the daemon has no turn in flight."""
-    deadline = time.monotonic() + timeout
     with httpx.Client(base_url=url, timeout=30) as client:
-        while time.monotonic() < deadline:
+
+        def idle() -> bool:
             health = client.get("/healthz").json()
-            if not any(a.get("inflight") for a in health.get("actors", [])):
-                return True
-            time.sleep(0.2)
-    return False
+            return not any(a.get("inflight") for a in health.get("actors", []))
+
+        return poll(idle, timeout, 0.2)
+
+
+@contextmanager
+def home_store(config: Path) -> Iterator[Store]:
+    """The bench home's database, opened as the daemon opens it (read while it runs, or after)."""
+    from agentd.config import load_config
+    from agentd.store import Store
+
+    store = Store.open(load_config(config, environ={}).database_url)
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 def indexed(config: Path, channels: list[str], timeout: float) -> bool:
     """Wait until the daemon's episodes job has indexed every exchange in ``channels``: its cursor
     has reached each channel's newest user message (the replies are all stored by then)."""
-    from agentd.config import load_config
     from agentd.memory.episodes import JOB
-    from agentd.store import Store
 
     wanted = set(channels)
-    store = Store.open(load_config(config, environ={}).database_url)
-    try:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+    with home_store(config) as store:
+
+        def caught_up() -> bool:
             with store.read() as conn:
-                if not wanted.intersection(store.cursors.behind(conn, JOB)):
-                    return True
-            time.sleep(0.1)
-        return False
-    finally:
-        store.close()
+                return not wanted.intersection(store.cursors.behind(conn, JOB))
+
+        return poll(caught_up, timeout, 0.1)
 
 
 def replies(config: Path, ids: list[int]) -> tuple[dict[int, tuple[int, datetime]], dict[int, str]]:
     """message id -> (complete replies, the first one's created_at); and message id -> status."""
     import sqlalchemy as sa
 
-    from agentd.config import load_config
-    from agentd.store import Store
     from agentd.store.schema import messages as msgs
 
-    store = Store.open(load_config(config, environ={}).database_url)
     found: dict[int, tuple[int, datetime]] = {}
     statuses: dict[int, str] = {}
-    try:
-        with store.read() as conn:
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                query = (
-                    sa.select(msgs.c.reply_to, sa.func.count(), sa.func.min(msgs.c.created_at))
-                    .where(msgs.c.reply_to.in_(chunk), msgs.c.role == "assistant", msgs.c.status == "complete")
-                    .group_by(msgs.c.reply_to)
-                )
-                for reply_to, count, first in conn.execute(query):
-                    when = first if isinstance(first, datetime) else datetime.fromisoformat(str(first))
-                    found[int(reply_to)] = (int(count), when.replace(tzinfo=UTC))
-                for mid, status in conn.execute(sa.select(msgs.c.id, msgs.c.status).where(msgs.c.id.in_(chunk))):
-                    statuses[int(mid)] = str(status)
-    finally:
-        store.close()
+    with home_store(config) as store, store.read() as conn:
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            query = (
+                sa.select(msgs.c.reply_to, sa.func.count(), sa.func.min(msgs.c.created_at))
+                .where(msgs.c.reply_to.in_(chunk), msgs.c.role == "assistant", msgs.c.status == "complete")
+                .group_by(msgs.c.reply_to)
+            )
+            for reply_to, count, first in conn.execute(query):
+                when = first if isinstance(first, datetime) else datetime.fromisoformat(str(first))
+                found[int(reply_to)] = (int(count), when.replace(tzinfo=UTC))
+            for mid, status in conn.execute(sa.select(msgs.c.id, msgs.c.status).where(msgs.c.id.in_(chunk))):
+                statuses[int(mid)] = str(status)
     return found, statuses
 
 
@@ -510,11 +524,15 @@ def report(
     mine = [t for t in turns if t.get("message_id") in set(ids)]
     # With the work the replies left behind: each exchange indexed as an episode (embedded), which
     # the daemon does in the background and, when the cores are full, after the replies.
-    indexed = {
-        "replies_per_s_indexed": len(reply_at) / max(phase.indexed - phase.started, 1e-9),
-        "indexed_after_last_reply_s": max(phase.indexed - last, 0.0),
-        "daemon_cpu_ms_per_reply_indexed": phase.indexed_cpu * 1000 / max(len(reply_at), 1),
-    }
+    indexed = (
+        {
+            "replies_per_s_indexed": len(reply_at) / max(phase.indexed - phase.started, 1e-9),
+            "indexed_after_last_reply_s": max(phase.indexed - last, 0.0),
+            "daemon_cpu_ms_per_reply_indexed": phase.indexed_cpu * 1000 / max(len(reply_at), 1),
+        }
+        if phase.indexed
+        else {}
+    )
     stages = {label: pct([float(t[key]) for t in mine if key in t], 0.5) for label, key in STAGES}
     return {
         "phase": phase.name,
@@ -535,7 +553,7 @@ def report(
         "lost": lost,
         "failed": failed,
         "duplicated": duplicated,
-        **(indexed if phase.indexed else {}),
+        **indexed,
     }
 
 
