@@ -17,6 +17,9 @@ errors are mapped once, at the module that owns the library, with
     ├── Forbidden                 the caller's key may not do this
     ├── UnauthorizedCaller        no key, or one not valid (or revoked)
     ├── ShuttingDown              the daemon accepts no new work
+    ├── ChatNetworkError          a channel adapter's chat network failed (raised by the adapter)
+    │   ├── NetworkUnavailable    not reachable now: the adapter retries
+    │   └── NetworkRefused        it refused (a login, a room, an event): retrying will not help
     ├── StoreError                the database cannot be opened or written
     │   └── EmbeddingMismatch     the store's vectors come from another model
     ├── EmbedderError             the embedding model failed
@@ -89,6 +92,8 @@ class ErrorCode(StrEnum):
     # agentd.client, on the caller's side
     DAEMON_UNREACHABLE = "daemon_unreachable"
     DAEMON_ERROR = "daemon_error"
+    # agentd's channel adapters, on the chat network's side
+    CHAT_NETWORK = "chat_network"
     # Tool results (the recall/remember skills' own names)
     SKILL_INVALID_INPUT = "InvalidInput"
     SKILL_EXECUTION_FAILED = "ExecutionFailed"
@@ -150,6 +155,9 @@ CATALOGUE: dict[ErrorCode, CodeInfo] = {
     ErrorCode.DAEMON_UNREACHABLE: CodeInfo(503, "agentd.client could not reach the daemon (raised by the client)"),
     ErrorCode.DAEMON_ERROR: CodeInfo(
         502, "agentd.client got an error answer; its remote_code says which (raised by the client)"
+    ),
+    ErrorCode.CHAT_NETWORK: CodeInfo(
+        502, "a channel adapter's chat network failed or refused (raised by the adapter, never by the daemon)"
     ),
     ErrorCode.SKILL_INVALID_INPUT: CodeInfo(422, "a tool was called with invalid arguments (tool results only)"),
     ErrorCode.SKILL_EXECUTION_FAILED: CodeInfo(500, "a tool could not do its work (tool results only)"),
@@ -223,6 +231,20 @@ class ShuttingDown(AgentdError):
     """The daemon no longer accepts new work."""
 
     code = ErrorCode.SHUTTING_DOWN
+
+
+class ChatNetworkError(AgentdError):
+    """A channel adapter's chat network (a Matrix homeserver, an IRC server) failed."""
+
+    code = ErrorCode.CHAT_NETWORK
+
+
+class NetworkUnavailable(ChatNetworkError):
+    """The chat network cannot be reached now (down, restarting, timed out): try again later."""
+
+
+class NetworkRefused(ChatNetworkError):
+    """The chat network refused (a login, joining a room, sending an event): retrying will not help."""
 
 
 class StoreError(AgentdError):

@@ -359,8 +359,42 @@ class IrcAdapterConfig(_Section):
     #: adapter --channels 'irc-*' 'dm-irc-*'``); empty: ``[daemon] api_key``.
     api_key_env: str = ""
     realname: str = "agentd"
+    #: The persona that answers private messages naming none (empty: the daemon decides; it
+    #: refuses, with a notice to the sender, when several personas' globs match dm-irc-<nick>).
+    persona: str = ""
     #: Where the adapter keeps its place in each feed and the replies it still owes
     #: (empty: irc-adapter.json in the data directory; relative: to the config file).
+    state_file: str = ""
+    #: The daemon's URL (default: from [daemon] host and port).
+    daemon_url: str = ""
+
+
+class MatrixAdapterConfig(_Section):
+    """``[adapters.matrix]``: ``agentd adapter matrix`` (its options override these)."""
+
+    #: The homeserver's client-API URL, e.g. "https://matrix.example.org".
+    homeserver: str = ""
+    #: The bot's account, e.g. "@agentd:example.org".
+    user_id: str = ""
+    #: Names of the environment variables holding its access token or its password (never in
+    #: this file, never on the command line); the token is used when both are set.
+    access_token_env: str = "AGENTD_MATRIX_TOKEN"
+    password_env: str = "AGENTD_MATRIX_PASSWORD"
+    #: Rooms to join: "#alias:server" or "!id:server", or "ROOM=channel" to name the agentd
+    #: channel (default matrix-<alias or id>).
+    rooms: list[str] = Field(default_factory=list)
+    #: Whose invitations are accepted: user-id globs (["*"]: anyone's, []: none).
+    invites: list[str] = Field(default_factory=lambda: ["*"])
+    #: "mention": answer in rooms when addressed (the display name, NAME:, a mention pill or a
+    #: persona's name); "all": every message. Direct rooms are always answered.
+    respond: Literal["mention", "all"] = "mention"
+    #: The persona that answers direct messages naming none (empty: the daemon decides).
+    persona: str = ""
+    #: Name of the environment variable holding this adapter's key (``agentd keys create --role
+    #: adapter --channels 'matrix-*' 'dm-matrix-*'``); empty: ``[daemon] api_key``.
+    api_key_env: str = ""
+    #: The sync token, rooms and the replies still owed (empty: matrix-adapter.json in the
+    #: data directory; relative: to the config file).
     state_file: str = ""
     #: The daemon's URL (default: from [daemon] host and port).
     daemon_url: str = ""
@@ -370,6 +404,7 @@ class AdaptersConfig(_Section):
     """``[adapters.*]``: channel adapters."""
 
     irc: IrcAdapterConfig = IrcAdapterConfig()
+    matrix: MatrixAdapterConfig = MatrixAdapterConfig()
 
 
 class _Root(_Section):

@@ -101,6 +101,7 @@ class IrcUser:
     def __init__(self, port: int, nick: str) -> None:
         self.port, self.nick = port, nick
         self.received: list[tuple[str, str, str]] = []  # (sender, target, text)
+        self.notices: list[tuple[str, str, str]] = []  # NOTICEs, likewise
         self.buffer = b""
         self.connect()
 
@@ -136,8 +137,9 @@ class IrcUser:
             if line.startswith("PING"):
                 self.send("PONG" + line[4:])
             parts = line.split(" ", 3)
-            if len(parts) == 4 and parts[1] == "PRIVMSG":
-                self.received.append((parts[0][1:].split("!")[0], parts[2], parts[3][1:]))
+            if len(parts) == 4 and parts[1] in ("PRIVMSG", "NOTICE"):
+                into = self.received if parts[1] == "PRIVMSG" else self.notices
+                into.append((parts[0][1:].split("!")[0], parts[2], parts[3][1:]))
             out.append(line)
         return out
 
@@ -157,17 +159,21 @@ class IrcUser:
 
 
 @pytest.fixture
-def stack(tmp_path: Path, fake_openai: FakeOpenAI, ngircd):
-    """ngircd, `agentd serve` on a fixed port, and `agentd adapter irc`; returns controls."""
+def stack(request: pytest.FixtureRequest, tmp_path: Path, fake_openai: FakeOpenAI, ngircd):
+    """ngircd, `agentd serve` on a fixed port, and `agentd adapter irc`; returns controls.
+    Parametrized indirectly with more personas: {name: channels}."""
     irc_port, server = ngircd
     port = free_port()
+    personas = {
+        "fake": fake_persona(fake_openai.url, channels='["dm-*"]'),
+        "other": fake_persona(fake_openai.url, "other"),
+    }
+    for name, channels in getattr(request, "param", {}).items():
+        personas[name] = fake_persona(fake_openai.url, name, channels=channels)
     home = write_home(
         tmp_path / "home",
         f'[daemon]\nport = {port}\n[embedding]\nprovider = "none"\n[channels.general]\npersonas = ["fake", "other"]\n',
-        {
-            "fake": fake_persona(fake_openai.url, channels='["dm-*"]'),
-            "other": fake_persona(fake_openai.url, "other"),
-        },
+        personas,
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     env[KEY_ENV] = "test-key"
@@ -258,6 +264,24 @@ def test_every_message_is_answered_once_across_a_daemon_kill_and_an_irc_restart(
     texts = alice.until(lambda t: "alice: echo: sentinel" in t, "the sentinel")
     replies = [t for t in texts if t.startswith("alice: echo: q")]
     assert sorted(replies) == [*expected, "alice: echo: q5 one two three"], replies
+
+
+@pytest.mark.parametrize("stack", [{"ircbot": '["*"]'}], indirect=True)
+def test_a_refused_private_message_is_answered_with_a_notice_once_a_minute(stack, fake_openai) -> None:
+    """Two personas' globs match dm-irc-alice (fake: dm-*, ircbot: *): the daemon refuses a private
+    message naming neither; alice gets a NOTICE naming both, not silence, and not one per message."""
+    alice = stack.alice
+    alice.say("agentbot", "hello, anyone?")
+    wait_for(lambda: alice.texts() is not None and alice.notices, 60, "the notice")
+    sender, target, text = alice.notices[0]
+    assert (sender, target) == ("agentbot", "alice")
+    assert text.startswith("two personas answer here: start with ") and "fake:" in text and "ircbot:" in text, text
+    alice.say("agentbot", "still there?")  # refused again, but noticed at most once a minute
+    alice.say("agentbot", "ircbot: then you, please")  # naming one works
+    alice.until(lambda t: "echo: ircbot: then you, please" in t, "ircbot's private reply")
+    assert len(alice.notices) == 1, alice.notices
+    assert not any("hello, anyone" in t or "still there" in t for t in alice.texts()), "a refused message answered"
+    assert len(fake_openai.chat_requests()) == 1
 
 
 def test_split_text_keeps_words_utf8_and_graphemes_whole() -> None:

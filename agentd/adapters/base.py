@@ -20,20 +20,31 @@ base does the rest:
   written, so neither a network reconnect nor a daemon restart drops or repeats it.
   (If the adapter itself is killed between writing a reply and saving the state,
   that reply is sent again on start: at least once across adapter crashes.)
+* **Never dropping silently.** A post the daemon refuses (a 4xx: two personas
+  answer the channel, an unknown persona, a key not allowed there) is answered
+  with a short notice saying what to do ("two personas answer here: start with
+  buddy: or ircbot:"), at most one per user every ``notice_interval`` seconds; a
+  ``429`` is retried after its ``Retry-After`` and noticed only if the daemon is
+  still busy after ``busy_patience`` seconds. ``persona`` names the persona that
+  answers private messages that address none (where several would).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fnmatch
+import re
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
 
+from agentd._exceptions import NetworkRefused, NetworkUnavailable
 from agentd.adapters.split import split_text
 from agentd.adapters.state import AdapterState
 from agentd.client import ApiError, AsyncAgentdClient, AsyncFeed, Backoff, DaemonUnreachable
@@ -41,6 +52,9 @@ from agentd.log import get_logger
 
 #: Turn errors after which the message will still be answered (so no notice is sent).
 _TRANSIENT = frozenset({"shutting_down", "interrupted", "overflow", "feed_overflow"})
+#: What a delivery may raise while the network is away (the reply is written again later).
+_PAUSED = (NetworkUnavailable, ConnectionError, OSError, TimeoutError)
+_COUNTS = {2: "two", 3: "three", 4: "four", 5: "five"}
 
 
 @dataclass(frozen=True)
@@ -50,11 +64,14 @@ class Inbound:
     sender: str
     text: str
     room: str | None = None
+    #: Where the network wants the answer (e.g. a Matrix thread); kept with the pending reply.
+    meta: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Reply:
-    """A persona's reply to deliver: to ``room`` (``None``: privately to ``sender``)."""
+    """A persona's reply to deliver: to ``room`` (``None``: privately to ``sender``);
+    ``notice``: the adapter's own short notice, not a persona's reply."""
 
     message_id: int
     reply_to: int
@@ -62,6 +79,8 @@ class Reply:
     sender: str
     text: str
     room: str | None = None
+    meta: Mapping[str, str] = field(default_factory=dict)
+    notice: bool = False
 
 
 class Adapter(ABC):
@@ -70,10 +89,25 @@ class Adapter(ABC):
     #: The network's name: the prefix of user ids and of default channel names.
     network: ClassVar[str] = "net"
 
-    def __init__(self, client: AsyncAgentdClient, state_path: Path, rooms: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        client: AsyncAgentdClient,
+        state_path: Path,
+        rooms: Mapping[str, str] | None = None,
+        *,
+        persona: str | None = None,
+        notice_interval: float = 60.0,
+        busy_patience: float = 300.0,
+    ) -> None:
         self.client = client
         self.state = AdapterState(state_path)
         self.rooms = dict(rooms or {})
+        #: The persona that answers private messages which address none (``None``: the daemon decides).
+        self.persona = persona
+        self.notice_interval = notice_interval
+        self.busy_patience = busy_patience
+        #: The daemon's personas (name, channels ...), as last read by :meth:`refresh_personas`.
+        self.personas: list[dict[str, Any]] = []
         for room in self.rooms:
             self.state.routes[self.channel_for_room(room)] = {"room": room}
         self.network_ready = asyncio.Event()
@@ -84,6 +118,10 @@ class Adapter(ABC):
         self._opened: dict[str, asyncio.Event] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._claimed: set[str] = set()  # ids of the messages this process posted
+        self._noticed: dict[str, float] = {}  # user -> when the last notice was sent
+        self._unposted = 0  # messages received and not yet posted (or refused)
+        self._all_posted = asyncio.Event()
+        self._all_posted.set()
 
     # -- what a network adapter implements -----------------------------------------------
 
@@ -117,11 +155,70 @@ class Adapter(ABC):
         """The text sent: in a room, addressed to whoever asked."""
         return f"{reply.sender}: {reply.text}" if reply.room is not None else reply.text
 
+    # -- hooks (override to act on them) ------------------------------------------------------------
+
+    def on_posted(self, inbound: Inbound, channel: str, message_id: int) -> None:
+        """``inbound`` is stored by the daemon as ``message_id`` (called before the state is saved)."""
+        return
+
+    def on_delivered(self, reply: Reply) -> None:
+        """The whole of ``reply`` was written to the network."""
+        return
+
+    # -- personas ------------------------------------------------------------------------------------
+
+    async def refresh_personas(self) -> None:
+        """Read the daemon's personas again (kept if the daemon is away)."""
+        try:
+            self.personas = await asyncio.wait_for(self.client.personas(), 30.0)
+        except Exception as exc:  # the daemon may be away; the names are read again next time
+            self.log.info("personas_unavailable", error=repr(exc))
+
+    @property
+    def persona_names(self) -> list[str]:
+        """The daemon's persona names."""
+        return [str(p["name"]) for p in self.personas]
+
+    def notice_for(self, channel: str, error: ApiError) -> str:
+        """The short notice for a post the daemon refused: what happened and what to do."""
+        if error.status == 429:
+            return "agentd is busy right now and could not take your message: please send it again in a few minutes."
+        if error.field == "persona":
+            names = [str(p["name"]) for p in self.personas if any(
+                fnmatch.fnmatchcase(channel, str(glob)) for glob in p.get("channels", ())
+            )]  # fmt: skip
+            if len(names) > 1:
+                count = _COUNTS.get(len(names), str(len(names)))
+                return f"{count} personas answer here: start with {' or '.join(f'{n}:' for n in names)}"
+            if not names:
+                return "no persona answers here yet: ask the operator to bind one to this channel."
+        if error.status in (401, 403):
+            return "this bridge may not post here (its API key): ask the operator."
+        return f"your message was not taken ({error.reason[:200]})"
+
+    async def _notify(self, inbound: Inbound, channel: str, text: str) -> None:
+        """Send ``inbound``'s sender a notice, unless they got one in the last ``notice_interval`` s."""
+        user = self.user_for(inbound.sender)
+        now = time.monotonic()
+        last = self._noticed.get(user)
+        if last is not None and now - last < self.notice_interval:
+            self.log.info("notice_suppressed", user=user, channel=channel)
+            return
+        self._noticed[user] = now
+        self.log.info("notice", user=user, channel=channel, text=text)
+        self._outbox.put_nowait(Reply(0, 0, channel, inbound.sender, text, inbound.room, inbound.meta, notice=True))
+
     # -- running ---------------------------------------------------------------------------------
 
     async def receive(self, inbound: Inbound) -> None:
         """Hand a network message to agentd (called by :meth:`run_network`; returns at once)."""
+        self._unposted += 1
+        self._all_posted.clear()
         self._inbox.put_nowait(inbound)
+
+    async def all_posted(self) -> None:
+        """Wait until every message received so far is stored by the daemon (or refused, and noticed)."""
+        await self._all_posted.wait()
 
     async def run(self) -> None:
         """Run until cancelled."""
@@ -147,7 +244,8 @@ class Adapter(ABC):
     def _reply(self, user_message_id: int, entry: dict[str, Any]) -> Reply:
         reply = entry["reply"]
         room = self._route_of(entry["channel"]).get("room")
-        return Reply(int(reply["id"]), user_message_id, entry["channel"], entry["sender"], reply["text"], room)
+        meta = dict(entry.get("meta", {}))
+        return Reply(int(reply["id"]), user_message_id, entry["channel"], entry["sender"], reply["text"], room, meta)
 
     # -- the daemon's side --------------------------------------------------------------------
 
@@ -207,7 +305,12 @@ class Adapter(ABC):
                 channel = self.channel_for_sender(inbound.sender)
                 self.state.routes.setdefault(channel, {"dm": inbound.sender})
             self._follow(channel)
-            await self._post(channel, inbound)
+            try:
+                await self._post(channel, inbound)
+            finally:
+                self._unposted -= 1
+                if self._unposted == 0:
+                    self._all_posted.set()
 
     async def _post(self, channel: str, inbound: Inbound) -> None:
         """Post once: retried while the daemon is away, never stored twice."""
@@ -215,26 +318,42 @@ class Adapter(ABC):
         backoff = Backoff(first=0.5, cap=10.0)
         since = int(self.state.cursors.get(channel) or 0)
         maybe_stored = False
+        busy_since: float | None = None
+        persona = None
+        if inbound.room is None and self.persona is not None:
+            if not self.personas:
+                await self.refresh_personas()
+            if addresses_persona(inbound.text, self.persona_names) is None:
+                persona = self.persona
         while True:
             await self._opened[channel].wait()
             try:
                 if maybe_stored:
                     found = await self._find_stored(channel, user, inbound.text, since)
                     if found is not None:
-                        self._posted(channel, found, inbound.sender)
+                        self._posted(channel, found, inbound)
                         return
                 # A room is read by everyone in it; a private message only by its sender.
                 visibility = "shared" if inbound.room is not None else "direct"
-                posted = await self.client.post(channel, user, inbound.text, visibility=visibility)
-                self._posted(channel, posted.id, inbound.sender)
+                posted = await self.client.post(channel, user, inbound.text, persona=persona, visibility=visibility)
+                self._posted(channel, posted.id, inbound)
                 return
             except DaemonUnreachable as exc:
                 # A refused connection never reached the daemon; anything else may have.
                 maybe_stored = maybe_stored or not isinstance(exc.__cause__, httpx.ConnectError)
                 self.log.info("daemon_unreachable", channel=channel, retry_in="backoff")
             except ApiError as exc:
+                if exc.status == 429:  # busy: wait as asked, and give up (with a notice) only after a while
+                    busy_since = time.monotonic() if busy_since is None else busy_since
+                    if time.monotonic() - busy_since < self.busy_patience:
+                        self.log.info("daemon_busy", channel=channel, retry_after=exc.retry_after)
+                        await asyncio.sleep(exc.retry_after if exc.retry_after is not None else backoff.next())
+                        continue
                 if exc.status < 500:
-                    self.log.warning("post_refused", channel=channel, error=str(exc))
+                    self.log.warning("post_refused", channel=channel, user=user, error=str(exc))
+                    if exc.field == "persona" or not self.personas:
+                        await self.refresh_personas()
+                    await self._notify(inbound, channel, self.notice_for(channel, exc))
                     return
             await asyncio.sleep(backoff.next())
 
@@ -246,10 +365,13 @@ class Adapter(ABC):
                 return int(m["id"])
         return None
 
-    def _posted(self, channel: str, message_id: int, sender: str) -> None:
+    def _posted(self, channel: str, message_id: int, inbound: Inbound) -> None:
         self._claimed.add(str(message_id))
-        self.state.pending.setdefault(str(message_id), {"channel": channel, "sender": sender})
-        self.state.pending[str(message_id)]["sender"] = sender  # the network's spelling
+        entry = self.state.pending.setdefault(str(message_id), {"channel": channel, "sender": inbound.sender})
+        entry["sender"] = inbound.sender  # the network's spelling
+        if inbound.meta:
+            entry["meta"] = dict(inbound.meta)
+        self.on_posted(inbound, channel, message_id)
         feed = self._feeds[channel]
         if feed.last_event_id is None:  # a new channel: read it from just before our message
             feed.last_event_id = str(message_id - 1)
@@ -260,7 +382,7 @@ class Adapter(ABC):
     async def _deliver_loop(self) -> None:
         while True:
             reply = await self._outbox.get()
-            if str(reply.reply_to) not in self.state.pending:
+            if not reply.notice and str(reply.reply_to) not in self.state.pending:
                 continue  # already delivered (queued twice across a restart)
             lines = split_text(self.format_reply(reply), self.line_limit(reply)) or ["…"]
             sent = 0
@@ -270,12 +392,28 @@ class Adapter(ABC):
                 try:
                     await self.send_line(reply, lines[sent])
                     sent += 1
-                except (ConnectionError, OSError, TimeoutError) as exc:
+                except _PAUSED as exc:
                     self.log.info("delivery_paused", error=repr(exc), sent=sent, lines=len(lines))
                     await asyncio.sleep(backoff.next())
+                except NetworkRefused as exc:  # e.g. no longer allowed in the room: nothing to retry
+                    self.log.warning("undeliverable", channel=reply.channel, reply=reply.message_id, error=str(exc))
+                    break
+            if reply.notice:
+                continue
             self.state.pending.pop(str(reply.reply_to), None)
             self.state.save()
+            self.on_delivered(reply)
             self.log.info("delivered", channel=reply.channel, reply=reply.message_id, lines=len(lines))
+
+
+def addresses_persona(text: str, names: Sequence[str]) -> str | None:
+    """The persona ``text`` addresses: ``NAME: ...``, ``NAME, ...`` or ``@NAME`` (as the daemon reads it)."""
+    for name in sorted(names, key=len, reverse=True):
+        if re.match(rf"\s*@?{re.escape(name)}\s*[:,]", text, re.IGNORECASE) or re.search(
+            rf"(?<![\w@])@{re.escape(name)}(?![\w-])", text, re.IGNORECASE
+        ):
+            return name
+    return None
 
 
 async def run_adapter(adapter: Adapter) -> None:

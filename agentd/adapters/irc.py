@@ -16,11 +16,10 @@ import asyncio
 import re
 import ssl
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentd.adapters.base import Adapter, Inbound, Reply
+from agentd.adapters.base import Adapter, Inbound, Reply, addresses_persona
 from agentd.client import AsyncAgentdClient, Backoff
 
 #: An IRC line is at most 512 bytes with its CR LF.
@@ -109,11 +108,14 @@ class IrcAdapter(Adapter):
         password: str | None = None,
         realname: str = "agentd",
         respond_all: bool = False,
+        persona: str | None = None,
         flood: FloodControl | None = None,
         connect_timeout: float = 15.0,
         ping_interval: float = 90.0,
     ) -> None:
-        super().__init__(client, state_path, {room: channel for room, channel in rooms.items() if channel})
+        super().__init__(
+            client, state_path, {room: channel for room, channel in rooms.items() if channel}, persona=persona
+        )
         self.host, self.port, self.tls, self.tls_verify = host, port, tls, tls_verify
         self.wanted_nick = nick
         self.nick = nick
@@ -125,7 +127,6 @@ class IrcAdapter(Adapter):
         self.ping_interval = ping_interval
         self.joined: set[str] = set()
         self.room_names = list(rooms)
-        self._personas: Sequence[str] = ()
         self._writer: asyncio.StreamWriter | None = None
         self._write_lock = asyncio.Lock()
         self._user = re.sub(r"[^A-Za-z0-9]", "", nick)[:9] or "agentd"
@@ -142,7 +143,8 @@ class IrcAdapter(Adapter):
         if reply.room is not None and reply.room.lower() not in self.joined:
             raise ConnectionError(f"not in {reply.room} yet")
         await self.flood.take()
-        await self._send("PRIVMSG", target, line)
+        # The adapter's own notices go as NOTICE, which clients never answer automatically.
+        await self._send("NOTICE" if reply.notice else "PRIVMSG", target, line)
 
     async def run_network(self) -> None:
         backoff = Backoff(first=0.5, cap=30.0)
@@ -173,10 +175,7 @@ class IrcAdapter(Adapter):
         )
         self._writer = writer
         self.nick = self.wanted_nick
-        try:
-            self._personas = [p["name"] for p in await self.client.personas()]
-        except Exception:  # the daemon may be away; names are refreshed on the next connection
-            self.log.info("personas_unavailable")
+        await self.refresh_personas()  # the daemon may be away: the names are read again on the next connection
         if self.password:
             await self._send("PASS", self.password)
         await self._send("NICK", self.nick)
@@ -239,7 +238,7 @@ class IrcAdapter(Adapter):
         to_us = re.match(rf"@?{re.escape(self.nick)}[:,]\s*(.*)$", text, re.IGNORECASE | re.DOTALL)
         if to_us is not None:
             text = to_us.group(1).strip()
-        elif not self.respond_all and not _addresses_persona(text, self._personas):
+        elif not self.respond_all and addresses_persona(text, self.persona_names) is None:
             return
         if text:
             await self.receive(Inbound(sender, text, room))
@@ -259,16 +258,6 @@ class IrcAdapter(Adapter):
         async with self._write_lock:
             writer.write(data)
             await asyncio.wait_for(writer.drain(), 30.0)
-
-
-def _addresses_persona(text: str, personas: Sequence[str]) -> bool:
-    """``NAME: ...``, ``NAME, ...`` or ``@NAME`` for one of the personas (the daemon picks it)."""
-    for name in personas:
-        if re.match(rf"\s*@?{re.escape(name)}\s*[:,]", text, re.IGNORECASE) or re.search(
-            rf"(?<![\w@])@{re.escape(name)}(?![\w-])", text, re.IGNORECASE
-        ):
-            return True
-    return False
 
 
 def parse_room(spec: str) -> tuple[str, str]:

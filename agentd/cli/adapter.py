@@ -39,6 +39,7 @@ def _server(spec: str, tls: bool) -> tuple[str, int]:
 )
 @click.option("--tls/--no-tls", default=None, help="Connect with TLS (default: [adapters.irc] tls).")
 @click.option("--all-messages", is_flag=True, default=None, help="Answer every room message, not only when addressed.")
+@click.option("--persona", help="The persona that answers private messages naming none ([adapters.irc] persona).")
 @click.option("--state", "state_file", type=click.Path(dir_okay=False), help="The adapter's state file.")
 @click.option("--url", envvar="AGENTD_URL", help="The daemon (default: http://[daemon] host:port, or $AGENTD_URL).")
 @pass_app
@@ -49,6 +50,7 @@ def irc(
     rooms: tuple[str, ...],
     tls: bool | None,
     all_messages: bool | None,
+    persona: str | None,
     state_file: str | None,
     url: str | None,
 ) -> None:
@@ -58,7 +60,8 @@ def irc(
     persona's name ("researcher: ...", "@researcher") when several are bound to
     the room's channel. A private message is answered in private (its own
     channel, dm-irc-<nick>). Replies are delivered once each, across reconnects
-    of either side and daemon restarts (the state file keeps the place).
+    of either side and daemon restarts (the state file keeps the place). A
+    message the daemon refuses is answered with a NOTICE saying what to do.
     """
     from agentd.adapters import run_adapter
     from agentd.adapters.irc import IrcAdapter, parse_room
@@ -98,6 +101,7 @@ def irc(
             password=password,
             realname=cfg.realname,
             respond_all=cfg.respond == "all" if all_messages is None else all_messages,
+            persona=persona or cfg.persona or None,
         )
         await run_adapter(bridge)
 
