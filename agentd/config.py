@@ -51,7 +51,9 @@ DATABASE_FILE = "agentd.db"
 LOCAL_EMBEDDING_MODELS = ("e5-small-v2", "all-MiniLM-L6-v2")
 #: Environment variables with the prefix that are read, but are not key overrides:
 #: the client commands (``agentd post``, adapters) read the daemon's URL and key.
-KNOWN_ENV = frozenset({CONFIG_ENV, HOME_ENV, "AGENTD_URL", "AGENTD_API_KEY"})
+KNOWN_ENV = frozenset(
+    {CONFIG_ENV, HOME_ENV, "AGENTD_URL", "AGENTD_API_KEY", "AGENTD_MATRIX_TOKEN", "AGENTD_MATRIX_PASSWORD"}
+)
 
 
 class _Section(BaseModel):

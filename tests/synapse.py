@@ -173,6 +173,8 @@ class MatrixUser:
         #: Every timeline event seen, per room id, in order.
         self.timeline: dict[str, list[dict[str, Any]]] = {}
         self.invites: set[str] = set()
+        #: (room id, user id) of everyone seen typing.
+        self.typing: set[tuple[str, str]] = set()
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None, **params: Any) -> dict[str, Any]:
         """One request to ``/_matrix/client/v3{path}`` (retried while the server restarts)."""
@@ -230,6 +232,9 @@ class MatrixUser:
         self.since = data["next_batch"]
         for room_id, room in data.get("rooms", {}).get("join", {}).items():
             self.timeline.setdefault(room_id, []).extend(room.get("timeline", {}).get("events", []))
+            for event in room.get("ephemeral", {}).get("events", []):
+                if event.get("type") == "m.typing":
+                    self.typing.update((room_id, u) for u in event.get("content", {}).get("user_ids", []))
         self.invites.update(data.get("rooms", {}).get("invite", {}))
 
     def messages_from(self, room_id: str, sender: str) -> list[dict[str, Any]]:

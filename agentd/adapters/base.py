@@ -155,6 +155,11 @@ class Adapter(ABC):
         """The text sent: in a room, addressed to whoever asked."""
         return f"{reply.sender}: {reply.text}" if reply.room is not None else reply.text
 
+    def split(self, reply: Reply, text: str) -> list[str]:
+        """The pieces ``text`` is sent in: lines of at most :meth:`line_limit` bytes (override for
+        a network that takes whole messages)."""
+        return split_text(text, self.line_limit(reply))
+
     # -- hooks (override to act on them) ------------------------------------------------------------
 
     def on_posted(self, inbound: Inbound, channel: str, message_id: int) -> None:
@@ -384,7 +389,7 @@ class Adapter(ABC):
             reply = await self._outbox.get()
             if not reply.notice and str(reply.reply_to) not in self.state.pending:
                 continue  # already delivered (queued twice across a restart)
-            lines = split_text(self.format_reply(reply), self.line_limit(reply)) or ["…"]
+            lines = self.split(reply, self.format_reply(reply)) or ["…"]
             sent = 0
             backoff = Backoff(first=0.2, cap=5.0)
             while sent < len(lines):

@@ -110,3 +110,100 @@ def irc(
         asyncio.run(main())
     except KeyboardInterrupt:
         pass
+
+
+@adapter.command()
+@click.option("--homeserver", help="The homeserver's URL (default: [adapters.matrix] homeserver).")
+@click.option("--user", "user_id", help="The bot's user id, @name:server (default: [adapters.matrix] user_id).")
+@click.option(
+    "--room",
+    "rooms",
+    multiple=True,
+    help="A room to join, repeatable: '#alias:server' or '!id:server', '=CHANNEL' to name the agentd channel.",
+)
+@click.option(
+    "--invites",
+    multiple=True,
+    help="Accept invitations from these user ids (globs, repeatable; '*' anyone, 'none' no one).",
+)
+@click.option("--all-messages", is_flag=True, default=None, help="Answer every room message, not only when addressed.")
+@click.option("--persona", help="The persona that answers direct messages naming none ([adapters.matrix] persona).")
+@click.option("--state", "state_file", type=click.Path(dir_okay=False), help="The adapter's state file.")
+@click.option("--url", envvar="AGENTD_URL", help="The daemon (default: http://[daemon] host:port, or $AGENTD_URL).")
+@pass_app
+def matrix(
+    app: App,
+    homeserver: str | None,
+    user_id: str | None,
+    rooms: tuple[str, ...],
+    invites: tuple[str, ...],
+    all_messages: bool | None,
+    persona: str | None,
+    state_file: str | None,
+    url: str | None,
+) -> None:
+    """Bridge Matrix rooms and direct messages to agentd (pip install 'agentd[matrix]').
+
+    The bot logs in with the access token or the password in the environment
+    variables named by [adapters.matrix] access_token_env / password_env
+    (AGENTD_MATRIX_TOKEN, AGENTD_MATRIX_PASSWORD): never a secret on the command
+    line. In a room the persona answers when addressed (the bot's display name,
+    "NAME: ...", a mention pill, or a persona's name); in a direct room, every
+    message; in a thread, in the thread. Replies are Markdown, delivered once
+    each across restarts of either side (the state file keeps the sync token).
+    End-to-end encrypted rooms are refused with a notice.
+    """
+    try:
+        from agentd.adapters.matrix import MatrixAdapter, parse_room
+    except ImportError as exc:  # the optional extra is not installed
+        raise click.UsageError(f"the Matrix adapter needs: pip install 'agentd[matrix]' ({exc})") from None
+    from agentd.adapters import run_adapter
+    from agentd.client import AsyncAgentdClient
+
+    cfg = app.config.adapters.matrix
+    server = homeserver or cfg.homeserver
+    user = user_id or cfg.user_id
+    if not server or not user:
+        raise click.UsageError("give --homeserver URL and --user @name:server, or set them in [adapters.matrix]")
+    token = os.environ.get(cfg.access_token_env) if cfg.access_token_env else None
+    password = os.environ.get(cfg.password_env) if cfg.password_env else None
+    if not token and not password:
+        raise click.UsageError(
+            f"no credentials: set ${cfg.access_token_env or 'AGENTD_MATRIX_TOKEN'} "
+            f"or ${cfg.password_env or 'AGENTD_MATRIX_PASSWORD'} for {user}"
+        )
+    try:
+        mapping = dict(parse_room(r) for r in (rooms or tuple(cfg.rooms)))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--room") from None
+    accepted = [i for i in (invites or tuple(cfg.invites)) if i != "none"]
+    if state_file:
+        state = Path(state_file)
+    elif cfg.state_file:
+        state = app.config.base_dir / cfg.state_file
+    else:
+        state = app.config.data_dir / "matrix-adapter.json"
+    base = url or cfg.daemon_url or daemon_url(app, None)
+
+    async def main() -> None:
+        key = os.environ.get(cfg.api_key_env, "") if cfg.api_key_env else app.config.daemon.api_key
+        client = AsyncAgentdClient(base, key or None)
+        bridge = MatrixAdapter(
+            client,
+            state,
+            homeserver=server,
+            user_id=user,
+            access_token=token or None,
+            password=password or None,
+            rooms=mapping,
+            invites=accepted,
+            respond_all=cfg.respond == "all" if all_messages is None else all_messages,
+            persona=persona or cfg.persona or None,
+        )
+        await run_adapter(bridge)
+
+    click.echo(f"agentd adapter matrix: {user} on {server} {' '.join(mapping) or '(invitations only)'} -> {base}")
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass

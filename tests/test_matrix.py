@@ -1,0 +1,210 @@
+"""The Matrix adapter against a real homeserver (Synapse from PyPI, tests/synapse.py) and a real
+daemon (``agentd serve`` in a subprocess), with people written independently of the adapter
+(httpx on the client-server API): a reply in a room when addressed, in Markdown and with typing
+notifications; a direct message; a thread reply that stays in the thread; a refused post answered
+with a notice; an encrypted room refused; every message answered exactly once across a SIGKILL of
+the daemon and a restart of the homeserver.
+
+Synapse's start costs several seconds of CPU, so one homeserver, daemon and adapter serve the
+whole module; the test that kills and restarts them runs last and leaves them running."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import agentd_cli, write_home
+from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
+from tests.support import wait_for
+from tests.synapse import SERVER_NAME, MatrixUser, Synapse
+from tests.test_irc import Process, free_port, listening
+
+AGENTD = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
+BOT = f"@agentbot:{SERVER_NAME}"
+LOBBY = f"#lobby:{SERVER_NAME}"
+
+
+class Stack:
+    """The homeserver, its people, the fake model, the daemon and the adapter."""
+
+    synapse: Synapse
+    alice: MatrixUser
+    bob: MatrixUser
+    lobby: str
+    fake: FakeOpenAI
+    daemon: Process
+    adapter: Process
+    url: str
+    tmp: Path
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    s = Stack()
+    s.tmp = tmp_path = tmp_path_factory.mktemp("matrix")
+    s.synapse = Synapse(tmp_path / "synapse")
+    s.synapse.start()
+    s.fake = FakeOpenAI().start()
+    try:
+        s.synapse.register("agentbot", "bot-password")
+        s.alice = s.synapse.register("alice", "alice-password")
+        s.bob = s.synapse.register("bob", "bob-password")
+        s.lobby = s.alice.create_room("lobby")
+        port = free_port()
+        home = write_home(
+            tmp_path / "home",
+            f'[daemon]\nport = {port}\n[embedding]\nprovider = "none"\n[channels.general]\npersonas = ["fake"]\n',
+            {
+                "fake": fake_persona(s.fake.url, channels='["dm-*", "matrix-*"]'),
+                # bob's private channel matches two personas: a post there that names neither is refused.
+                "helper": fake_persona(s.fake.url, "helper", channels='["dm-matrix-@bob*"]'),
+            },
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
+        env[KEY_ENV] = "test-key"
+        s.url = f"http://127.0.0.1:{port}"
+        s.daemon = Process([AGENTD, "--config", str(home), "serve"], tmp_path / "daemon.log", env)
+        wait_for(lambda: listening(port), 60, "the daemon")
+        args = [
+            AGENTD, "--config", str(home), "adapter", "matrix", "--homeserver", s.synapse.url, "--user", BOT,
+            "--room", f"{LOBBY}=general", "--url", s.url, "--state", str(tmp_path / "adapter-state.json"),
+        ]  # fmt: skip
+        s.adapter = Process(args, tmp_path / "adapter.log", {**env, "AGENTD_MATRIX_PASSWORD": "bot-password"})
+        wait_for(lambda: _joined(s.alice, s.lobby, BOT), 90, "the adapter to join the lobby")
+        yield s
+    finally:
+        for proc in ("adapter", "daemon"):
+            if hasattr(s, proc):
+                getattr(s, proc).stop()
+        s.fake.stop()
+        s.synapse.stop()
+        for name in ("adapter.log", "daemon.log"):
+            if (tmp_path / name).exists():
+                print(f"--- {name}\n{(tmp_path / name).read_text(errors='replace')[-4000:]}")
+
+
+def _joined(user: MatrixUser, room: str, member: str) -> bool:
+    members = user.call("GET", f"/rooms/{room}/joined_members")["joined"]
+    return member in members
+
+
+def _bodies(events: list[dict[str, Any]]) -> list[str]:
+    return [e["content"].get("body", "") for e in events]
+
+
+def test_matrix_room_reply_when_addressed_in_markdown_with_typing(stack: Stack) -> None:
+    alice, lobby = stack.alice, stack.lobby
+    alice.send(lobby, "just chatting, not to the bot")
+    asked = alice.send(lobby, "agentbot: hello there")
+    replies = alice.until(lobby, BOT, lambda m: "echo: hello there" in _bodies(m), "the room reply")
+    reply = next(e for e in replies if e["content"]["body"] == "echo: hello there")
+    assert reply["content"]["msgtype"] == "m.text"
+    assert reply["content"]["m.relates_to"] == {"m.in_reply_to": {"event_id": asked}}  # a rich reply to alice
+    # A persona's name addresses the bot too; the reply is Markdown as HTML with a plain body, one message.
+    stack.fake.chat_delay_per_token = 0.01  # a turn long enough (seconds) to see the typing notification
+    long = "**Bold** and `code`:\n\n- one\n- two\n\n" + " ".join(["naïve café 😀 déjà-vu"] * 200)
+    stack.fake.queue(Turn(text=long))
+    alice.send(lobby, "fake: a long formatted answer please")
+    replies = alice.until(lobby, BOT, lambda m: any("déjà" in b for b in _bodies(m)), "the formatted reply", 180)
+    stack.fake.chat_delay_per_token = 0.0
+    formatted = [e for e in replies if "déjà" in e["content"]["body"]]
+    assert len(formatted) == 1, "a long reply is one message"
+    content = formatted[0]["content"]
+    assert content["body"] == long
+    assert content["format"] == "org.matrix.custom.html"
+    assert "<strong>Bold</strong>" in content["formatted_body"] and "<li>one</li>" in content["formatted_body"]
+    assert (lobby, BOT) in alice.typing, "no typing notification while the turn ran"
+    assert "just chatting" not in str(stack.fake.chat_requests())
+
+
+def test_matrix_direct_message_reply(stack: Stack) -> None:
+    alice = stack.alice
+    dm = alice.create_room(invite=[BOT], direct=True)
+    wait_for(lambda: _joined(alice, dm, BOT), 60, "the adapter to accept the invitation")
+    alice.send(dm, "a private question")  # no address needed in a direct room
+    replies = alice.until(dm, BOT, lambda m: "echo: a private question" in _bodies(m), "the direct reply")
+    assert _bodies(replies) == ["echo: a private question"]
+    stored = httpx.get(
+        f"{stack.url}/v1/channels/{'dm-matrix-@alice:' + SERVER_NAME}/messages", params={"after": 0}, timeout=10
+    ).json()["messages"]
+    assert [(m["role"], m["author"]) for m in stored][:1] == [("user", f"matrix:@alice:{SERVER_NAME}")]
+
+
+def test_matrix_thread_reply_stays_in_the_thread(stack: Stack) -> None:
+    alice, lobby = stack.alice, stack.lobby
+    root = alice.send(lobby, "a thread about tea")  # not addressed: no answer
+    asked = alice.send(lobby, "agentbot: green or black?", thread=root)
+    replies = alice.until(lobby, BOT, lambda m: "echo: green or black?" in _bodies(m), "the thread reply")
+    reply = next(e for e in replies if e["content"]["body"] == "echo: green or black?")
+    relation = reply["content"]["m.relates_to"]
+    assert relation["rel_type"] == "m.thread" and relation["event_id"] == root
+    assert relation["m.in_reply_to"] == {"event_id": asked}
+    assert "a thread about tea" not in str(stack.fake.chat_requests())
+
+
+def test_matrix_refused_post_is_answered_with_a_notice(stack: Stack) -> None:
+    """bob's private channel matches two personas (fake: dm-*, helper: dm-matrix-@bob*): the daemon
+    refuses a post naming neither, and bob gets one notice saying what to do, not silence."""
+    bob = stack.bob
+    dm = bob.create_room(invite=[BOT], direct=True)
+    wait_for(lambda: _joined(bob, dm, BOT), 60, "the adapter to accept bob's invitation")
+    bob.send(dm, "hello, anyone?")
+    notices = bob.until(dm, BOT, lambda m: any(e["content"]["msgtype"] == "m.notice" for e in m), "the notice")
+    text = notices[0]["content"]["body"]
+    assert notices[0]["content"]["msgtype"] == "m.notice"
+    assert text.startswith("two personas answer here: start with ") and "fake:" in text and "helper:" in text, text
+    bob.send(dm, "still there?")  # refused again: noticed at most once a minute
+    bob.send(dm, "helper: then you, please")
+    events = bob.until(dm, BOT, lambda m: "echo: helper: then you, please" in _bodies(m), "helper's reply")
+    assert [e["content"]["msgtype"] for e in events] == ["m.notice", "m.text"], _bodies(events)
+
+
+def test_matrix_encrypted_room_is_refused_with_a_notice(stack: Stack) -> None:
+    alice = stack.alice
+    encryption = {"type": "m.room.encryption", "state_key": "", "content": {"algorithm": "m.megolm.v1.aes-sha2"}}
+    room = alice.create_room(invite=[BOT], initial_state=[encryption])
+    notices = alice.until(room, BOT, lambda m: len(m) >= 1, "the adapter's notice in the encrypted room")
+    assert notices[0]["content"]["msgtype"] == "m.notice" and "encrypted" in notices[0]["content"]["body"]
+    wait_for(lambda: not _joined(alice, room, BOT), 60, "the adapter to leave the encrypted room")
+    assert "encrypted_room_refused" in (stack.tmp / "adapter.log").read_text()
+
+
+def test_matrix_adapter_help() -> None:
+    result = agentd_cli("adapter", "matrix", "--help")
+    assert result.returncode == 0 and "--homeserver" in result.stdout and "AGENTD_MATRIX_TOKEN" in result.stdout
+
+
+def test_matrix_every_message_answered_once_across_a_daemon_kill_and_a_synapse_restart(stack: Stack) -> None:
+    alice, lobby, fake = stack.alice, stack.lobby, stack.fake
+    fake.chat_delay_per_token = 0.4
+    streams_before = len(fake.chat_requests())
+    for i in (1, 2, 3):
+        alice.send(lobby, f"agentbot: q{i} one two three")
+    wait_for(lambda: len(fake.chat_requests()) > streams_before and fake.streaming.is_set(), 60, "a streaming reply")
+    stack.daemon.stop(signal.SIGKILL)  # mid-reply
+    alice.send(lobby, "agentbot: q4 one two three")  # while the daemon is down
+    fake.chat_delay_per_token = 0.0
+    stack.daemon.start()
+    expected = [f"echo: q{i} one two three" for i in (1, 2, 3, 4)]
+    alice.until(lobby, BOT, lambda m: all(e in _bodies(m) for e in expected), "every reply after the restart", 120)
+    # Now the homeserver goes away while a reply is being written, and comes back.
+    fake.chat_delay_per_token = 0.3
+    fake.streaming.clear()
+    alice.send(lobby, "agentbot: q5 one two three")
+    wait_for(lambda: fake.streaming.is_set(), 60, "q5 streaming")
+    stack.synapse.stop()
+    stack.synapse.start()
+    fake.chat_delay_per_token = 0.0
+    alice.until(lobby, BOT, lambda m: "echo: q5 one two three" in _bodies(m), "q5's reply after the restart", 120)
+    alice.send(lobby, "agentbot: sentinel")  # replies arrive in order: any repeat would come before this one
+    events = alice.until(lobby, BOT, lambda m: "echo: sentinel" in _bodies(m), "the sentinel", 120)
+    replies = [b for b in _bodies(events) if b.startswith("echo: q")]
+    assert sorted(replies) == [*expected, "echo: q5 one two three"], replies
