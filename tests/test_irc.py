@@ -161,14 +161,16 @@ class IrcUser:
 @pytest.fixture
 def stack(request: pytest.FixtureRequest, tmp_path: Path, fake_openai: FakeOpenAI, ngircd):
     """ngircd, `agentd serve` on a fixed port, and `agentd adapter irc`; returns controls.
-    Parametrized indirectly with more personas: {name: channels}."""
+    Parametrized indirectly with more personas ({name: channels}) and adapter options ("args": [...])."""
     irc_port, server = ngircd
     port = free_port()
     personas = {
         "fake": fake_persona(fake_openai.url, channels='["dm-*"]'),
         "other": fake_persona(fake_openai.url, "other"),
     }
-    for name, channels in getattr(request, "param", {}).items():
+    more = dict(getattr(request, "param", {}))
+    extra_args = more.pop("args", [])
+    for name, channels in more.items():
         personas[name] = fake_persona(fake_openai.url, name, channels=channels)
     home = write_home(
         tmp_path / "home",
@@ -183,7 +185,7 @@ def stack(request: pytest.FixtureRequest, tmp_path: Path, fake_openai: FakeOpenA
     state = tmp_path / "adapter-state.json"
     adapter_args = [
         AGENTD, "--config", str(home), "adapter", "irc", "--server", f"127.0.0.1:{irc_port}",
-        "--nick", "agentbot", "--channel", "#a=general", "--url", url, "--state", str(state),
+        "--nick", "agentbot", "--channel", "#a=general", "--url", url, "--state", str(state), *extra_args,
     ]  # fmt: skip
     adapter = Process(adapter_args, tmp_path / "adapter.log", env)
     alice = IrcUser(irc_port, "alice")
@@ -282,6 +284,20 @@ def test_a_refused_private_message_is_answered_with_a_notice_once_a_minute(stack
     assert len(alice.notices) == 1, alice.notices
     assert not any("hello, anyone" in t or "still there" in t for t in alice.texts()), "a refused message answered"
     assert len(fake_openai.chat_requests()) == 1
+
+
+@pytest.mark.parametrize("stack", [{"ircbot": '["*"]', "args": ["--persona", "ircbot"]}], indirect=True)
+def test_persona_option_answers_private_messages_that_name_none(stack, fake_openai) -> None:
+    """With --persona ircbot, a private message naming no persona goes to ircbot (no refusal, no
+    notice); one that names another persona still goes to that one."""
+    alice = stack.alice
+    alice.say("agentbot", "who answers this?")
+    alice.until(lambda t: "echo: who answers this?" in t, "the private reply")
+    assert "You are ircbot" in str(fake_openai.chat_requests()[-1]["messages"][0])
+    alice.say("agentbot", "fake: and this?")
+    alice.until(lambda t: "echo: fake: and this?" in t, "fake's private reply")
+    assert "You are fake" in str(fake_openai.chat_requests()[-1]["messages"][0])
+    assert alice.notices == [] or all(n[0] != "agentbot" for n in alice.notices)
 
 
 def test_split_text_keeps_words_utf8_and_graphemes_whole() -> None:
