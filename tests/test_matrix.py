@@ -208,3 +208,15 @@ def test_matrix_every_message_answered_once_across_a_daemon_kill_and_a_synapse_r
     events = alice.until(lobby, BOT, lambda m: "echo: sentinel" in _bodies(m), "the sentinel", 120)
     replies = [b for b in _bodies(events) if b.startswith("echo: q")]
     assert sorted(replies) == [*expected, "echo: q5 one two three"], replies
+    # Last, the adapter itself is killed and a message arrives meanwhile: it resumes from its sync token.
+    stack.adapter.stop(signal.SIGKILL)
+    alice.send(lobby, "agentbot: q6 one two three")
+    stack.adapter.start()
+    alice.until(lobby, BOT, lambda m: "echo: q6 one two three" in _bodies(m), "q6's reply after the adapter restart")
+    alice.send(lobby, "agentbot: sentinel two")
+    events = alice.until(lobby, BOT, lambda m: "echo: sentinel two" in _bodies(m), "the second sentinel", 120)
+    replies = [b for b in _bodies(events) if b.startswith("echo: q")]
+    assert sorted(replies) == [f"echo: q{i} one two three" for i in range(1, 7)], replies
+    stored = httpx.get(f"{stack.url}/v1/channels/general/messages", params={"limit": 1000}, timeout=10).json()
+    asked = [m["content"] for m in stored["messages"] if m["role"] == "user" and " one two three" in m["content"]]
+    assert sorted(asked) == [f"q{i} one two three" for i in range(1, 7)], asked  # each posted once
