@@ -139,15 +139,24 @@ def test_matrix_direct_message_reply(stack: Stack) -> None:
 
 
 def test_matrix_thread_reply_stays_in_the_thread(stack: Stack) -> None:
-    alice, lobby = stack.alice, stack.lobby
-    root = alice.send(lobby, "a thread about tea")  # not addressed: no answer
-    asked = alice.send(lobby, "agentbot: green or black?", thread=root)
-    replies = alice.until(lobby, BOT, lambda m: "echo: green or black?" in _bodies(m), "the thread reply")
+    """In a room the bot was invited to (its channel named after the alias: matrix-tea:<server>),
+    what was said before it joined is history, not questions; a question in a thread is answered
+    in the thread."""
+    alice = stack.alice
+    room = alice.create_room("tea")
+    root = alice.send(room, "agentbot: a thread about tea, before the bot is here")
+    alice.call("POST", f"/rooms/{room}/invite", {"user_id": BOT})
+    wait_for(lambda: _joined(alice, room, BOT), 60, "the adapter to accept the invitation")
+    asked = alice.send(room, "agentbot: green or black?", thread=root)
+    replies = alice.until(room, BOT, lambda m: "echo: green or black?" in _bodies(m), "the thread reply")
     reply = next(e for e in replies if e["content"]["body"] == "echo: green or black?")
     relation = reply["content"]["m.relates_to"]
     assert relation["rel_type"] == "m.thread" and relation["event_id"] == root
     assert relation["m.in_reply_to"] == {"event_id": asked}
-    assert "a thread about tea" not in str(stack.fake.chat_requests())
+    assert "before the bot is here" not in str(stack.fake.chat_requests())
+    channel = f"matrix-tea:{SERVER_NAME}"
+    stored = httpx.get(f"{stack.url}/v1/channels/{channel}/messages", params={"after": 0}, timeout=10).json()
+    assert [m["content"] for m in stored["messages"]] == ["green or black?", "echo: green or black?"]
 
 
 def test_matrix_refused_post_is_answered_with_a_notice(stack: Stack) -> None:
