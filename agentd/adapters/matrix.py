@@ -351,10 +351,13 @@ class MatrixAdapter(Adapter):
             if skip_timeline or room in self.net["encrypted"]:
                 continue
             timeline = joined.get("timeline", {}).get("events", [])
-            if room not in self.net["direct"]:  # a room just joined: its history is not addressed to us
-                for i, event in enumerate(timeline):
-                    if _own_join(event, self.user_id):
-                        timeline = timeline[i + 1 :]
+            just_joined = any(_own_join(e, self.user_id) for e in timeline)
+            if joined.get("timeline", {}).get("limited") and not just_joined:
+                # More happened than one sync carries (the adapter was away long): the oldest are not read.
+                self.log.warning("matrix_timeline_gap", room=room, read=len(timeline))
+            if just_joined and room not in self.net["direct"]:  # a room's history is not addressed to us
+                last = max(i for i, e in enumerate(timeline) if _own_join(e, self.user_id))
+                timeline = timeline[last + 1 :]
             for event in timeline:
                 await self._on_event(room, event)
 
@@ -390,7 +393,7 @@ class MatrixAdapter(Adapter):
             "This room is end-to-end encrypted, and agentd cannot read encrypted messages: "
             "talk to me in an unencrypted room. Leaving."
         )
-        notice = Reply(0, 0, "", self.user_id, text, room, notice=True)
+        notice = Reply(0, 0, "", "", text, room, notice=True)
         with contextlib.suppress(NetworkUnavailable, NetworkRefused):
             await self.send_line(notice, text)
         with contextlib.suppress(NetworkUnavailable, NetworkRefused):
