@@ -21,7 +21,7 @@ from tests.conftest import REPO, agentd_cli, write_home
 from tests.fakeopenai import FakeOpenAI, Turn
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
-GUIDES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+GUIDES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 
 
 def _section(title: str) -> str:
