@@ -1,4 +1,5 @@
-"""MkDocs hook: the build fails (under --strict) when a generated reference page is out of date.
+"""MkDocs hooks: the build fails (under --strict) when a generated reference page is out of date,
+and the Python client's docstrings lose the reST markup mkdocstrings does not read.
 
 The pages docs/gen_ref.py writes (CLI, configuration, HTTP API, errors) are committed so that
 they can be read and linked like any page; this regenerates them at every build and warns,
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,3 +26,15 @@ def on_pre_build(config: Any) -> None:
     spec.loader.exec_module(module)
     for page in module.stale():
         log.warning("docs/%s is out of date with the code: run `python docs/gen_ref.py`", page)
+
+
+#: reST markup agentd's docstrings use (for pydoc and IDEs) that mkdocstrings leaves as text.
+_ROLE = re.compile(r":(?:meth|class|func|attr|data|mod|exc|obj):(?=<code>)")
+_LITERAL = re.compile(r"<p>::</p>\s*")
+
+
+def on_page_content(html: str, page: Any, **_: Any) -> str:
+    """The Python client's reference: ``:class:`X``` shows as ``X``, a lone ``::`` not at all."""
+    if page.file.src_uri.startswith("reference/"):
+        html = _LITERAL.sub("", _ROLE.sub("", html))
+    return html
