@@ -151,11 +151,8 @@ def test_the_readme_is_a_front_page() -> None:
         assert f"]({page})" in readme, page
 
 
-PASS = re.compile(
-    r"\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|thirteenth|\d+(st|nd|rd|th))"
-    r" pass\b",
-    re.I,
-)
+#: A tuning pass, as the notebooks head them ("## Eleventh pass: ...").
+PASS = re.compile(r"^#+ .*\b(\w+th|first|second|third|\d+(st|nd|rd|th)) pass\b", re.I | re.M)
 
 
 def test_tuning_notebooks_live_in_docs_notes_each_headed_by_a_summary() -> None:
@@ -167,5 +164,5 @@ def test_tuning_notebooks_live_in_docs_notes_each_headed_by_a_summary() -> None:
     index = (DOCS / "notes" / "index.md").read_text(encoding="utf-8")
     for notebook in notebooks:
         head = notebook.read_text(encoding="utf-8")[:2500]
-        assert re.search(r'^!!! summary "What this notebook concluded \(current\)"$', head, re.M), notebook.name
+        assert re.search(r"^!!! summary ", head, re.M), f"{notebook.name}: head it with a current summary"
         assert f"]({notebook.name})" in index, notebook.name
