@@ -479,16 +479,22 @@ def _operation_sections(method: str, path: str, op: dict[str, Any]) -> Iterator[
         for media, content in body.get("content", {}).items():
             yield f"Body ({media}): {_schema_type(content.get('schema', {}))}.\n"
     responses = op.get("responses", {})
-    if responses:
-        yield "| status | meaning | body |\n|---|---|---|"
-        rows = []
-        for status, answer in sorted(responses.items()):
-            kinds = [
-                f"{_schema_type(c['schema'])} ({media})" if c.get("schema") else media
-                for media, c in answer.get("content", {}).items()
-            ]
-            rows.append(f"| {status} | {_cell(answer.get('description', ''))} | {', '.join(kinds)} |")
-        yield "\n".join(rows) + "\n"
+    rows = []
+    errors = []
+    for status, answer in sorted(responses.items()):
+        codes = re.match(r"^Error; codes?: (.+)$", answer.get("description", ""))
+        if codes and status >= "400":  # the one error body: said once, as its codes
+            errors.append(f"{status} " + ", ".join(f"`{c.strip()}`" for c in codes.group(1).split(",")))
+            continue
+        kinds = [
+            f"{_schema_type(c['schema'])} ({media})" if c.get("schema") else media
+            for media, c in answer.get("content", {}).items()
+        ]
+        rows.append(f"| {status} | {_cell(answer.get('description', ''))} | {', '.join(kinds)} |")
+    if rows:
+        yield "| status | meaning | body |\n|---|---|---|\n" + "\n".join(rows) + "\n"
+    if errors:
+        yield ("Errors ([ErrorResponse](#errorresponse), codes in [Errors](errors.md)): " + "; ".join(errors) + ".\n")
 
 
 #: Headings for the schema's tags that are not words of their own.
