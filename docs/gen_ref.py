@@ -190,13 +190,13 @@ def _doc_comments(cls: type) -> dict[str, str]:
     return found
 
 
-def _toml_comments(path: Path) -> dict[str, str]:
-    """The comment beside (and under) each key of the annotated agentd.toml, by dotted key."""
+def _toml_comments(text: str) -> dict[str, str]:
+    """The comment beside (and under, or else above) each key of an annotated TOML file, by dotted key."""
     found: dict[str, str] = {}
     section = ""
     last = ""
     above: list[str] = []  # full-line comments just above a key (used when it has none beside it)
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         head = re.match(r"^#?\s*\[([\w.\"*-]+)\]\s*$", line)
         if head:
             section = re.sub(r"^channels\.[^.]+$", "channels.NAME", head.group(1).replace('"', ""))
@@ -250,6 +250,10 @@ def _toml_value(value: Any) -> str:
     return str(value)
 
 
+def _default_cell(value: Any) -> str:
+    return "unset" if value is None else f"`{_toml_value(value)}`"
+
+
 def _constraints(field: Any) -> str:
     words = {"ge": "≥", "gt": ">", "le": "≤", "lt": "<"}
     out = []
@@ -293,7 +297,7 @@ def _config_sections(model: type, prefix: str, toml: dict[str, str], optional: b
             _UNDOCUMENTED.append(dotted)
         bounds = _constraints(field)
         kind = _type_name(field.annotation) + (f" ({bounds})" if bounds else "")
-        keys.append(f"| `{name}` | {kind} | `{_toml_value(default)}` | {_cell(meaning)} |")
+        keys.append(f"| `{name}` | {kind} | {_default_cell(default)} | {_cell(meaning.rstrip(':'))} |")
     if prefix and (keys or model.__doc__):
         yield f"## `[{prefix}]`\n"
         doc = inspect.cleandoc(model.__doc__ or "")
@@ -320,7 +324,7 @@ def config_reference() -> str:
     """Every key of agentd.toml, from the config model."""
     from agentd.config import _Root
 
-    toml = _toml_comments(REPO / "agentd.toml")
+    toml = _toml_comments((REPO / "agentd.toml").read_text(encoding="utf-8"))
     parts = [
         GENERATED_NOTE.format(source="the config model (agentd/config.py) and the annotated agentd.toml"),
         "# Configuration\n",
@@ -337,12 +341,48 @@ def config_reference() -> str:
     ]
     _UNDOCUMENTED.clear()
     parts.extend(_config_sections(_Root, "", toml))
+    parts.extend(_persona_keys())
     if _UNDOCUMENTED:
         raise SystemExit(
             "docs/gen_ref.py: no meaning for " + ", ".join(_UNDOCUMENTED) + ": add a #: comment above each in "
-            "agentd/config.py (or a comment beside it in agentd.toml)"
+            "agentd/config.py or agentd/personas.py (or a comment beside it in agentd.toml, or in the persona file "
+            "docs/guides/configuration.md shows)"
         )
     return "\n".join(parts).rstrip() + "\n"
+
+
+#: The page whose first ``toml`` block is the annotated persona file (every key, commented).
+PERSONA_GUIDE = DOCS / "guides" / "configuration.md"
+
+
+def _persona_keys() -> Iterator[str]:
+    """Every key of a persona file, from its model in agentd/personas.py."""
+    from agentd.personas import _PersonaFile
+
+    guide = PERSONA_GUIDE.read_text(encoding="utf-8")
+    block = re.search(r"```toml\n(.*?)```", guide, re.S)
+    beside = {k.lstrip("."): v for k, v in _toml_comments(block.group(1) if block else "").items()}
+    comments = _doc_comments(_PersonaFile)
+    yield "## Persona files\n"
+    yield (
+        "One TOML file per persona in the personas directory (`[personas] dir`); the file name is the "
+        "persona's name. The annotated example: [Personas](../guides/configuration.md#personas).\n"
+    )
+    yield "| key | type | default | meaning |\n|---|---|---|---|"
+    rows = []
+    for name, field in _PersonaFile.model_fields.items():
+        meaning = comments.get(name) or beside.get(name, "")
+        if not meaning:
+            _UNDOCUMENTED.append(f"persona file: {name}")
+        if field.is_required():
+            default = "required"
+        else:
+            value = field.default_factory() if field.default_factory is not None else field.default
+            default = _default_cell(value)
+        bounds = _constraints(field)
+        kind = _type_name(field.annotation) + (f" ({bounds})" if bounds else "")
+        rows.append(f"| `{name}` | {kind} | {default} | {_cell(meaning.rstrip(':'))} |")
+    yield "\n".join(rows) + "\n"
 
 
 # --------------------------------------------------------------------------- the HTTP API

@@ -93,9 +93,14 @@ def test_the_configuration_reference_has_every_key_with_its_default(generated: d
     for dotted in keys:
         section, key = dotted[1:].rsplit(".", 1)
         table = page[page.index(f"## `[{section}]`") :].split("\n## ")[0]
-        assert re.search(rf"^\| `{key}` \| (?:[^|]|\\\|)+ \| `[^`]*` \| \S", table, re.M), dotted
+        assert re.search(rf"^\| `{key}` \| (?:[^|]|\\\|)+ \| (?:`[^`]*`|unset) \| \S", table, re.M), dotted
     assert re.search(r"^\| `top_k` \| integer \(≥ 1, ≤ 100\) \| `3` \| ", page, re.M)
     assert re.search(r"^\| `min_score` \| number \(≥ 0.0, ≤ 1.0\) \| `0.5` \| ", page, re.M)
+    from agentd.personas import _PersonaFile
+
+    personas = page[page.index("## Persona files") :]
+    for key in _PersonaFile.model_fields:
+        assert re.search(rf"^\| `{key}` \| ", personas, re.M), key
 
 
 def test_the_http_reference_has_every_route_and_the_errors_page_every_code(generated: dict[str, str]) -> None:
