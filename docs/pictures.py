@@ -1,6 +1,6 @@
 """Make the documentation's pictures from the real thing (nothing is drawn by hand but the diagram).
 
-    python docs/pictures.py web      # docs/screenshots/web-annotated.png: the web page, labelled
+    python docs/pictures.py web      # docs/screenshots/web-page.png and web-annotated.png (labelled)
     python docs/pictures.py budget   # docs/images/budget.svg: what `agentd budget` prints
     python docs/pictures.py site     # docs/screenshots/site-home.png: the built site's home page
     python docs/pictures.py          # all three
@@ -139,6 +139,9 @@ def web() -> None:
             message.send_keys("What is my favorite color?", Keys.ENTER)
             _wait(lambda: driver.find_elements(By.CSS_SELECTOR, ".exchange.complete"))
             driver.execute_script("document.activeElement.blur()")
+            plain = DOCS / "screenshots" / "web-page.png"
+            driver.save_screenshot(str(plain))
+            print(f"wrote {plain.relative_to(REPO)}")
             driver.execute_script(OVERLAY, LABELS)
             out = DOCS / "screenshots" / "web-annotated.png"
             driver.save_screenshot(str(out))
