@@ -101,6 +101,7 @@ class CalibrationConfig(_Section):
     """
 
     midpoint: float = 0.30
+    #: How sharply relevance rises around ``midpoint`` (smaller: steeper), in cosine units.
     scale: float = Field(default=0.05, gt=0)
 
 
@@ -168,6 +169,7 @@ class MemoryConfig(_Section):
     extract_model: str = ""
     #: Environment variable holding the key of ``extract_model`` (empty: the persona's when it is theirs).
     extract_api_key_env: str = ""
+    #: The address of ``extract_model``'s server (an OpenAI-compatible ``/v1``), if it is not the provider's.
     extract_api_base: str = ""
     #: What facts are taken from: the user's message only (``user``), or the persona's reply too.
     extract_from: Literal["user", "exchange"] = "user"
@@ -227,6 +229,7 @@ class ModelsConfig(_Section):
     (``claude-*``), then litellm's model information, then the defaults.
     """
 
+    #: Context window by model name or glob pattern (``"claude-*" = 200000``), checked first.
     context_windows: dict[str, int] = Field(default_factory=dict)
     default_context_window: int = Field(default=128_000, ge=256)
     claude_context_window: int = Field(default=200_000, ge=256)
@@ -244,7 +247,9 @@ class RuntimeConfig(_Section):
 
     idle_stop_seconds: float = Field(default=600.0, gt=0)
     max_restarts: int = Field(default=3, ge=0)
+    #: The window ``max_restarts`` counts a failed actor's restarts in (then it is unhealthy).
     restart_window_seconds: float = Field(default=60.0, gt=0)
+    #: The first pause before a failed actor is restarted (doubling with each restart).
     restart_backoff_seconds: float = Field(default=0.2, ge=0)
     max_tool_rounds: int = Field(default=4, ge=0, le=32)
     delegate_max_depth: int = Field(default=2, ge=0, le=8)
@@ -299,7 +304,7 @@ class ClusterConfig(_Section):
     """``[cluster]``: several daemons on one PostgreSQL (ignored on SQLite).
 
     Each (persona, channel) is answered by one daemon at a time, the holder of a
-    PostgreSQL advisory lock on its own connection (see docs/postgres.md).
+    PostgreSQL advisory lock on its own connection (see docs/notes/postgres.md).
     """
 
     #: How often a daemon checks its lock connection and looks for pending messages no
@@ -348,10 +353,13 @@ class IrcAdapterConfig(_Section):
 
     #: HOST:PORT of the IRC server (port 6667, or 6697 with tls, when omitted).
     server: str = ""
+    #: The bot's nickname (persona names address personas too).
     nick: str = "agentd"
     #: Rooms to join: "#room", or "#room=channel" to name the agentd channel (default irc-<room>).
     channels: list[str] = Field(default_factory=list)
+    #: Connect with TLS.
     tls: bool = False
+    #: Check the server's TLS certificate (turn off only for a test server).
     tls_verify: bool = True
     #: "mention": answer in rooms when addressed (NICK: ... or a persona's name); "all": every message.
     respond: Literal["mention", "all"] = "mention"
@@ -360,6 +368,7 @@ class IrcAdapterConfig(_Section):
     #: Name of the environment variable holding this adapter's key (``agentd keys create --role
     #: adapter --channels 'irc-*' 'dm-irc-*'``); empty: ``[daemon] api_key``.
     api_key_env: str = ""
+    #: The "real name" the bot registers with.
     realname: str = "agentd"
     #: The persona that answers private messages naming none (empty: the daemon decides; it
     #: refuses, with a notice to the sender, when several personas' globs match dm-irc-<nick>).

@@ -10,7 +10,7 @@ Memory of LLM Agents", ACL 2024; CC BY-NC 4.0; ``locomo10.json`` in the authors'
 repository, github.com/snap-research/locomo), or any file in its format: a JSON
 list of conversations with ``conversation`` (sessions of turns with ``speaker``,
 ``dia_id``, ``text``) and ``qa`` (``question``, ``evidence`` dia_ids,
-``category``). The figures in docs/retrieval.md are on the first five
+``category``). The figures in docs/notes/retrieval.md are on the first five
 conversations of it. Nothing of it ships with agentd.
 
 Each conversation of the LoCoMo-format FILE is ingested as memories with
@@ -51,7 +51,7 @@ Only the hybrid mode exists on this path.
 wheel, started for the run in a temp dir). ``--grid`` prints, for each store,
 dev recall of hybrid search over a grid of ``lexical_weight`` x
 ``lexical_saturation`` (the rest of the defaults kept), the way the fusion
-weights were chosen (docs/postgres.md).
+weights were chosen (docs/notes/postgres.md).
 """
 
 from __future__ import annotations

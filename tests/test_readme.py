@@ -1,6 +1,7 @@
-"""The README as a user reads it: every error code is listed, every file it (and docs/) points
-at exists, the persona files it shows load, the local-server example answers against a fake
-OpenAI-compatible server on loopback, and the systemd unit's command line parses."""
+"""The README and the docs site as a user reads them: every error code is listed, every file they
+point at exists, the persona files the guides show load, the local-server example answers against
+a fake OpenAI-compatible server on loopback, and the systemd unit's command line parses. (The site
+itself, its generated references and its build: tests/test_docs.py.)"""
 
 from __future__ import annotations
 
@@ -20,20 +21,20 @@ from agentd.skills import SKILLS
 from tests.conftest import REPO, agentd_cli, write_home
 from tests.fakeopenai import FakeOpenAI, Turn
 
-README = (REPO / "README.md").read_text(encoding="utf-8")
-GUIDES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+DOCS = REPO / "docs"
+GUIDES = [REPO / "README.md", *sorted(DOCS.rglob("*.md"))]
+#: The pages that show persona files: the full one first (configuration), then the real models.
+PERSONA_PAGES = [DOCS / "guides" / "configuration.md", DOCS / "guides" / "real-models.md"]
 
 
-def _section(title: str) -> str:
-    start = README.index(f"\n## {title}\n")
-    end = README.find("\n## ", start + 1)
-    return README[start : end if end != -1 else None]
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
 
 
-def test_the_http_api_section_lists_every_error_code_with_its_status() -> None:
-    api = _section("The HTTP API")
+def test_the_errors_page_lists_every_error_code_with_its_status() -> None:
+    errors = _text(DOCS / "reference" / "errors.md")
     for code, info in CATALOGUE.items():
-        assert re.search(rf"^\| `{re.escape(code.value)}` \| {info.status} \|", api, re.M), code.value
+        assert re.search(rf"^\| `{re.escape(code.value)}` \| {info.status} \|", errors, re.M), code.value
 
 
 @pytest.mark.parametrize("guide", GUIDES, ids=lambda p: p.name)
@@ -54,7 +55,8 @@ def test_every_file_a_guide_points_at_is_in_the_repository(guide: Path) -> None:
 
 
 def _persona_blocks() -> list[str]:
-    return [b for b in re.findall(r"```toml\n(.*?)```", README, re.S) if re.search(r'^name = "', b, re.M)]
+    text = "\n".join(_text(page) for page in [*PERSONA_PAGES, DOCS / "getting-started.md"])
+    return [b for b in re.findall(r"```toml\n(.*?)```", text, re.S) if re.search(r'^name = "', b, re.M)]
 
 
 def test_the_persona_files_it_shows_load(tmp_path: Path) -> None:
@@ -78,7 +80,7 @@ def test_the_full_persona_file_shows_every_key() -> None:
 
 def test_the_real_model_examples_name_the_key_their_provider_needs(tmp_path: Path) -> None:
     """What `agentd doctor` says for the OpenAI and Anthropic examples, without a key set."""
-    section = _section("Real models")
+    section = _text(DOCS / "guides" / "real-models.md")
     blocks = [b for b in re.findall(r"```toml\n(.*?)```", section, re.S) if "api_base" not in b]
     personas = {tomllib.loads(b)["model"].split("/")[0]: b for b in blocks}
     config = write_home(
@@ -95,7 +97,7 @@ def test_the_real_model_examples_name_the_key_their_provider_needs(tmp_path: Pat
 
 
 def test_the_local_server_example_answers_with_no_key_variable(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
-    """The README's local-server persona, pointed at a fake OpenAI-compatible server on loopback."""
+    """The real-models guide's local-server persona, pointed at a fake OpenAI-compatible server on loopback."""
     block = next(b for b in _persona_blocks() if "api_base" in b and not b.lstrip().startswith("#"))
     local = re.sub(r'^api_base = "[^"]*"', f'api_base = "{fake_openai.url}"', block, flags=re.M)
     assert local != block

@@ -1,7 +1,7 @@
 """Precision and recall of automatic retrieval on the labelled conversational set (tests/data/recall_set.json),
 with each local embedder, through bench/recall_quality.py's own evaluation.
 
-Thresholds (docs/recall.md, "The labelled set"): questions about the user and content-free
+Thresholds (docs/notes/recall.md, "The labelled set"): questions about the user and content-free
 messages are decided by what the query asks, not by similarity, so every miss there is a bug:
 they must be perfect. Topic questions depend on the embedder; the bars sit about one wrong or
 missed memory in ten below what both local models reach, and far above what search did before

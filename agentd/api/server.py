@@ -146,7 +146,7 @@ class DaemonServer:
         # The event loop and HTTP parser are named, not "auto": what else happens to be
         # installed (httptools) must not change how the daemon drains and stops. The loop is
         # uvloop (a dependency wherever it runs: not on Windows): its own work per request costs
-        # about a third less CPU than asyncio's, CPU the turns need (docs/throughput.md).
+        # about a third less CPU than asyncio's, CPU the turns need (docs/notes/throughput.md).
         config = uvicorn.Config(
             api,
             log_config=None,

@@ -17,7 +17,7 @@ the default, and each one's calibration and hybrid-search weights, were
 measured on LoCoMo (README, "Retrieval" and "Relevance").
 
 Two things are kept in agentd's cache directory (:mod:`agentd.cache`) so that a
-start costs less (docs/startup.md): the checksums already verified, by file path,
+start costs less (docs/notes/startup.md): the checksums already verified, by file path,
 size and modification time (a changed file is checked again), and the graph
 onnxruntime optimises the model into, saved on the first load (named for the
 model's checksum, onnxruntime's version and the CPU) and loaded later with graph

@@ -4,7 +4,7 @@ Python runs one thread of a process at a time (the GIL). A turn spends about two
 thirds of its CPU in Python (the rest in the embedding model, SQLite and
 tiktoken, which release it), so one process answering every channel keeps
 about one core busy and leaves the others mostly idle, while its HTTP requests
-wait for the GIL behind the turns (docs/throughput.md has the figures).
+wait for the GIL behind the turns (docs/notes/throughput.md has the figures).
 
 With ``[runtime] workers = N`` (``agentd serve`` only), the daemon's process
 keeps the HTTP API and accepting messages: each message is stored (durable

@@ -4,7 +4,7 @@ These declarations mirror ``migrations/versions``; the migrations are the source
 of truth for the database, these are how Python code addresses it. They are Core
 tables, not ORM classes: the repositories write SQL expressions and read rows, and
 mapping classes would cost every command a fifth of a second at import
-(docs/startup.md). The two
+(docs/notes/startup.md). The two
 virtual tables (``memory_vectors``: sqlite-vec, ``memory_fts``: FTS5) are not
 declared here; :mod:`agentd.store.vectors` and :mod:`agentd.store.lexical` own them.
 """
