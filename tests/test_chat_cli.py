@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import agentd_cli, write_home
+from tests.conftest import agentd_cli, agentd_process, write_home
 
 
 def test_chat_json_streams_events_with_memory_context_first_and_inspect_shows_them(home: Path) -> None:
@@ -93,3 +93,16 @@ def test_global_options_come_before_or_after_the_command(home: Path, tmp_path: P
     assert {p["name"] for p in json.loads(personas.stdout)} == {"buddy", "scholar"}
     missing = agentd_cli("personas", "--config", str(tmp_path / "nowhere.toml"))
     assert missing.returncode == 2 and "nowhere.toml: file not found" in missing.stderr
+
+
+def test_a_missing_model_key_is_one_line_at_once(tmp_path: Path) -> None:
+    """Said before anything starts (no store, no model, no litellm import, no log line): one line."""
+    claude = 'name = "claude"\nmodel = "anthropic/claude-sonnet-4-5"\nsystem_prompt = "hi"\n'
+    home = write_home(tmp_path, personas={"claude": claude})
+    result = agentd_process("chat", "claude", "-m", "hello", config=home, env={"ANTHROPIC_API_KEY": ""})
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr == (
+        "error: model 'anthropic/claude-sonnet-4-5' needs ANTHROPIC_API_KEY, which is not set in the environment\n"
+    )
+    assert not (tmp_path / "agentd.db").exists()

@@ -8,10 +8,11 @@ import threading
 import click
 from rich.markup import escape
 
-from agentd._exceptions import AgentdError
+from agentd._exceptions import AgentdError, LLMAuthError
 from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import err, out, print_json_line
+from agentd.llm.models import missing_credentials
 from agentd.log import configure
 from agentd.personas import Persona
 from agentd.runtime import Done, Error, Event, HistoryContext, MemoryContext, Runtime, TokenDelta, ToolCall, ToolResult
@@ -83,9 +84,14 @@ def chat(
     Interactive without --message: one line per message, Ctrl-D or /quit to leave.
     """
     p = app.personas[persona]
-    if app.config.logging.level == "info":
-        # One log line per turn is right for the daemon, noise between a person's messages.
-        configure(app.config.logging.model_copy(update={"level": "warning"}))
+    # A key that is missing is said at once, before the store, the embedder and the runtime start.
+    missing = missing_credentials(p.model, p.api_key_env, p.api_base)
+    if missing:
+        raise LLMAuthError(f"model {p.model!r} needs {', '.join(missing)}, which is not set in the environment")
+    if app.config.logging.level in ("info", "warning"):
+        # One log line per turn is right for the daemon, noise between a person's messages: here
+        # the events show each turn's outcome, a failed one's error included.
+        configure(app.config.logging.model_copy(update={"level": "error"}))
     channel = channel or default_channel(p)
     user = user or app.config.default_user()
     # The embedding model and the tokenizer load on another thread (native code, mostly) while
