@@ -12,6 +12,7 @@ tests/test_install.py and the test run itself cover, and are skipped here."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -144,5 +145,11 @@ def test_the_quick_start_runs_in_order_from_a_clean_clone(tmp_path: Path) -> Non
                     daemon.kill()
                 if daemon.stdout is not None:
                     daemon.stdout.close()
+    # agentd doctor, from the same directory, names the same config file as serve's first line.
+    doctor = subprocess.run(
+        [AGENTD, "doctor", "--json"], cwd=work, env=env, capture_output=True, text=True, timeout=120
+    )
+    checks = {c["check"]: c["detail"] for c in json.loads(doctor.stdout)}
+    assert checks["config"] == str(work / "agentd.toml"), doctor.stdout + doctor.stderr
     # Nothing was written to the clean directory itself: the data went to the data directory.
     assert sorted(p.name for p in work.iterdir()) == ["agentd.toml", "personas"]

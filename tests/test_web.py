@@ -34,6 +34,8 @@ FLAGS = (
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is a test dependency: pip install -e '.[test]'")
 if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
+    if os.environ.get("AGENTD_REQUIRE_BROWSER"):  # .ci/run: the browser tests never skip there
+        pytest.fail("AGENTD_REQUIRE_BROWSER is set, but chromium or chromedriver is missing", pytrace=False)
     pytest.skip(
         "Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver; "
         ".ci/run does)",
