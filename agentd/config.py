@@ -29,6 +29,7 @@ command's start for what ``_apply_env`` does in thirty lines.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,12 +40,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from agentd._exceptions import ConfigError
+from agentd.scopes import IDENTIFIER_PATTERN
 
 ENV_PREFIX = "AGENTD_"
+_IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 #: The directory for agentd's data (and its own agentd.toml), instead of the platform's.
 HOME_ENV = "AGENTD_HOME"
 #: The config file to read, like ``--config``.
 CONFIG_ENV = "AGENTD_CONFIG"
+#: :attr:`Config.source` when no file was read.
+BUILT_IN = "built-in defaults"
 #: The database file in the data directory when ``[database] url`` is empty.
 DATABASE_FILE = "agentd.db"
 #: ``[embedding] model`` names of the offline models (agentd/embedders/local.py); "" is the default.
@@ -242,6 +247,10 @@ class ModelsConfig(_Section):
     retry_max_wait_seconds: float = Field(default=20.0, ge=0, le=600)
 
 
+#: The highest ``[runtime] max_message_chars`` may be (the API's schema publishes it as the bound).
+MAX_MESSAGE_CHARS = 1_000_000
+
+
 class RuntimeConfig(_Section):
     """``[runtime]``: the supervisor and its actors."""
 
@@ -271,6 +280,9 @@ class RuntimeConfig(_Section):
     #: turns keep every core busy, the daemon's process still accepts a message, and relays
     #: the turns' events, without waiting behind them.
     worker_niceness: int = Field(default=10, ge=0, le=19)
+    #: The longest message accepted (characters), from every way in: the API, the OpenAI
+    #: endpoint, adapters, ``agentd chat`` and ``post``.
+    max_message_chars: int = Field(default=32_000, ge=1, le=MAX_MESSAGE_CHARS)
 
     @field_validator("workers", mode="before")
     @classmethod
@@ -321,6 +333,22 @@ class LoggingConfig(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
     #: ``auto``: JSON lines when the log stream (stderr) is not a terminal, else console.
     format: Literal["auto", "console", "json"] = "auto"
+
+
+class UserConfig(_Section):
+    """``[user]``: who you are to the commands that take ``--user`` (``chat``, ``post``,
+    ``budget``, ``memory search``) and to the web page, when they are not told."""
+
+    #: Empty: the login name of whoever runs agentd (the web page asks instead when the
+    #: daemon listens beyond loopback: whoever opens it is not the daemon's user).
+    name: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        if value and not _IDENTIFIER.fullmatch(value):
+            raise ValueError("must be 1-128 characters without whitespace or NUL and not start with ':'")
+        return value
 
 
 class PersonasConfig(_Section):
@@ -429,6 +457,7 @@ class _Root(_Section):
     runtime: RuntimeConfig = RuntimeConfig()
     cluster: ClusterConfig = ClusterConfig()
     logging: LoggingConfig = LoggingConfig()
+    user: UserConfig = UserConfig()
     personas: PersonasConfig = PersonasConfig()
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
     adapters: AdaptersConfig = AdaptersConfig()
@@ -455,6 +484,7 @@ class Config:
     adapters: AdaptersConfig = AdaptersConfig()
     cluster: ClusterConfig = ClusterConfig()
     episodes: EpisodesConfig = EpisodesConfig()
+    user: UserConfig = UserConfig()
     #: ``AGENTD_*`` variables in the environment that agentd does not read (typos, perhaps).
     ignored_env: tuple[str, ...] = ()
 
@@ -476,6 +506,16 @@ class Config:
         return (self.base_dir / entry.project_dir).resolve()
 
     @property
+    def where(self) -> str:
+        """The config file in use, as an absolute path, or ``built-in defaults``."""
+        return self.source if self.source == BUILT_IN else str(self.base_dir / Path(self.source).name)
+
+    def default_user(self) -> str:
+        """Who the commands and the web page take you for: ``[user] name``, else the login name
+        (``local`` when the system names none)."""
+        return self.user.name or login_name()
+
+    @property
     def database_url(self) -> str:
         """The database URL: a relative SQLite path made absolute; empty: the data directory's file."""
         if not self.database.url:
@@ -487,6 +527,17 @@ class Config:
         values = {f: getattr(self, f) for f in self.__dataclass_fields__}
         values.update(sections)
         return Config(**values)
+
+
+def login_name() -> str:
+    """The login name of whoever runs agentd, else ``local``."""
+    import getpass
+
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):
+        return "local"
+    return name if name and _IDENTIFIER.fullmatch(name) else "local"
 
 
 def resolve_sqlite_url(url: str, base_dir: Path) -> str:
@@ -600,7 +651,7 @@ def load_config(
             raise ConfigError(source, "", f"not valid TOML: {exc}") from exc
         base_dir = cfg_path.resolve().parent
     else:
-        source = "built-in defaults"
+        source = BUILT_IN
         base_dir = Path.cwd()
 
     origins, ignored = _apply_env(data, env)
@@ -637,5 +688,6 @@ def load_config(
         adapters=root.adapters,
         cluster=root.cluster,
         episodes=root.episodes,
+        user=root.user,
         ignored_env=ignored,
     )

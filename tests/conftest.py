@@ -110,12 +110,16 @@ def postgres(request: pytest.FixtureRequest) -> Iterator[PostgresDatabases]:
 
 
 @pytest.fixture
-def database_url(backend: str, request: pytest.FixtureRequest) -> str:
-    """The ``[database] url`` of a test: a SQLite file next to agentd.toml, or a fresh PostgreSQL database."""
+def database_url(backend: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The ``[database] url`` of a test: a SQLite file next to agentd.toml, or a fresh PostgreSQL database
+    (dropped after the test, once what used it has stopped)."""
     if backend == "sqlite":
-        return "sqlite:///agentd.db"
+        yield "sqlite:///agentd.db"
+        return
     databases: PostgresDatabases = request.getfixturevalue("postgres")
-    return databases.fresh()
+    url = databases.fresh()
+    yield url
+    databases.drop(url)
 
 
 BUDDY = """

@@ -72,3 +72,22 @@ def test_budget_for_an_unknown_persona_is_a_clear_error(home: Path) -> None:
     assert "unknown persona 'nobody'" in result.stderr and "buddy" in result.stderr
     missing = agentd_cli("budget", "buddy", config=home)
     assert missing.returncode == 2 and "--channel" in missing.stderr
+
+
+def test_budget_and_memory_search_take_the_user_chat_takes(home: Path) -> None:
+    """What ``agentd chat`` stored for its default user (``[user] name``, else the login name) is what
+    ``budget`` and ``memory search`` count without --user; another --user does not see it."""
+    env = {"AGENTD_USER__NAME": "alice"}
+    said = agentd_cli("chat", "buddy", "-m", "remember that I like Python", config=home, env=env)
+    assert said.returncode == 0, said.stderr
+    shown = agentd_cli("budget", "buddy", "-c", "general", "-m", "what should I learn?", "--json", config=home, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["memories_included"] == 1
+    human = agentd_cli("budget", "buddy", "-c", "general", "-m", "what should I learn?", config=home, env=env)
+    assert "buddy in #general for alice" in human.stdout and "I like Python" in human.stdout
+    bob = agentd_cli(
+        "budget", "buddy", "-c", "general", "-m", "what should I learn?", "-u", "bob", "--json", config=home
+    )
+    assert json.loads(bob.stdout)["memories_included"] == 0
+    found = agentd_cli("memory", "search", "what language do I like?", "-p", "buddy", "--json", config=home, env=env)
+    assert [r["scope"] for r in json.loads(found.stdout)["results"]] == ["user:alice"]

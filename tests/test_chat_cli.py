@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import agentd_cli
+from tests.conftest import agentd_cli, agentd_process, write_home
 
 
 def test_chat_json_streams_events_with_memory_context_first_and_inspect_shows_them(home: Path) -> None:
@@ -67,3 +67,42 @@ def test_chat_and_inspect_errors(home: Path) -> None:
     assert empty.returncode == 2 and "message: must not be empty" in empty.stderr
     missing = agentd_cli("inspect", "999", config=home)
     assert missing.returncode == 2 and "unknown reply 999" in missing.stderr
+
+
+def test_an_overlong_line_is_reported_and_the_interactive_session_goes_on(tmp_path: Path) -> None:
+    """The limit is ``[runtime] max_message_chars``; a longer line is refused with the limit named,
+    and the next line is answered; with -m the refusal is the command's error (exit 2)."""
+    home = write_home(tmp_path, "[runtime]\nmax_message_chars = 40\n")
+    result = agentd_cli("chat", "buddy", config=home, input="x" * 41 + "\nhello there\n")
+    assert result.returncode == 0, result.stderr
+    assert "message: is 41 characters; the limit is 40 ([runtime] max_message_chars)" in result.stderr
+    assert 'You said: "hello there"' in result.stdout
+    once = agentd_cli("chat", "buddy", "-m", "x" * 41, config=home)
+    assert once.returncode == 2 and "the limit is 40" in once.stderr
+
+
+def test_global_options_come_before_or_after_the_command(home: Path, tmp_path: Path) -> None:
+    """--config and --json work on either side of the command, also inside a group (memory)."""
+    after = agentd_cli("chat", "buddy", "-m", "remember that I like tea", "-u", "bob", "--config", str(home))
+    assert after.returncode == 0, after.stderr
+    listed = agentd_cli("memory", "list", "-p", "buddy", "--json", "--config", str(home))
+    assert [m["text"] for m in json.loads(listed.stdout)] == ["User said: I like tea"]
+    before = agentd_cli("--json", "memory", "list", "-p", "buddy", config=home)
+    assert json.loads(before.stdout) == json.loads(listed.stdout)
+    personas = agentd_cli("personas", "--config", str(home), "--json")
+    assert {p["name"] for p in json.loads(personas.stdout)} == {"buddy", "scholar"}
+    missing = agentd_cli("personas", "--config", str(tmp_path / "nowhere.toml"))
+    assert missing.returncode == 2 and "nowhere.toml: file not found" in missing.stderr
+
+
+def test_a_missing_model_key_is_one_line_at_once(tmp_path: Path) -> None:
+    """Said before anything starts (no store, no model, no litellm import, no log line): one line."""
+    claude = 'name = "claude"\nmodel = "anthropic/claude-sonnet-4-5"\nsystem_prompt = "hi"\n'
+    home = write_home(tmp_path, personas={"claude": claude})
+    result = agentd_process("chat", "claude", "-m", "hello", config=home, env={"ANTHROPIC_API_KEY": ""})
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr == (
+        "error: model 'anthropic/claude-sonnet-4-5' needs ANTHROPIC_API_KEY, which is not set in the environment\n"
+    )
+    assert not (tmp_path / "agentd.db").exists()

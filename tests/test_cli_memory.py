@@ -94,13 +94,45 @@ def test_import_shows_progress_and_reports_skipped_lines(home: Path, tmp_path: P
         )
     )
     result = agentd_cli("memory", "import", str(path), "-p", "buddy", config=home)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 2, result.stderr  # something was skipped
     assert "added 2, already stored 0, skipped 2" in result.stdout
-    assert "line 2: line: not valid JSON" in result.stderr
-    assert "line 4: text: must not be empty" in result.stderr
+    assert f"{path}:2: line: not valid JSON" in result.stderr
+    assert f"{path}:4: text: must not be empty" in result.stderr
     assert "importing" in result.stderr  # the progress bar
     as_json = agentd_cli("memory", "import", str(path), "-p", "buddy", "--json", config=home)
-    assert json.loads(as_json.stdout)["duplicates"] == 2
+    assert as_json.returncode == 2 and json.loads(as_json.stdout)["duplicates"] == 2
+
+
+def test_import_skips_a_line_of_bad_utf8_accepts_a_bom_and_strict_imports_all_or_nothing(
+    home: Path, tmp_path: Path
+) -> None:
+    """One byte that is not UTF-8 costs its line only; a byte order mark is not part of line 1;
+    --strict imports nothing when a line is bad, everything when none is (exit 0)."""
+    path = tmp_path / "in.jsonl"
+    lines = [json.dumps({"text": "User keeps bees"}).encode(), b'{"text": "Caf\xe9 owner"}', b"", b"{oops"]
+    lines.append(json.dumps({"text": "User likes jazz"}).encode())
+    path.write_bytes(b"\xef\xbb\xbf" + b"\r\n".join(lines) + b"\r\n")
+
+    strict = agentd_cli("memory", "import", str(path), "-p", "buddy", "--strict", config=home)
+    assert strict.returncode == 2
+    assert "imported nothing" in strict.stdout
+    assert f"{path}:2: line: not UTF-8: byte 0xe9 at column 14" in strict.stderr
+    assert f"{path}:4: line: not valid JSON" in strict.stderr
+    listed = agentd_cli("memory", "list", "-p", "buddy", "--json", config=home)
+    assert json.loads(listed.stdout) == []
+
+    result = agentd_cli("memory", "import", str(path), "-p", "buddy", "--json", config=home)
+    assert result.returncode == 2, result.stderr
+    report = json.loads(result.stdout)
+    assert (report["added"], [s["line"] for s in report["skipped"]], report["refused"]) == (2, [2, 4], False)
+    texts = {m["text"] for m in json.loads(agentd_cli("memory", "list", "-p", "buddy", "--json", config=home).stdout)}
+    assert texts == {"User keeps bees", "User likes jazz"}
+
+    good = tmp_path / "good.jsonl"
+    good.write_bytes(b"\xef\xbb\xbf" + json.dumps({"text": "User sings"}).encode() + b"\n")
+    clean = agentd_cli("memory", "import", str(good), "-p", "buddy", "--strict", config=home)
+    assert clean.returncode == 0, clean.stderr
+    assert f"imported {good}: added 1, already stored 0, skipped 0" in clean.stdout
 
 
 def test_a_bad_config_fails_at_start_naming_file_and_key(tmp_path: Path) -> None:
@@ -145,3 +177,17 @@ def test_doctor_names_missing_llm_credentials(tmp_path: Path) -> None:
     checks = {c["check"]: c for c in json.loads(result.stdout)}
     assert checks["llm real"]["ok"] is False
     assert "ANTHROPIC_API_KEY" in checks["llm real"]["detail"]
+
+
+def test_memory_search_returns_memories_and_episodes_only_with_episodes(home: Path) -> None:
+    """The exchanges a chat indexed as episodes are not memories: a search finds them only with
+    --episodes (those of --channel, and of the user's direct channels)."""
+    for text in ("remember that I like Python", "I am learning the Python language this winter"):
+        assert agentd_cli("chat", "buddy", "-c", "general", "-u", "bob", "-m", text, config=home).returncode == 0
+    episodes = agentd_cli("memory", "list", "-p", "buddy", "--episodes", "channel:general", "--json", config=home)
+    assert json.loads(episodes.stdout), "the chat indexed no episode"
+    args = ("memory", "search", "which language am I learning?", "-p", "buddy", "-u", "bob", "--min-score", "0")
+    plain = json.loads(agentd_cli(*args, "--json", config=home).stdout)["results"]
+    assert plain and all(not r["scope"].startswith("episodes:") for r in plain)
+    both = json.loads(agentd_cli(*args, "-c", "general", "--episodes", "--json", config=home).stdout)["results"]
+    assert any(r["scope"] == "episodes:channel:general" for r in both)

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from agentd.config import login_name
 from agentd.scopes import Scope
-from tests.conftest import REPO
+from tests.conftest import BUDDY, REPO
 from tests.fakeopenai import Turn
 from tests.support import wait_for
 
@@ -33,6 +34,8 @@ FLAGS = (
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is a test dependency: pip install -e '.[test]'")
 if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
+    if os.environ.get("AGENTD_REQUIRE_BROWSER"):  # .ci/run: the browser tests never skip there
+        pytest.fail("AGENTD_REQUIRE_BROWSER is set, but chromium or chromedriver is missing", pytrace=False)
     pytest.skip(
         "Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver; "
         ".ci/run does)",
@@ -73,8 +76,63 @@ def texts(driver: object, css: str) -> list[str]:
     return list(driver.execute_script(script, css))  # type: ignore[attr-defined]
 
 
+def test_a_newcomer_adds_a_memory_in_the_panel_and_the_default_channel_recalls_it(daemons, browser) -> None:
+    """The first hour, exactly: the page opens (no [user] name) as the CLI's user, the login name, in
+    that user's direct channel, says so, shows "no memories yet" unclipped; a memory added in the
+    panel is recalled by the next question asked where the page opened."""
+    d = daemons("", personas={"buddy": BUDDY})
+    me = login_name()
+    browser.get(d.url + "/")
+    wait_for(lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true", 30, "the page")
+    assert browser.find_element(By.ID, "persona").get_attribute("value") == "buddy"
+    assert browser.find_element(By.ID, "user").get_attribute("value") == me
+    assert browser.find_element(By.ID, "channel").get_attribute("value") == f"dm-{me}"
+    where = browser.find_element(By.ID, "where").text
+    assert f"#dm-{me} is your direct channel" in where and f"only you ({me}) and buddy" in where
+    # Nothing clipped: the empty list's text starts inside its list.
+    empty, box = (browser.find_element(By.CSS_SELECTOR, css) for css in ("#memory-list .empty", "#memory-list"))
+    assert empty.text == "no memories yet"
+    assert empty.rect["x"] >= box.rect["x"], (empty.rect, box.rect)
+    browser.find_element(By.ID, "memory-text").send_keys("My favourite colour is green")
+    category = browser.find_element(By.ID, "memory-category")
+    category.clear()
+    category.send_keys("preference")
+    browser.find_element(By.CSS_SELECTOR, "#memory-add button").click()
+    wait_for(lambda: "My favourite colour is green" in texts(browser, "#memory-list .stored .text"), 30, "the memory")
+    browser.find_element(By.ID, "message").send_keys("What is my favourite colour?", Keys.ENTER)
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, ".exchange.complete"), 60, "the reply")
+    assert texts(browser, ".recalled li.memory .text") == ["My favourite colour is green"]
+    assert float(texts(browser, ".recalled li.memory .score")[0]) >= 0.5
+    # The turn ran where the page said, as that user.
+    stored = d.client.get(f"/v1/channels/dm-{me}/messages").json()["messages"]
+    assert [(m["role"], m["author"]) for m in stored][:1] == [("user", me)]
+
+
+def test_the_page_follows_the_configured_user_and_says_when_a_channel_is_shared(daemons, browser) -> None:
+    """``[user] name`` is the page's user as it is the CLI's; the user's channel follows the user, and
+    a channel typed by hand is described as shared."""
+    d = daemons('[user]\nname = "alice"\n', personas={"buddy": BUDDY})
+    browser.get(d.url + "/")
+    wait_for(lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true", 30, "the page")
+    assert browser.find_element(By.ID, "user").get_attribute("value") == "alice"
+    user = browser.find_element(By.ID, "user")
+    user.clear()
+    user.send_keys("bob", Keys.TAB)
+    wait_for(lambda: browser.find_element(By.ID, "channel").get_attribute("value") == "dm-bob", 30, "dm-bob")
+    assert "only you (bob) and buddy" in browser.find_element(By.ID, "where").text
+    channel = browser.find_element(By.ID, "channel")
+    channel.clear()
+    channel.send_keys("general", Keys.TAB)
+    wait_for(lambda: "#general is shared" in browser.find_element(By.ID, "where").text, 30, "the shared note")
+    user = browser.find_element(By.ID, "user")
+    user.clear()
+    user.send_keys("carol", Keys.TAB)  # a channel chosen by hand stays
+    wait_for(lambda: "Memories of carol" in browser.find_element(By.ID, "memories-title").text, 30, "carol")
+    assert browser.find_element(By.ID, "channel").get_attribute("value") == "general"
+
+
 def test_chat_streams_shows_recalled_memories_and_forgets(daemons, fake_openai, browser, tmp_path) -> None:
-    d = daemons("[memory]\ndecay_weight = 0.0\n")
+    d = daemons('[memory]\ndecay_weight = 0.0\n[user]\nname = "web"\n')
     blue, _ = d.app.memory.add("fake", Scope.user("web"), "The user's favorite color is blue", "preference")
     d.app.memory.add("fake", Scope.user("web"), "The user's favorite food is pasta", "preference")
     reply = "Your favorite color is blue, as you told me before."

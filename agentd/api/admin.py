@@ -55,7 +55,11 @@ async def healthz(d: Annotated[Daemon, Depends(daemon)], request: Request) -> di
 def personas(d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """Every persona with its model, context window and channels."""
     bindings = {name: list(c.personas) for name, c in d.app.config.channels.items() if c.personas}
-    return {"personas": [asdict(p) for p in d.app.describe_personas()], "channel_bindings": bindings}
+    return {
+        "personas": [asdict(p) for p in d.app.describe_personas()],
+        "channel_bindings": bindings,
+        "default_user": d.app.config.default_user(),
+    }
 
 
 @router.get("/v1/budget", response_model=BudgetResponse, responses=error_responses(404, 422), **allow(Policy.ADMIN))

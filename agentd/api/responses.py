@@ -219,6 +219,10 @@ class PersonaList(_Out):
 
     personas: list[PersonaOut]
     channel_bindings: dict[str, list[str]]
+    default_user: str = Field(
+        description="Who the web page (like the CLI) takes you for unless told: [user] name, else the daemon's "
+        "login name."
+    )
 
 
 class BudgetResponse(_Out):

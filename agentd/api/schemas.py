@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from agentd.runtime.runtime import MAX_MESSAGE_CHARS
+from agentd.config import MAX_MESSAGE_CHARS
 from agentd.scopes import IDENTIFIER_PATTERN, WHITESPACE
 
 #: Most memories one import request may carry.
@@ -99,7 +99,9 @@ class ChatRequest(_Body):
     persona: PersonaName = Field(description="The persona that answers.")
     channel: Identifier = Field(description="The channel the conversation lives in.")
     user: Identifier = Field(description="Who is speaking (scopes user memories and history recall).")
-    message: Text = Field(max_length=MAX_MESSAGE_CHARS, description="The user's message.")
+    message: Text = Field(
+        max_length=MAX_MESSAGE_CHARS, description="The user's message (at most [runtime] max_message_chars: 32000)."
+    )
     disable_memory: bool = Field(False, description="Skip automatic memory retrieval for this message.")
     visibility: Visibility | None = VISIBILITY_FIELD
 
@@ -108,7 +110,7 @@ class ChannelPost(_Body):
     """``POST /v1/channels/{channel}/messages``."""
 
     user: Identifier = Field(description="Who is speaking.")
-    text: Text = Field(max_length=MAX_MESSAGE_CHARS, description="The message.")
+    text: Text = Field(max_length=MAX_MESSAGE_CHARS, description="The message (at most [runtime] max_message_chars).")
     persona: PersonaName | None = Field(None, description="Who answers (default: the persona bound to the channel).")
     disable_memory: bool = False
     visibility: Visibility | None = VISIBILITY_FIELD

@@ -57,7 +57,12 @@ def budget_table(b: ContextBudget, has_message: bool = True) -> Table:
 @click.command()
 @click.argument("persona")
 @click.option("--channel", "-c", required=True, help="Channel whose prompt to assemble.")
-@click.option("--user", "-u", help="Sender whose user-scoped memories and past exchanges count.")
+@click.option(
+    "--user",
+    "-u",
+    help="Sender whose user-scoped memories and past exchanges count (default: [user] name, else your login "
+    "name, as for chat).",
+)
 @click.option(
     "--message",
     "-m",
@@ -73,8 +78,7 @@ def budget(app: App, persona: str, channel: str, user: str | None, message: str 
     injected with their scores, and whether the context is exhausted.
     """
     check_identifier("--channel", channel)
-    if user is not None:
-        check_identifier("--user", user)
+    user = check_identifier("--user", user or app.config.default_user())
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentd-retrieval") as pool:
         shown = TurnPreparer.for_app(app, pool).prepare(app.personas[persona], channel, user, message)
     ctx, recalled = shown.context, shown.recalled
@@ -83,7 +87,7 @@ def budget(app: App, persona: str, channel: str, user: str | None, message: str 
         print_json(b.as_json())
         return
     out.print(
-        f"[bold]{persona}[/] in [bold]#{channel}[/]: model {b.model}, window {b.window:,} tokens "
+        f"[bold]{persona}[/] in [bold]#{channel}[/] for [bold]{user}[/]: model {b.model}, window {b.window:,} tokens "
         f"({b.window_source}), tokenizer {b.tokenizer}"
     )
     out.print(budget_table(b, has_message=message is not None))

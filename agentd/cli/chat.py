@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import getpass
 import sys
 import threading
 
 import click
+from rich.markup import escape
 
-from agentd._exceptions import AgentdError
+from agentd._exceptions import AgentdError, LLMAuthError
 from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import err, out, print_json_line
+from agentd.llm.models import missing_credentials
 from agentd.log import configure
 from agentd.personas import Persona
 from agentd.runtime import Done, Error, Event, HistoryContext, MemoryContext, Runtime, TokenDelta, ToolCall, ToolResult
@@ -57,7 +58,7 @@ def show(event: Event) -> None:
 @click.command()
 @click.argument("persona")
 @click.option("--channel", "-c", help="Channel (default: the persona's first channel, else 'cli').")
-@click.option("--user", "-u", help="Who you are (default: your login name).")
+@click.option("--user", "-u", help="Who you are (default: [user] name, else your login name).")
 @click.option("--message", "-m", help="Send one message and exit (default: interactive).")
 @click.option(
     "--visibility",
@@ -83,11 +84,16 @@ def chat(
     Interactive without --message: one line per message, Ctrl-D or /quit to leave.
     """
     p = app.personas[persona]
-    if app.config.logging.level == "info":
-        # One log line per turn is right for the daemon, noise between a person's messages.
-        configure(app.config.logging.model_copy(update={"level": "warning"}))
+    # A key that is missing is said at once, before the store, the embedder and the runtime start.
+    missing = missing_credentials(p.model, p.api_key_env, p.api_base)
+    if missing:
+        raise LLMAuthError(f"model {p.model!r} needs {', '.join(missing)}, which is not set in the environment")
+    if app.config.logging.level in ("info", "warning"):
+        # One log line per turn is right for the daemon, noise between a person's messages: here
+        # the events show each turn's outcome, a failed one's error included.
+        configure(app.config.logging.model_copy(update={"level": "error"}))
     channel = channel or default_channel(p)
-    user = user or _login()
+    user = user or app.config.default_user()
     # The embedding model and the tokenizer load on another thread (native code, mostly) while
     # the store opens and the runtime starts; the first recall waits for the model if need be.
     app.embedder  # noqa: B018  (built here, so both threads use the same one)
@@ -98,12 +104,19 @@ def chat(
     try:
         lines = [message] if message is not None else _prompt_lines(p.name, channel)
         for line in lines:
-            for event in runtime.chat(p.name, channel, user, line, disable_memory=no_memory, visibility=visibility):
-                if as_json:
-                    print_json_line(event.as_json())
-                else:
-                    show(event)
-                failed = failed or isinstance(event, Error)
+            try:
+                events = runtime.chat(p.name, channel, user, line, disable_memory=no_memory, visibility=visibility)
+                for event in events:
+                    if as_json:
+                        print_json_line(event.as_json())
+                    else:
+                        show(event)
+                    failed = failed or isinstance(event, Error)
+            except AgentdError as exc:
+                if message is not None:
+                    raise
+                # A line refused (too long, say) is one line: the session goes on.
+                err.print(f"[red]error:[/] {escape(str(exc))}")
     finally:
         runtime.stop(grace=5)
         loading.join()
@@ -116,13 +129,6 @@ def _preload(app: App) -> None:
         app.preload_models()
     except AgentdError:  # the turn that needs the model reports why it is missing
         pass
-
-
-def _login() -> str:
-    try:
-        return getpass.getuser() or "local"
-    except (KeyError, OSError):
-        return "local"
 
 
 def _prompt_lines(persona: str, channel: str):  # type: ignore[no-untyped-def]

@@ -186,7 +186,7 @@ def checks(app: App, ping_timeout: float | None = None) -> list[Check]:
     ``ping_timeout``: also send each persona's model a one-token request, bounded by it.
     """
     found = [
-        Check("config", True, app.config.source),
+        Check("config", True, app.config.where),
         Check("data directory", True, str(app.config.data_dir)),
     ]
     if app.config.ignored_env:

@@ -60,7 +60,9 @@ class _Group(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             module = importlib.import_module(COMMANDS[cmd_name][0])
-            self.add_command(getattr(module, cmd_name), cmd_name)
+            command = getattr(module, cmd_name)
+            _accept_global_options(command)
+            self.add_command(command, cmd_name)
         return self.commands.get(cmd_name)
 
     def _summary(self, name: str, limit: int) -> str:
@@ -95,12 +97,43 @@ class _Group(click.Group):
             sys.exit(1)
 
 
+#: Where the root context keeps a ``--json`` given before the command.
+_JSON = "agentd.json"
+
+
+def _global_config(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.find_root().params["config_path"] = value
+
+
+def _accept_global_options(command: click.Command) -> None:
+    """Let ``--config`` come after the command too (``agentd chat buddy --config X``), as it may
+    before it: each command (and each command of a group) gets a hidden copy that sets the root's."""
+    if not any(p.name == "global_config" for p in command.params):
+        command.params.append(
+            click.Option(
+                ["--config", "global_config"],
+                type=click.Path(dir_okay=False),
+                hidden=True,
+                expose_value=False,
+                callback=_global_config,
+                help="The config file (as before the command).",
+            )
+        )
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _accept_global_options(sub)
+
+
 def pass_app(f: F) -> F:
-    """Give a command the :class:`App` built from ``--config`` (built on first use)."""
+    """Give a command the :class:`App` built from ``--config`` (built on first use), and its
+    ``as_json`` from a ``--json`` given before the command."""
 
     @click.pass_context
     def wrapper(ctx: click.Context, *args: Any, **kwargs: Any) -> Any:
         root = ctx.find_root()
+        if root.meta.get(_JSON) and "as_json" in kwargs:
+            kwargs["as_json"] = True
         app = root.meta.get("agentd.app")
         if app is None:
             from agentd.app import App
@@ -127,8 +160,17 @@ def pass_app(f: F) -> F:
     help="Config file (default: $AGENTD_CONFIG, else ./agentd.toml, else $AGENTD_HOME/agentd.toml or "
     "~/.config/agentd/agentd.toml, else built-in defaults).",
 )
-def cli(config_path: str | None) -> None:
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON (the commands that show data; also accepted after the command).",
+)
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None, as_json: bool) -> None:
     """agentd hosts LLM personas across chat channels, each with a long-term memory.
+
+    --config and --json may come before or after the command.
 
     \b
     Quick start (no keys needed; the shipped personas use the offline model):
@@ -140,6 +182,7 @@ def cli(config_path: str | None) -> None:
     Shell completion (bash; zsh and fish likewise):
       eval "$(_AGENTD_COMPLETE=bash_source agentd)"
     """
+    ctx.meta[_JSON] = as_json
 
 
 def main() -> None:

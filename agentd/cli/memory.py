@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +87,13 @@ def add(
 @memory.command()
 @click.argument("query")
 @_persona
-@click.option("--channel", "-c", help="Search this channel's memories (plus global and --user).")
-@click.option("--user", "-u", help="Search this user's memories (plus global and --channel).")
+@click.option("--channel", "-c", help="Also this channel's memories.")
+@click.option("--user", "-u", help="Whose memories (default: [user] name, else your login name, as for chat).")
+@click.option(
+    "--episodes",
+    is_flag=True,
+    help="Also the earlier exchanges indexed as episodes: those of --channel and of the user's direct channels.",
+)
 @click.option("--limit", "-n", type=click.IntRange(1, 1000), help="How many results (default: memory.recall_limit).")
 @click.option("--min-score", type=click.FloatRange(0, 1), help="Relevance threshold (default: memory.min_score).")
 @_json
@@ -98,17 +104,19 @@ def search(
     persona: str,
     channel: str | None,
     user: str | None,
+    episodes: bool,
     limit: int | None,
     min_score: float | None,
     as_json: bool,
 ) -> None:
-    """Search memories for QUERY; without --channel/--user, every scope of the persona."""
+    """Search memories for QUERY as a turn would: the persona's global memories, the user's own
+    and --channel's; memories only, episodes too with --episodes."""
     if channel is not None:
         check_identifier("--channel", channel)
-    if user is not None:
-        check_identifier("--user", user)
-    reach = Reach(persona, channel, user, everywhere=channel is None and user is None)
-    hits = app.memory.search(query, reach, limit=limit, min_relevance=min_score)
+    user = check_identifier("--user", user or app.config.default_user())
+    reach = Reach(persona, channel, user)
+    scopes = [*reach.scopes(), *reach.episode_scopes(direct=True)] if episodes else None
+    hits = app.memory.search(query, reach, limit=limit, min_relevance=min_score, scopes=scopes)
     if as_json:
         print_json({"results": [h.as_result() for h in hits], "total_found": len(hits)})
         return
@@ -206,25 +214,36 @@ def history(app: App, memory_id: int, as_json: bool) -> None:
 @memory.command(name="import")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--persona", "-p", help="Persona for lines that name none.")
+@click.option("--strict", is_flag=True, help="All or nothing: one bad line and nothing is imported.")
 @_json
 @pass_app
-def import_(app: App, file: Path, persona: str | None, as_json: bool) -> None:
-    """Import memories from a JSONL FILE (one JSON object per line).
+def import_(app: App, file: Path, persona: str | None, strict: bool, as_json: bool) -> None:
+    """Import memories from a JSONL FILE (one JSON object per line, UTF-8).
 
     \b
     Each line: {"text": "...", "persona": "buddy", "scope": "global" | "channel:NAME" | "user:ID",
                 "category": "fact", "metadata": {...}, "created_at": "2025-01-15T10:30:00Z"}
     Only "text" is required (and "persona" unless --persona is given).
-    Bad lines are skipped and reported with their line numbers.
+    Bad lines (bad JSON, bad fields, bytes that are not UTF-8) are skipped and reported with
+    their line numbers, and the rest imported; with --strict nothing is imported then. Exits 2
+    when a line was skipped, else 0. A UTF-8 byte order mark is allowed.
     """
     with progress_bar("importing") as update:
-        report = app.memory.import_jsonl(file, persona, progress=update)
+        report = app.memory.import_jsonl(file, persona, progress=update, strict=strict)
     if as_json:
         print_json(report.as_json())
-        return
-    out.print(f"added {report.added}, already stored {report.duplicates}, skipped {len(report.skipped)}")
-    for number, reason in report.skipped:
-        err.print(f"  line {number}: {reason}")
+    else:
+        for number, reason in report.skipped:
+            click.echo(f"{file}:{number}: {reason}", err=True)
+        if report.refused:
+            click.echo(f"imported nothing from {file}: {len(report.skipped)} bad line(s) (--strict)")
+        else:
+            click.echo(
+                f"imported {file}: added {report.added}, already stored {report.duplicates}, "
+                f"skipped {len(report.skipped)}"
+            )
+    if report.skipped:
+        sys.exit(2)
 
 
 @memory.command()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import sys
 import threading
 from typing import Any, NoReturn
@@ -21,13 +20,6 @@ def _fail(message: str, status: int = 1) -> NoReturn:
     sys.exit(status)
 
 
-def _login() -> str:
-    try:
-        return getpass.getuser() or "local"
-    except (KeyError, OSError):
-        return "local"
-
-
 def daemon_url(app: App, url: str | None) -> str:
     """``--url``, else the configured ``[daemon]`` host and port."""
     cfg = app.config.daemon
@@ -38,7 +30,7 @@ def daemon_url(app: App, url: str | None) -> str:
 @click.argument("channel")
 @click.argument("text")
 @click.option("--persona", "-p", help="Who answers (default: the persona the text addresses, else the channel's).")
-@click.option("--user", "-u", help="Who you are (default: your login name).")
+@click.option("--user", "-u", help="Who you are (default: [user] name, else your login name).")
 @click.option("--url", envvar="AGENTD_URL", help="The daemon (default: http://[daemon] host:port, or $AGENTD_URL).")
 @click.option(
     "--timeout", type=click.FloatRange(min=0.1), default=300.0, show_default=True, help="Seconds to wait for the reply."
@@ -64,7 +56,7 @@ def post(
     base = daemon_url(app, url)
     try:
         with AgentdClient(base, app.config.daemon.api_key or None) as client:
-            posted = client.post(channel, user or _login(), text, persona=persona)
+            posted = client.post(channel, user or app.config.default_user(), text, persona=persona)
             reply = _await_reply(client, channel, posted.id, as_json, timeout)
     except ApiError as exc:
         _fail(str(exc), 2 if 400 <= exc.status < 500 else 1)

@@ -82,7 +82,7 @@ def serve(app: App, host: str | None, port: int | None) -> None:
     gc.freeze()
     server.handle_signals()  # a SIGTERM sent as soon as the line below is read stops it gracefully
     # One line on stdout that scripts (and the tests) can wait for.
-    click.echo(f"agentd listening on {server.url} (OpenAPI at {server.url}/docs)", nl=True)
+    click.echo(f"agentd listening on {server.url} (OpenAPI at {server.url}/docs; config: {app.config.where})", nl=True)
     # litellm takes seconds to import (Python, all of it): after the daemon answers; the first
     # reply from a real model waits for the import if it comes sooner. Worker processes, which
     # call the models, import it themselves.

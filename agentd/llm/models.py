@@ -120,7 +120,8 @@ def request_key(model: str, api_key_env: str | None, api_base: str | None) -> st
 def missing_credentials(model: str, api_key_env: str | None = None, api_base: str | None = None) -> list[str]:
     """Environment variables ``model`` needs that are not set (empty: ready to call).
 
-    Asks litellm (imported here) for providers agentd's table does not know.
+    Reads :data:`KEY_VARIABLES` for the providers it lists (the first variable is named when
+    none is set); asks litellm (imported here) for the others.
     """
     if is_offline(model):
         return []
@@ -128,6 +129,9 @@ def missing_credentials(model: str, api_key_env: str | None = None, api_base: st
         return [] if os.environ.get(api_key_env) else [api_key_env]
     if api_base:
         return []
+    known = key_variables(model)
+    if known is not None:  # a provider agentd knows: no need to import litellm (seconds) to say so
+        return [] if any(os.environ.get(name) for name in known) else [known[0]]
     from agentd.llm import litellm_module
 
     litellm = litellm_module()

@@ -7,8 +7,9 @@ One memory per line::
      "created_at": "2025-01-15T10:30:00Z"}
 
 ``text`` is required; ``persona`` may come from ``--persona``; ``scope`` defaults to
-``global``, ``category`` to ``fact``, ``created_at`` to now. A bad line is skipped
-with its line number and reason; the rest are imported.
+``global``, ``category`` to ``fact``, ``created_at`` to now. The file is UTF-8 (a
+byte order mark is allowed). A bad line, one that is not UTF-8 included, is skipped
+with its line number and reason; the rest are imported (or, strict, none).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class ImportReport:
     added: int = 0
     duplicates: int = 0
     skipped: list[tuple[int, str]] = field(default_factory=list)
+    #: True when a strict import found a bad line and so imported nothing.
+    refused: bool = False
 
     def as_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -40,6 +43,7 @@ class ImportReport:
             "added": self.added,
             "duplicates": self.duplicates,
             "skipped": [{"line": n, "reason": r} for n, r in self.skipped],
+            "refused": self.refused,
         }
 
 
@@ -82,8 +86,19 @@ def parse_line(raw: str, default_persona: str | None, validate: Callable[[NewMem
     return validate(item)
 
 
-def iter_lines(text_lines: Iterator[str]) -> Iterator[tuple[int, str]]:
-    """Non-blank lines with their 1-based numbers."""
-    for number, line in enumerate(text_lines, start=1):
-        if line.strip():
-            yield number, line
+#: The UTF-8 byte order mark some editors write at the start of a file.
+BOM = b"\xef\xbb\xbf"
+
+
+def read_lines(data: bytes) -> Iterator[tuple[int, str | InvalidInput]]:
+    """A JSONL file's non-blank lines with their 1-based numbers (split on LF, CRLF or CR; a
+    leading byte order mark dropped), each decoded as UTF-8 on its own: a line that is not
+    UTF-8 comes as the error to report, and the lines after it are still read."""
+    for number, line in enumerate(data.removeprefix(BOM).splitlines(), start=1):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield number, InvalidInput("line", f"not UTF-8: byte 0x{line[exc.start]:02x} at column {exc.start + 1}")
+            continue
+        if text.strip():
+            yield number, text

@@ -21,7 +21,7 @@ from agentd.embedders import Embedder
 from agentd.embedders.guard import GuardedEmbedder, guarded
 from agentd.memory.dates import query_dates
 from agentd.memory.fusion import Fusion
-from agentd.memory.importer import ImportReport, iter_lines, parse_line
+from agentd.memory.importer import ImportReport, parse_line, read_lines
 from agentd.memory.intent import Facet, analyse, has_content, states_preference
 from agentd.memory.query import lexical_terms
 from agentd.memory.ranking import INTENT_RELEVANCE, MemoryHit, Ranked, rank
@@ -216,22 +216,33 @@ class MemoryService:
         return memory
 
     def import_jsonl(
-        self, path: Path, default_persona: str | None = None, progress: Progress = _no_progress, batch: int = 256
+        self,
+        path: Path,
+        default_persona: str | None = None,
+        progress: Progress = _no_progress,
+        batch: int = 256,
+        strict: bool = False,
     ) -> ImportReport:
-        """Import a JSONL file; bad lines are reported with their numbers and skipped."""
+        """Import a JSONL file (UTF-8, a byte order mark allowed); each bad line, bad UTF-8
+        included, is reported with its number and skipped, or with ``strict`` refuses the
+        whole file (nothing is imported)."""
         report = ImportReport()
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            data = path.read_bytes()
         except OSError as exc:
             raise InvalidInput("file", f"cannot read {path}: {exc.strerror}") from exc
-        except UnicodeDecodeError as exc:
-            raise InvalidInput("file", f"{path} is not UTF-8 text: {exc.reason}") from exc
         valid: list[NewMemory] = []
-        for number, raw in iter_lines(iter(lines)):
+        for number, raw in read_lines(data):
+            if isinstance(raw, InvalidInput):
+                report.skipped.append((number, str(raw)))
+                continue
             try:
                 valid.append(parse_line(raw, default_persona, self.validate))
             except (InvalidInput, NotFound) as exc:
                 report.skipped.append((number, str(exc)))
+        if strict and report.skipped:
+            report.refused = True
+            return report
         total = len(valid)
         progress(0, total)
         for start in range(0, total, batch):

@@ -304,7 +304,8 @@ class Responder:
             log.error("turn_outcome_not_stored", code=code, error=message, store_error=exc.message)
             turn.sink(Error(ErrorCode.STORE_ERROR, _still_pending(message, exc), turn.message_id))
             return Outcome(None, turn.draft.text(), False, prepared)
-        turn.sink(Error(code, message, turn.message_id, partial_id))
+        # Logged before the client hears of it: a caller that has the error has the log line too
+        # (a test's captured output, rather than whatever runs after it).
         level = log.info if code in _QUIET_CODES else log.warning
         level(
             "turn",
@@ -314,6 +315,7 @@ class Responder:
             model=self._persona.model,
             api_base=self._persona.api_base,
         )
+        turn.sink(Error(code, message, turn.message_id, partial_id))
         return Outcome(partial_id, turn.draft.text(), False, prepared)
 
     def _unstored(self, turn: Turn, exc: StoreError, log: Any, prepared: PreparedTurn) -> Outcome:

@@ -52,8 +52,6 @@ if TYPE_CHECKING:
 
 log = get_logger("agentd.runtime")
 
-#: Longest message accepted, in characters.
-MAX_MESSAGE_CHARS = 32_000
 #: Listeners see every turn's events (the daemon's channel feeds).
 Listener = Callable[[Turn, Event], None]
 
@@ -172,8 +170,11 @@ class Runtime:
         check_identifier("user", user)
         if not isinstance(text, str) or not text.strip():
             raise InvalidInput("message", "must not be empty or whitespace")
-        if len(text) > MAX_MESSAGE_CHARS:
-            raise InvalidInput("message", f"is {len(text)} characters; the limit is {MAX_MESSAGE_CHARS}")
+        limit = self._config.runtime.max_message_chars
+        if len(text) > limit:
+            raise InvalidInput(
+                "message", f"is {len(text)} characters; the limit is {limit} ([runtime] max_message_chars)"
+            )
         if at is not None and at.tzinfo is None:
             raise InvalidInput("at", "must be a timezone-aware time")
         if visibility is not None and visibility not in VISIBILITIES:

@@ -3,7 +3,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { key: sessionStorage.getItem("agentd.key") || "", personas: [], busy: false };
+const state = { key: sessionStorage.getItem("agentd.key") || "", personas: [], busy: false, user: "" };
 
 // -- the API --------------------------------------------------------------------------------------
 
@@ -237,9 +237,29 @@ async function run(work) {
   }
 }
 
-function defaultChannel(persona, user) {
-  const fixed = (persona.channels || []).find((c) => !/[*?[]/.test(c));
-  return fixed || `dm-${user}`;
+// The page opens on the user's own direct channel, dm-<user> (as the OpenAI endpoint does): there every
+// memory of theirs may be recalled, those this page's panel stores included.
+function defaultChannel(user) {
+  return user ? `dm-${user}` : "";
+}
+
+// Says which channel the page is in and who may read it (and so which memories may be recalled).
+function describeChannel() {
+  const user = $("user").value.trim();
+  const channel = $("channel").value.trim();
+  const persona = $("persona").value;
+  let text;
+  if (!user) text = "Who are you? Type your name in “You” to start.";
+  else if (!channel) text = "Choose a channel.";
+  else if (channel === defaultChannel(user)) {
+    text = `#${channel} is your direct channel: only you (${user}) and ${persona} read it, so all of your `
+      + "memories may be recalled here, those stored in the panel included.";
+  } else {
+    text = `#${channel} is shared unless the config or its first message made it direct: others may read it, `
+      + "so only global memories and those learned in it are recalled here, not the panel’s. "
+      + `Your own channel is #${defaultChannel(user)}.`;
+  }
+  $("where").textContent = text;
 }
 
 function remember() {
@@ -250,22 +270,34 @@ function remember() {
 
 async function start() {
   $("key-button").addEventListener("click", () => run(async () => { await askKey(); await loadMemories(); }));
-  const personas = (await api("GET", "/v1/personas")).personas;
+  const listed = await api("GET", "/v1/personas");
+  const personas = listed.personas;
   state.personas = personas;
   $("persona").replaceChildren(...personas.map((p) => el("option", { value: p.name }, p.name)));
   const saved = localStorage.getItem("agentd.persona");
   if (personas.some((p) => p.name === saved)) $("persona").value = saved;
-  $("user").value = localStorage.getItem("agentd.user") || "web";
-  const persona = personas.find((p) => p.name === $("persona").value) || {};
-  $("channel").value = localStorage.getItem("agentd.channel") || defaultChannel(persona, $("user").value);
+  // Who you are: what this browser last said, else the daemon's default user (the CLI's: [user] name,
+  // else the login name of whoever runs the daemon), else the page asks.
+  state.user = localStorage.getItem("agentd.user") || listed.default_user || "";
+  $("user").value = state.user;
+  $("channel").value = localStorage.getItem("agentd.channel") || defaultChannel(state.user);
+  describeChannel();
   $("persona").addEventListener("change", () => run(async () => {
-    const p = state.personas.find((x) => x.name === $("persona").value) || {};
-    $("channel").value = defaultChannel(p, $("user").value.trim());
     remember();
+    describeChannel();
     await loadMemories();
   }));
-  $("user").addEventListener("change", () => run(async () => { remember(); await loadMemories(); }));
-  $("channel").addEventListener("change", remember);
+  $("user").addEventListener("change", () => run(async () => {
+    const user = $("user").value.trim();
+    // The user's own channel follows the user; a channel chosen by hand stays.
+    const channel = $("channel").value.trim();
+    if (!channel || channel === defaultChannel(state.user)) $("channel").value = defaultChannel(user);
+    state.user = user;
+    remember();
+    describeChannel();
+    await loadMemories();
+  }));
+  $("channel").addEventListener("change", () => { remember(); describeChannel(); });
   $("send").addEventListener("submit", (e) => {
     e.preventDefault();
     const text = $("message").value.trim();
@@ -310,7 +342,7 @@ async function start() {
   });
   await loadMemories();
   document.body.dataset.ready = "true";
-  $("message").focus();
+  $(state.user ? "message" : "user").focus();
 }
 
 document.addEventListener("DOMContentLoaded", () => run(start));

