@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 
 AGENTD = str(Path(sys.executable).parent / "agentd")
@@ -84,13 +86,16 @@ def steps_of(page: str, text: str) -> Iterator[Step]:
                 yield Step(page, tuple(words[1:]), tuple(re.findall(r'"([^"]+)"', comment)))
 
 
+def page_steps(name: str, heading: str | None) -> list[Step]:
+    """The steps of one page (none when the page does not exist)."""
+    path = REPO / name
+    if not path.is_file():
+        return []
+    return list(steps_of(name, section(path.read_text(encoding="utf-8"), heading)))
+
+
 def all_steps() -> list[Step]:
-    found = []
-    for name, heading in PAGES:
-        path = REPO / name
-        if path.is_file():
-            found.extend(steps_of(name, section(path.read_text(encoding="utf-8"), heading)))
-    return found
+    return [step for name, heading in PAGES for step in page_steps(name, heading)]
 
 
 def test_the_pages_have_steps() -> None:
@@ -102,7 +107,12 @@ def test_the_pages_have_steps() -> None:
     assert commented == ('agentd chat buddy -m "a # b"   ', ' says "x" (not "a # b")')
 
 
-def test_the_quick_start_runs_in_order_from_a_clean_clone(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("name", "heading"), PAGES, ids=[name for name, _ in PAGES])
+def test_the_quick_start_runs_in_order_from_a_clean_clone(tmp_path: Path, name: str, heading: str | None) -> None:
+    """Each page is a newcomer's own first session: its steps, in order, in a clean directory."""
+    steps = page_steps(name, heading)
+    if not steps:
+        pytest.skip(f"{name} does not exist")
     work = tmp_path / "clone"
     work.mkdir()
     shutil.copy(REPO / "agentd.toml", work / "agentd.toml")
@@ -113,7 +123,7 @@ def test_the_quick_start_runs_in_order_from_a_clean_clone(tmp_path: Path) -> Non
     env.update(AGENTD_HOME=str(tmp_path / "data"), AGENTD_RUNTIME__WORKERS="0", HOME=str(tmp_path))
     daemon: subprocess.Popen[str] | None = None
     try:
-        for step in all_steps():
+        for step in steps:
             if step.argv[:1] == ("serve",):
                 assert daemon is None, "two daemons in one Quick start"
                 daemon = subprocess.Popen(
@@ -151,5 +161,7 @@ def test_the_quick_start_runs_in_order_from_a_clean_clone(tmp_path: Path) -> Non
     )
     checks = {c["check"]: c["detail"] for c in json.loads(doctor.stdout)}
     assert checks["config"] == str(work / "agentd.toml"), doctor.stdout + doctor.stderr
-    # Nothing was written to the clean directory itself: the data went to the data directory.
-    assert sorted(p.name for p in work.iterdir()) == ["agentd.toml", "personas"]
+    # Nothing was written to the clean directory itself but what `agentd init DIR` was asked to write:
+    # the data went to the data directory.
+    made = {step.argv[1] for step in steps if step.argv[:1] == ("init",) and len(step.argv) > 1}
+    assert sorted(p.name for p in work.iterdir()) == sorted({"agentd.toml", "personas", *made})
