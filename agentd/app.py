@@ -10,7 +10,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentd._exceptions import StoreError
+from agentd._exceptions import ConfigError, StoreError
 from agentd.config import Config, EmbeddingConfig
 
 # Each part is imported when it is first built: a command pays only for the parts it uses
@@ -149,7 +149,18 @@ class App:
         from agentd.personas import Personas
         from agentd.skills import SKILLS
 
-        return Personas.load(self.config.personas_dir, tuple(SKILLS))
+        found = Personas.load(self.config.personas_dir, tuple(SKILLS))
+        servers = self.config.mcp.servers
+        for persona in found.values():
+            unknown = [name for name in persona.mcp_servers if name not in servers]
+            if unknown:
+                configured = ", ".join(servers) or "none"
+                raise ConfigError(
+                    persona.source,
+                    "mcp_servers",
+                    f"unknown MCP server {unknown[0]!r}; configured in [mcp.servers]: {configured}",
+                )
+        return found
 
     @cached_property
     def embedder(self) -> GuardedEmbedder | None:
