@@ -393,8 +393,10 @@ class McpServerConfig(_Section):
     cwd: str = ""
     url: str = ""
     headers: dict[str, str] = Field(default_factory=dict)
-    #: How long starting the server, and each tool call, may take.
+    #: How long each tool call may take.
     timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    #: How long starting it (the process or the session, and listing its tools) may take.
+    start_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
     #: Only these of its tools are offered (unset: all).
     tools: list[str] | None = None
     #: A tool result longer than this (characters) is cut, with a note saying so.
