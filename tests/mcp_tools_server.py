@@ -86,7 +86,7 @@ def main() -> None:
     starts = os.environ.get("MCP_TEST_STARTS")
     if starts:
         with open(starts, "a", encoding="utf-8") as f:
-            f.write(f"{os.getpid()}\n")
+            f.write(f"{os.getpid()} {os.getppid()}\n")
     if not args.http:
         server.run()
         return

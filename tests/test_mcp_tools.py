@@ -8,20 +8,26 @@ and ``agentd doctor`` show the servers."""
 from __future__ import annotations
 
 import json
+import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from agentd.runtime.record import ContextRecord
+from agentd.runtime.workers import shard_of
 from tests.conftest import REPO, agentd_cli, write_home
 from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
-from tests.support import SSE, Running
+from tests.support import SSE, Running, read_sse, wait_for
+from tests.test_serve import Serve
 
 SERVER = REPO / "tests" / "mcp_tools_server.py"
 
@@ -148,8 +154,14 @@ def test_a_crashed_server_is_a_tool_error_and_is_started_again(
     assert len(starts.read_text().splitlines()) == 2
 
 
+@dataclass
+class HttpServer:
+    url: str
+    proc: subprocess.Popen[str]
+
+
 @pytest.fixture
-def http_server() -> Iterator[str]:
+def http_server() -> Iterator[HttpServer]:
     """The test server over Streamable HTTP, refusing requests without ``Authorization: Bearer s3cret``."""
     proc = subprocess.Popen(
         [sys.executable, str(SERVER), "--http", "--require-header", "Authorization=Bearer s3cret"],
@@ -162,7 +174,7 @@ def http_server() -> Iterator[str]:
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
     line = lines.get(timeout=120)
     assert line.startswith("listening on "), line
-    yield f"http://127.0.0.1:{line.split()[-1]}/mcp"
+    yield HttpServer(f"http://127.0.0.1:{line.split()[-1]}/mcp", proc)
     proc.kill()
     proc.wait(10)
 
@@ -171,16 +183,17 @@ def test_two_servers_one_over_http_with_a_key_from_the_environment(
     daemons: Callable[..., Running],
     fake_openai: FakeOpenAI,
     starts: Path,
-    http_server: str,
+    http_server: HttpServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The same tool of two servers gets two names; the HTTP server's key comes from ${WEB_KEY}."""
+    """The same tool of two servers gets two names; the HTTP server's key comes from ${WEB_KEY}; when
+    the HTTP server is gone, its tool is a tool error and the turn still answers."""
     monkeypatch.setenv("WEB_KEY", "s3cret")
     config = (
         stdio_server()
         + f"""
 [mcp.servers.web]
-url = "{http_server}"
+url = "{http_server.url}"
 headers = {{ Authorization = "Bearer ${{WEB_KEY}}" }}
 timeout_seconds = 10
 tools = ["weather"]
@@ -199,6 +212,14 @@ tools = ["weather"]
     offered = [t["function"]["name"] for t in fake_openai.chat_requests()[0]["tools"]]
     assert "mcp__web__weather" in offered and "mcp__web__fail" not in offered  # its allow-list
     assert "mcp__tools__fail" in offered
+
+    http_server.proc.kill()
+    http_server.proc.wait(10)
+    fake_openai.queue(Turn(tool_calls=[("mcp__web__weather", {"city": "Rome"})]), Turn(text="No weather."))
+    sse = d.chat("Weather in Rome again?")
+    assert sse[-1].event == "done", sse[-1]
+    (gone,) = events(sse, "tool_result")
+    assert gone["error"]["code"] == "mcp_unavailable", gone
 
 
 def test_budget_personas_and_doctor_show_the_servers(
@@ -246,3 +267,41 @@ def test_a_persona_naming_an_unknown_server_is_a_config_error(tmp_path: Path, fa
     result = agentd_cli("personas", config=home)
     assert result.returncode == 2
     assert "fake.toml: mcp_servers: unknown MCP server 'nope'; configured in [mcp.servers]: tools" in result.stderr
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_each_worker_process_runs_its_own_servers_and_stops_them_with_the_daemon(
+    tmp_path: Path, fake_openai: FakeOpenAI, starts: Path
+) -> None:
+    """``agentd serve`` with two worker processes: each starts the server once, a turn in either
+    calls it, and SIGTERM stops every server process with the daemon."""
+    home = write_home(tmp_path, stdio_server() + "[runtime]\nworkers = 2\n", persona(fake_openai, ["tools"]))
+    daemon = Serve(home)
+    try:
+        channels = [
+            "general",
+            next(c for c in (f"room-{i}" for i in range(50)) if shard_of(c, 2) != shard_of("general", 2)),
+        ]
+        for channel in channels:
+            fake_openai.queue(Turn(tool_calls=[("mcp__tools__weather", {"city": channel})]), Turn(text="Sunny."))
+            body = {"persona": "fake", "channel": channel, "user": "alice", "message": "Weather?"}
+            with httpx.stream("POST", f"{daemon.url}/v1/chat", json=body, timeout=120) as response:
+                sse = list(read_sse(response.iter_lines()))
+            (result,) = events(sse, "tool_result")
+            assert result["result"]["content"] == f"The weather in {channel} is sunny, 21 degrees", result
+        wait_for(lambda: len(starts.read_text().split()) >= 2, 60, "each worker to start the server")
+        assert len(starts.read_text().splitlines()) == 2, (starts.read_text(), daemon.proc.pid, daemon.stderr)
+        pids = [int(p) for p in starts.read_text().split()]
+        assert all(_alive(p) for p in pids)
+        daemon.proc.send_signal(signal.SIGTERM)
+        assert daemon.proc.wait(60) == 0
+        wait_for(lambda: not any(_alive(p) for p in pids), 30, "the MCP server processes to end")
+    finally:
+        daemon.stop()

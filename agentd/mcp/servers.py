@@ -7,7 +7,7 @@ its connection is held by one task that:
 
 * starts it (a stdio command, or a Streamable HTTP session) and lists its
   tools, within ``start_timeout_seconds``;
-* pings it while idle, and notices when a call finds it gone;
+* lists its tools every few seconds, and notices when that or a call finds it gone;
 * starts it again after a backoff (``[mcp] restart_backoff_seconds``, doubling up
   to ``restart_max_backoff_seconds``) when it died or could not start;
 * stops it (a stdio server's process ends) when :meth:`ToolServers.close` runs,
@@ -48,8 +48,8 @@ from agentd.log import get_logger
 
 log = get_logger("agentd.mcp")
 
-#: How often an idle connection is pinged, to notice a server that died between calls.
-PING_SECONDS = 10.0
+#: How often a connection is probed (its tools listed), to notice a server that died between calls.
+PROBE_SECONDS = 10.0
 #: A connection that stayed up this long starts its next backoff from the beginning.
 HEALTHY_SECONDS = 30.0
 #: Pages of ``tools/list`` read at most (a server that paginates forever is cut there).
@@ -231,19 +231,22 @@ class _Connection:
         return tuple(t for t in found if allowed is None or t.name in allowed)
 
     async def _watch(self, client: Client) -> None:
-        """Until a call finds the server gone, a ping goes unanswered, or it is stopped."""
+        """Until a call finds the server gone, a probe goes unanswered, or it is stopped."""
         assert self._dead is not None
         while not self._dead.is_set():
-            with anyio.move_on_after(PING_SECONDS):
+            with anyio.move_on_after(PROBE_SECONDS):
                 await self._dead.wait()
             if self._dead.is_set():
                 return
             try:
+                # Listing its tools is the probe (ping is gone from the 2026 protocol), and it keeps
+                # the list current when the server changes it.
                 with anyio.fail_after(self.config.timeout_seconds):
-                    await client.send_ping()
+                    tools = await self._list_tools(client)
             except Exception as exc:
-                self._why_dead = f"a ping failed: {describe(exc)}"
+                self._why_dead = f"listing its tools failed: {describe(exc)}"
                 return
+            self._set(client, tools=tools)
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """Call ``tool``; the server's errors, a timeout and a lost connection become agentd's."""
