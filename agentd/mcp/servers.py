@@ -82,7 +82,7 @@ class ServerStatus:
 
 
 class _Connection:
-    """One server's connection, held by :meth:`hold` on the loop; read from any thread."""
+    """One server's connection, held by :meth:`supervise` on the loop; read from any thread."""
 
     def __init__(
         self, name: str, config: McpServerConfig, mcp: McpConfig, base_dir: Path, environ: Mapping[str, str]

@@ -9,9 +9,10 @@ is logged and answered ``internal_error``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import mcp_types as types
+from anyio import to_thread
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 
@@ -19,10 +20,6 @@ from agentd import __version__
 from agentd._exceptions import AgentdError
 from agentd.log import get_logger
 from agentd.mcpserver.tools import DEFINITIONS, Session, Tools, as_text, error_result
-
-T = TypeVar("T")
-#: Runs blocking work off the event loop (the tools embed and read the store).
-RunBlocking = Callable[[Callable[[], T]], Awaitable[T]]
 
 log = get_logger("agentd.mcp")
 
@@ -45,7 +42,8 @@ def build_server(
     session_of: Callable[[ServerRequestContext[Any, Any]], Session],
     run_blocking: Callable[[Callable[[], dict[str, Any]]], Awaitable[dict[str, Any]]],
 ) -> Server[Any]:
-    """An MCP server whose calls act for ``session_of(context)`` and run on ``run_blocking``."""
+    """An MCP server whose calls act for ``session_of(context)`` and run on ``run_blocking`` (``chat``,
+    which waits for a turn, on anyio's default threads)."""
 
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -57,7 +55,9 @@ def build_server(
     ) -> types.CallToolResult:
         try:
             session = session_of(ctx)
-            result = await run_blocking(lambda: tools.call(params.name, params.arguments, session))
+            work = lambda: tools.call(params.name, params.arguments, session)  # noqa: E731
+            # chat waits for a whole turn: not on the threads searches need.
+            result = await (to_thread.run_sync(work) if params.name == "chat" else run_blocking(work))
             error = False
         except AgentdError as exc:
             result, error = error_result(exc), True
