@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
+import anyio
 from anyio import to_thread
 from fastapi import FastAPI
 from starlette.routing import Route
@@ -15,13 +17,18 @@ from agentd import __version__
 from agentd.api import admin, channels, chat, errors, memory_routes, openai_compat, openapi, web
 from agentd.api.access import AccessLog
 from agentd.api.guard import BodyLimit, HostGuard, KeyGuard, allowed_hosts
+from agentd.api.mcp_route import LazyMcp
 from agentd.api.openai_errors import OpenAIErrorShape
 from agentd.api.roles import PRINCIPAL_KEY
 from agentd.api.state import Daemon
 from agentd.log import get_logger
-from agentd.mcpserver.http import PATH as MCP_PATH
-from agentd.mcpserver.http import McpEndpoint
-from agentd.mcpserver.tools import Caller, Tools
+
+if TYPE_CHECKING:
+    from agentd.mcpserver.http import McpEndpoint
+    from agentd.mcpserver.tools import Caller
+
+#: The path of MCP over Streamable HTTP (agentd.mcpserver.http.PATH).
+MCP_PATH = "/mcp"
 
 log = get_logger("agentd.api")
 
@@ -56,7 +63,13 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
     cfg = d.app.config
     resume = cfg.runtime.resume_pending if resume_pending is None else resume_pending
 
-    mcp = McpEndpoint(Tools(d.app, lambda: d.runtime), _caller_in, d.embedding_work)
+    def mcp_endpoint() -> McpEndpoint:
+        from agentd.mcpserver.http import McpEndpoint
+        from agentd.mcpserver.tools import Tools
+
+        return McpEndpoint(Tools(d.app, lambda: d.runtime), _caller_in, d.embedding_work)
+
+    mcp = LazyMcp(mcp_endpoint)
 
     @asynccontextmanager
     async def lifespan(_api: FastAPI) -> AsyncIterator[None]:
@@ -66,8 +79,12 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
             count = await to_thread.run_sync(d.runtime.resume_pending)
             if count:
                 log.info("resumed_pending_messages", count=count)
-        async with mcp.running():
-            yield
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(mcp.serve)
+            try:
+                yield
+            finally:
+                mcp.stop()
 
     api = FastAPI(title="agentd", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     api.state.daemon = d
