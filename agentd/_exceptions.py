@@ -27,6 +27,7 @@ errors are mapped once, at the module that owns the library, with
     │   ├── EmbedderTimeout       no answer within the timeout
     │   └── EmbedderBadOutput     it answered something that is not a vector of the store
     ├── ContextOverflow           system prompt + current message exceed the window
+    ├── TurnError                 a turn run for a caller (MCP's chat) ended with an error event
     ├── LLMError                  the chat model failed
     │   ├── LLMAuthError          credentials missing or rejected
     │   ├── LLMTimeout            no answer within the timeout
@@ -39,6 +40,10 @@ errors are mapped once, at the module that owns the library, with
     └── SkillError                a tool call failed
         ├── SkillInvalidInput     the model's arguments are wrong
         └── SkillExecutionFailed  the tool could not do its work
+            └── McpServerError    a tool of an MCP server ([mcp.servers.NAME]) failed
+                ├── McpUnavailable  the server could not be started or reached, or died
+                ├── McpTimeout      it did not answer in time
+                └── McpToolError    it answered the call with an error
 """
 
 from __future__ import annotations
@@ -97,6 +102,10 @@ class ErrorCode(StrEnum):
     # Tool results (the recall/remember skills' own names)
     SKILL_INVALID_INPUT = "InvalidInput"
     SKILL_EXECUTION_FAILED = "ExecutionFailed"
+    # Tools of MCP servers personas use
+    MCP_UNAVAILABLE = "mcp_unavailable"
+    MCP_TIMEOUT = "mcp_timeout"
+    MCP_TOOL_ERROR = "mcp_tool_error"
 
 
 @dataclass(frozen=True)
@@ -161,6 +170,11 @@ CATALOGUE: dict[ErrorCode, CodeInfo] = {
     ),
     ErrorCode.SKILL_INVALID_INPUT: CodeInfo(422, "a tool was called with invalid arguments (tool results only)"),
     ErrorCode.SKILL_EXECUTION_FAILED: CodeInfo(500, "a tool could not do its work (tool results only)"),
+    ErrorCode.MCP_UNAVAILABLE: CodeInfo(
+        503, "an MCP server ([mcp.servers.NAME]) could not be started or reached, or died (tool results only)"
+    ),
+    ErrorCode.MCP_TIMEOUT: CodeInfo(504, "an MCP server's tool did not answer in time (tool results only)"),
+    ErrorCode.MCP_TOOL_ERROR: CodeInfo(502, "an MCP server's tool answered with an error (tool results only)"),
 }
 
 
@@ -307,6 +321,15 @@ class ContextOverflow(AgentdError):
     code = ErrorCode.CONTEXT_OVERFLOW
 
 
+class TurnError(AgentdError):
+    """A turn run on a caller's behalf (the MCP ``chat`` tool) ended with an ``error`` event;
+    ``code`` is the event's."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code  # type: ignore[misc]  # the event's own code, not the class's
+
+
 class LLMError(AgentdError):
     """The chat model failed."""
 
@@ -381,3 +404,31 @@ class SkillExecutionFailed(SkillError):
     """A tool could not do its work (the recall/remember skills' ``ExecutionFailed``)."""
 
     code = ErrorCode.SKILL_EXECUTION_FAILED
+
+
+class McpServerError(SkillExecutionFailed):
+    """A tool of an MCP server (``[mcp.servers.NAME]``) failed; ``server`` names it."""
+
+    code = ErrorCode.MCP_UNAVAILABLE
+
+    def __init__(self, server: str, message: str) -> None:
+        self.server = server
+        super().__init__(f"MCP server {server!r}: {message}")
+
+
+class McpUnavailable(McpServerError):
+    """The MCP server could not be started or reached, or it died (it is started again with backoff)."""
+
+    code = ErrorCode.MCP_UNAVAILABLE
+
+
+class McpTimeout(McpServerError):
+    """The MCP server did not answer in time (``timeout_seconds``)."""
+
+    code = ErrorCode.MCP_TIMEOUT
+
+
+class McpToolError(McpServerError):
+    """The MCP server answered the tool call with an error."""
+
+    code = ErrorCode.MCP_TOOL_ERROR

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentd._exceptions import StoreError
+from agentd._exceptions import ConfigError, StoreError
 from agentd.config import Config, EmbeddingConfig
 
 # Each part is imported when it is first built: a command pays only for the parts it uses
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from agentd.embedders import Embedder
     from agentd.embedders.guard import GuardedEmbedder
+    from agentd.mcp.tools import McpToolbox
     from agentd.memory import MemoryService
     from agentd.personas import Personas
     from agentd.prompt.builder import ContextBuilder
@@ -121,6 +122,8 @@ class PersonaInfo:
     output_reserve: int
     channels: list[str]
     skills: list[str]
+    #: The MCP servers whose tools it may call.
+    mcp_servers: list[str] = field(default_factory=list)
 
 
 class App:
@@ -133,7 +136,7 @@ class App:
     def __init__(self, config: Config, **parts: Any) -> None:
         self.config = config
         self._closed = False
-        unknown = set(parts) - {"personas", "embedder", "store", "memory"}
+        unknown = set(parts) - {"personas", "embedder", "store", "memory", "mcp_tools"}
         if unknown:
             raise TypeError(f"unknown parts: {sorted(unknown)}")
         if parts.get("embedder") is not None:  # an injected embedder is bounded and checked too
@@ -149,7 +152,18 @@ class App:
         from agentd.personas import Personas
         from agentd.skills import SKILLS
 
-        return Personas.load(self.config.personas_dir, tuple(SKILLS))
+        found = Personas.load(self.config.personas_dir, tuple(SKILLS))
+        servers = self.config.mcp.servers
+        for persona in found.values():
+            unknown = [name for name in persona.mcp_servers if name not in servers]
+            if unknown:
+                configured = ", ".join(servers) or "none"
+                raise ConfigError(
+                    persona.source,
+                    "mcp_servers",
+                    f"unknown MCP server {unknown[0]!r}; configured in [mcp.servers]: {configured}",
+                )
+        return found
 
     @cached_property
     def embedder(self) -> GuardedEmbedder | None:
@@ -195,6 +209,23 @@ class App:
 
         return ContextBuilder(self.store, self.config, self.windows, counter_for)
 
+    @cached_property
+    def mcp_tools(self) -> McpToolbox | None:
+        """The tools of the MCP servers personas list (``None`` when no persona lists one); each
+        server is started on first use, once per process, and stopped by :meth:`close`."""
+        if not any(p.mcp_servers for p in self.personas.values()):
+            return None
+        from agentd.mcp.servers import ToolServers
+        from agentd.mcp.tools import McpToolbox
+
+        return McpToolbox(ToolServers(self.config.mcp, self.config.base_dir))
+
+    def start_mcp_servers(self) -> None:
+        """Start the MCP servers personas list now, without waiting (the first turn then finds them up)."""
+        toolbox = self.mcp_tools
+        if toolbox is not None:
+            toolbox.servers.start({s for p in self.personas.values() for s in p.mcp_servers})
+
     def describe_personas(self) -> list[PersonaInfo]:
         """Every persona with its model and the context window it gets."""
         found = []
@@ -210,6 +241,7 @@ class App:
                     p.max_tokens,
                     list(p.channels),
                     list(p.skills),
+                    list(p.mcp_servers),
                 )
             )
         return found
@@ -217,6 +249,7 @@ class App:
     def preload_models(self) -> None:
         """Load now what the first reply would otherwise wait for: the embedding model and the
         personas' tokenizers (native code, mostly: a thread loads them while others work)."""
+        self.start_mcp_servers()
         embedder = self.embedder
         if embedder is not None:
             embedder.load()
@@ -257,7 +290,10 @@ class App:
         return modules
 
     def close(self) -> None:
-        """Stop waiting on the embedder, and release the database."""
+        """Stop the MCP servers, stop waiting on the embedder, and release the database."""
+        toolbox = self.__dict__.get("mcp_tools")
+        if toolbox is not None:
+            toolbox.servers.close()
         embedder = self.__dict__.get("embedder")
         if embedder is not None:
             embedder.close()

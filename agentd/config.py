@@ -37,7 +37,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from agentd._exceptions import ConfigError
 from agentd.scopes import IDENTIFIER_PATTERN
@@ -446,6 +446,71 @@ class AdaptersConfig(_Section):
     matrix: MatrixAdapterConfig = MatrixAdapterConfig()
 
 
+#: An MCP server's name: offered tools are named ``mcp__NAME__TOOL``, so a name never holds ``__``
+#: nor ends with ``_`` (two servers' tool names can then never collide).
+MCP_SERVER_NAME = r"^[a-zA-Z0-9](?:[a-zA-Z0-9-]|_(?!_))*(?<!_)$"
+
+
+class McpServerConfig(_Section):
+    """``[mcp.servers.NAME]``: an MCP server whose tools personas may use (``mcp_servers = ["NAME"]``).
+
+    Either ``command`` (stdio: the program and its arguments, started by agentd, with
+    ``env`` and ``cwd``) or ``url`` (Streamable HTTP, with ``headers``). In ``env`` and
+    ``headers`` values, ``${VAR}`` is replaced by the environment variable ``VAR``
+    when the server is started: keys stay out of the file.
+    """
+
+    #: stdio: the program and its arguments, started by agentd (give this or ``url``).
+    command: list[str] = Field(default_factory=list)
+    #: Environment variables for the command; ``${VAR}`` in a value is read from agentd's environment.
+    env: dict[str, str] = Field(default_factory=dict)
+    #: The directory the command runs in (relative: to the config file).
+    cwd: str = ""
+    #: Streamable HTTP: the server's URL (give this or ``command``).
+    url: str = ""
+    #: HTTP headers for a url; ``${VAR}`` in a value is read from agentd's environment.
+    headers: dict[str, str] = Field(default_factory=dict)
+    #: How long each tool call may take.
+    timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    #: How long starting it (the process or the session, and listing its tools) may take.
+    start_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    #: Only these of its tools are offered (unset: all).
+    tools: list[str] | None = None
+    #: A tool result longer than this (characters) is cut, with a note saying so.
+    max_result_chars: int = Field(default=8000, ge=100, le=1_000_000)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if bool(self.command) == bool(self.url):
+            raise ValueError("give either command (stdio) or url (Streamable HTTP)")
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https:// (got {self.url!r})")
+        if self.url and (self.env or self.cwd):
+            raise ValueError("env and cwd are for a command; a url takes headers")
+        if self.command and self.headers:
+            raise ValueError("headers are for a url; a command takes env")
+        return self
+
+
+class McpConfig(_Section):
+    """``[mcp]``: MCP servers whose tools personas use, started once per daemon process."""
+
+    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    #: A server that died (or could not start) is started again after this long, doubling to the max.
+    restart_backoff_seconds: float = Field(default=1.0, gt=0, le=600)
+    restart_max_backoff_seconds: float = Field(default=60.0, gt=0, le=3600)
+
+    @field_validator("servers")
+    @classmethod
+    def _names(cls, servers: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        for name in servers:
+            if len(name) > 32 or not re.match(MCP_SERVER_NAME, name):
+                raise ValueError(
+                    f"server name {name!r}: 1-32 letters, digits, '-' or single '_' (not '__', not ending in '_')"
+                )
+        return servers
+
+
 class _Root(_Section):
     daemon: DaemonConfig = DaemonConfig()
     database: DatabaseConfig = DatabaseConfig()
@@ -461,6 +526,7 @@ class _Root(_Section):
     personas: PersonasConfig = PersonasConfig()
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
     adapters: AdaptersConfig = AdaptersConfig()
+    mcp: McpConfig = McpConfig()
 
 
 @dataclass(frozen=True)
@@ -485,6 +551,7 @@ class Config:
     cluster: ClusterConfig = ClusterConfig()
     episodes: EpisodesConfig = EpisodesConfig()
     user: UserConfig = UserConfig()
+    mcp: McpConfig = McpConfig()
     #: ``AGENTD_*`` variables in the environment that agentd does not read (typos, perhaps).
     ignored_env: tuple[str, ...] = ()
 
@@ -689,5 +756,6 @@ def load_config(
         cluster=root.cluster,
         episodes=root.episodes,
         user=root.user,
+        mcp=root.mcp,
         ignored_env=ignored,
     )

@@ -9,6 +9,7 @@ A persona file::
     context_window = 8192          # optional: overrides the window map
     channels = ["general"]         # channels bound to this persona (globs allowed)
     skills = ["remember", "recall", "delegate"]
+    mcp_servers = ["files"]        # MCP servers ([mcp.servers.NAME]) whose tools it may call
     project_dir = "../myproject"   # optional: its AGENTS.md is the project context
 """
 
@@ -40,6 +41,7 @@ class _PersonaFile(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     channels: list[str] = []
     skills: list[str] = ["remember", "recall"]
+    mcp_servers: list[str] = []
     project_dir: str | None = None
     #: For OpenAI-compatible servers: where to send requests and which env var holds the key.
     api_base: str | None = None
@@ -63,6 +65,8 @@ class Persona:
     api_base: str | None
     api_key_env: str | None
     source: str
+    #: MCP servers (``[mcp.servers.NAME]`` in agentd.toml) whose tools it may call.
+    mcp_servers: tuple[str, ...] = ()
 
     def serves(self, channel: str) -> bool:
         """True when ``channel`` is bound to this persona (exact name or glob)."""
@@ -101,6 +105,7 @@ def _persona_from(path: Path, data: dict[str, object], skills: Collection[str]) 
         api_base=raw.api_base,
         api_key_env=raw.api_key_env,
         source=str(path),
+        mcp_servers=tuple(dict.fromkeys(raw.mcp_servers)),
     )
 
 

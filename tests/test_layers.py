@@ -22,9 +22,9 @@ LAYERS: dict[str, int] = {
         0,
     ),
     **dict.fromkeys(["store", "llm", "embedders", "client"], 1),
-    **dict.fromkeys(["prompt", "memory", "skills"], 2),
+    **dict.fromkeys(["prompt", "memory", "skills", "mcp"], 2),
     **dict.fromkeys(["app", "runtime"], 3),
-    **dict.fromkeys(["api", "cli", "adapters"], 4),
+    **dict.fromkeys(["api", "cli", "adapters", "mcpserver"], 4),
     "__main__": 5,
 }
 

@@ -5,17 +5,30 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
+import anyio
 from anyio import to_thread
 from fastapi import FastAPI
+from starlette.routing import Route
+from starlette.types import Scope
 
 from agentd import __version__
 from agentd.api import admin, channels, chat, errors, memory_routes, openai_compat, openapi, web
 from agentd.api.access import AccessLog
 from agentd.api.guard import BodyLimit, HostGuard, KeyGuard, allowed_hosts
+from agentd.api.mcp_route import LazyMcp
 from agentd.api.openai_errors import OpenAIErrorShape
+from agentd.api.roles import PRINCIPAL_KEY
 from agentd.api.state import Daemon
 from agentd.log import get_logger
+
+if TYPE_CHECKING:
+    from agentd.mcpserver.http import McpEndpoint
+    from agentd.mcpserver.tools import Caller
+
+#: The path of MCP over Streamable HTTP (agentd.mcpserver.http.PATH).
+MCP_PATH = "/mcp"
 
 log = get_logger("agentd.api")
 
@@ -29,7 +42,16 @@ the roles listed in its `x-agentd-roles` (admin, adapter, service); another
 role gets 403 `forbidden` with the reason.
 
 Errors are JSON: `{"error": {"code", "field", "message"}}`.
+
+MCP (Streamable HTTP) is served at `/mcp?persona=P&user=U&channel=C` with the
+same keys; each tool admits the roles of its HTTP twin.
 """
+
+
+def _caller_in(scope: Scope) -> Caller | None:
+    """The caller the door put in a request's scope."""
+    found: Caller | None = scope.get(PRINCIPAL_KEY)
+    return found
 
 
 def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str | None = None) -> FastAPI:
@@ -41,6 +63,14 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
     cfg = d.app.config
     resume = cfg.runtime.resume_pending if resume_pending is None else resume_pending
 
+    def mcp_endpoint() -> McpEndpoint:
+        from agentd.mcpserver.http import McpEndpoint
+        from agentd.mcpserver.tools import Tools
+
+        return McpEndpoint(Tools(d.app, lambda: d.runtime), _caller_in, d.embedding_work)
+
+    mcp = LazyMcp(mcp_endpoint)
+
     @asynccontextmanager
     async def lifespan(_api: FastAPI) -> AsyncIterator[None]:
         d.hub.bind(asyncio.get_running_loop())
@@ -49,7 +79,12 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
             count = await to_thread.run_sync(d.runtime.resume_pending)
             if count:
                 log.info("resumed_pending_messages", count=count)
-        yield
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(mcp.serve)
+            try:
+                yield
+            finally:
+                mcp.stop()
 
     api = FastAPI(title="agentd", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     api.state.daemon = d
@@ -57,6 +92,8 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
     openapi.install(api, cfg, d.keys.required, lambda: list(d.app.personas))
     for module in (chat, channels, memory_routes, admin, openai_compat, web):
         api.include_router(module.router)
+    # MCP over Streamable HTTP (agentd.mcpserver.http), behind the same door as every route.
+    api.router.routes.append(Route(MCP_PATH, endpoint=mcp, methods=["GET", "POST", "DELETE"]))
     # The last added runs first: the Host, then the key, are checked before any body is read;
     # CatchAll is innermost, around the routes.
     api.add_middleware(errors.CatchAll)

@@ -212,6 +212,7 @@ class PersonaOut(_Out):
     output_reserve: int
     channels: list[str]
     skills: list[str]
+    mcp_servers: list[str] = Field(default_factory=list, description="MCP servers whose tools it may call.")
 
 
 class PersonaList(_Out):

@@ -105,4 +105,6 @@ def budget(app: App, persona: str, channel: str, user: str | None, message: str 
         out.print(f"past exchanges recalled (seeds: {', '.join(recalled.seeds) or 'none'}):")
         for snippet in ctx.user_history:
             out.print(f"  {snippet.text}")
+    if shown.registry.names():
+        out.print(f"tools offered ({b.tools_tokens:,} tokens): {', '.join(shown.registry.names())}")
     out.print(f"exhausted: {'yes' if b.exhausted else 'no'}")

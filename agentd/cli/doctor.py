@@ -180,6 +180,21 @@ def ping_all(personas: list[Persona], timeout: float) -> list[Check]:
         ]
 
 
+def _mcp_servers(app: App) -> list[Check]:
+    """Each MCP server a persona lists: started now (all at once), with its tools or why it cannot run."""
+    from agentd.cli.personas import mcp_status
+
+    checks = []
+    for name, status in mcp_status(app).items():
+        users = ", ".join(p.name for p in app.personas.values() if name in p.mcp_servers)
+        if status["up"]:
+            tools = ", ".join(status["tools"]) or "none"
+            checks.append(Check(f"mcp {name}", True, f"for {users}: {len(status['tools'])} tools ({tools})"))
+        else:
+            checks.append(Check(f"mcp {name}", False, f"for {users}: cannot be started or reached: {status['error']}"))
+    return checks
+
+
 def checks(app: App, ping_timeout: float | None = None) -> list[Check]:
     """Every check, in order; later ones are skipped when what they need failed.
 
@@ -261,6 +276,7 @@ def checks(app: App, ping_timeout: float | None = None) -> list[Check]:
     found.append(personas_check)
     if personas_check.ok:
         found += [_credentials(p) for p in app.personas.values()]
+        found += _mcp_servers(app)
         if ping_timeout is not None:
             found += ping_all(list(app.personas.values()), ping_timeout)
     return found

@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         ),
     ),
     "keys": ("agentd.cli.keys", "API keys with roles: create, list, revoke."),
+    "mcp": ("agentd.cli.mcp", "Serve agentd's memory and personas to an MCP client on stdin/stdout."),
     "memory": ("agentd.cli.memory", "Long-term memories: add, search, list, forget, import, reembed."),
     "personas": ("agentd.cli.personas", "List the personas with their model and context window."),
     "post": ("agentd.cli.post", "Post TEXT to CHANNEL on a running daemon and print the persona's reply."),

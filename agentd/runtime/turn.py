@@ -38,7 +38,7 @@ from agentd.prompt.user_history import HistoryRecall, UserHistory, normalise, se
 from agentd.runtime.events import RecallStatus
 from agentd.runtime.retrieval import Retrieval, Retriever
 from agentd.runtime.visibility import ChannelVisibility, resolve
-from agentd.skills import DelegateRunner, SkillRegistry, build_registry
+from agentd.skills import DelegateRunner, SkillRegistry, ToolSource, build_registry
 from agentd.store import Store
 from agentd.store.memories import Memory
 
@@ -89,6 +89,7 @@ class TurnPreparer:
         delegate: DelegateRunner | None = None,
         profiles: MemoryService | None = None,
         episodes: Episodes | None = None,
+        tools: ToolSource | None = None,
     ) -> None:
         self._config = config
         self._store = store
@@ -100,6 +101,8 @@ class TurnPreparer:
         self._delegate = delegate
         self._profiles = profiles if profiles is not None else memory
         self._episodes = episodes
+        #: Tools beyond the skills: the MCP servers' a persona lists.
+        self._tools = tools
 
     @classmethod
     def for_app(
@@ -112,7 +115,18 @@ class TurnPreparer:
         """A preparer over an :class:`~agentd.app.App`'s parts (retrieval runs on ``pool``)."""
         memory = app.memory if app.embedder is not None else None
         retriever = Retriever(memory, app.config.memory.retrieval_timeout_seconds, pool, episodes)
-        return cls(app.config, app.store, memory, app.builder, app.personas, retriever, delegate, app.memory, episodes)
+        return cls(
+            app.config,
+            app.store,
+            memory,
+            app.builder,
+            app.personas,
+            retriever,
+            delegate,
+            app.memory,
+            episodes,
+            app.mcp_tools,
+        )
 
     @property
     def builder(self) -> ContextBuilder:
@@ -189,7 +203,7 @@ class TurnPreparer:
         if recall_on and self._profiles is not None:
             mine = self._profiles.profile(persona.name, user)
             profile = tuple(self._profiles.eligible(reach, mine)) if mine else ()
-        registry = build_registry(persona, self._memory, self._personas, self._delegate)
+        registry = build_registry(persona, self._memory, self._personas, self._delegate, self._tools)
         context = self._builder.build(
             persona,
             channel,

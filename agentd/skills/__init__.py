@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING
 from agentd.personas import Persona, Personas
 from agentd.skills import delegate, memory
 from agentd.skills.memory import RecallSkill, RememberSkill
-from agentd.skills.registry import Caller, DelegateRunner, Skill, SkillDeps, SkillFactory, SkillRegistry
+from agentd.skills.registry import (
+    Caller,
+    DelegateRunner,
+    Skill,
+    SkillDeps,
+    SkillFactory,
+    SkillRegistry,
+    ToolSource,
+)
 
 if TYPE_CHECKING:  # loading personas checks skill names; it must not load the store
     from agentd.memory import MemoryService
@@ -30,11 +38,15 @@ def build_registry(
     memory_service: MemoryService | None,
     personas: Personas,
     runner: DelegateRunner | None = None,
+    more: ToolSource | None = None,
 ) -> SkillRegistry:
-    """The skills ``persona`` enables that can work here (a factory answers ``None`` when its skill cannot)."""
+    """The skills ``persona`` enables that can work here (a factory answers ``None`` when its skill
+    cannot), and the tools ``more`` gives it (its MCP servers')."""
     deps = SkillDeps(persona, memory_service, personas, runner)
-    found = (SKILLS[name](deps) for name in persona.skills if name in SKILLS)
-    return SkillRegistry(skill for skill in found if skill is not None)
+    found = [skill for skill in (SKILLS[name](deps) for name in persona.skills if name in SKILLS) if skill is not None]
+    if more is not None and persona.mcp_servers:
+        found += more.skills_for(persona)
+    return SkillRegistry(found)
 
 
 __all__ = [
@@ -45,5 +57,6 @@ __all__ = [
     "RememberSkill",
     "Skill",
     "SkillRegistry",
+    "ToolSource",
     "build_registry",
 ]

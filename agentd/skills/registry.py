@@ -64,6 +64,14 @@ class Skill(Protocol):
         ...
 
 
+class ToolSource(Protocol):
+    """Tools a persona may call beyond agentd's own skills (the MCP servers it lists)."""
+
+    def skills_for(self, persona: Persona) -> list[Skill]:
+        """``persona``'s further tools, as skills."""
+        ...
+
+
 #: Builds one skill for a persona, or ``None`` when it cannot work here.
 SkillFactory = Callable[[SkillDeps], "Skill | None"]
 

@@ -1,0 +1,33 @@
+"""``agentd mcp``: serve agentd's memory and personas to an MCP client on stdin/stdout."""
+
+from __future__ import annotations
+
+import click
+
+from agentd.app import App
+from agentd.cli.main import pass_app
+from agentd.scopes import check_identifier
+
+
+@click.command()
+@click.option("--persona", "-p", help="The persona whose memory the tools use (default: all for searches).")
+@click.option("--user", "-u", help="Who the client acts for: their own memories are searched (default: none).")
+@click.option("--channel", "-c", help="The conversation the tools act in (default: none; chat: the persona's).")
+@pass_app
+def mcp(app: App, persona: str | None, user: str | None, channel: str | None) -> None:
+    """Serve agentd's memory and personas to an MCP client on stdin/stdout.
+
+    What Claude Desktop and Claude Code launch (see docs/guides/mcp.md). Tools: remember,
+    recall, forget, memory_context, list_memories, chat. The store and the config are the
+    daemon's (it may be running); each call follows the HTTP API's scope and visibility rules
+    for --persona, --user and --channel.
+    """
+    from agentd.mcpserver.stdio import serve_stdio
+    from agentd.mcpserver.tools import Session
+
+    if persona is not None:
+        persona = app.personas[persona].name
+    for field, value in (("--user", user), ("--channel", channel)):
+        if value is not None:
+            check_identifier(field, value)
+    serve_stdio(app, Session(persona, user, channel))
