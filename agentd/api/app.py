@@ -10,7 +10,7 @@ from anyio import to_thread
 from fastapi import FastAPI
 
 from agentd import __version__
-from agentd.api import admin, channels, chat, errors, memory_routes, openai_compat, openapi, web
+from agentd.api import admin, channels, chat, errors, memory_routes, openai_compat, openapi, users, web
 from agentd.api.access import AccessLog
 from agentd.api.guard import BodyLimit, HostGuard, KeyGuard, allowed_hosts
 from agentd.api.openai_errors import OpenAIErrorShape
@@ -55,7 +55,7 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
     api.state.daemon = d
     errors.install(api)
     openapi.install(api, cfg, d.keys.required, lambda: list(d.app.personas))
-    for module in (chat, channels, memory_routes, admin, openai_compat, web):
+    for module in (chat, channels, memory_routes, users, admin, openai_compat, web):
         api.include_router(module.router)
     # The last added runs first: the Host, then the key, are checked before any body is read;
     # CatchAll is innermost, around the routes.

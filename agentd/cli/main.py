@@ -47,6 +47,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "personas": ("agentd.cli.personas", "List the personas with their model and context window."),
     "post": ("agentd.cli.post", "Post TEXT to CHANNEL on a running daemon and print the persona's reply."),
     "serve": ("agentd.cli.serve", "Run the daemon: the HTTP API with server-sent events, on the actor runtime."),
+    "user": ("agentd.cli.user", "A person's data: export everything kept about a user, or erase it."),
 }
 
 
