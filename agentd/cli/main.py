@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "adapter": ("agentd.cli.adapter", "Bridge a chat network to a running daemon (`agentd serve`)."),
     "budget": ("agentd.cli.budget", "Show what PERSONA's prompt in a channel would be made of right now."),
     "chat": ("agentd.cli.chat", "Chat with PERSONA; recalled memories are shown before each streamed reply."),
-    "db": ("agentd.cli.db", "The database: schema migrations, copying a store to another backend."),
+    "db": ("agentd.cli.db", "The database: schema migrations, copying a store to another backend, backups."),
     "doctor": ("agentd.cli.doctor", "Check that everything agentd needs is here and working."),
     "init": ("agentd.cli.init", "Write an annotated agentd.toml and the example personas into DIR."),
     "inspect": (
