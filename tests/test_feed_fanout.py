@@ -1,0 +1,46 @@
+"""A channel's feed costs one store read and one encoding per event, however many follow it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import sqlalchemy as sa
+
+from tests.conftest import BUDDY
+from tests.support import Running, follow, wait_for
+
+FOLLOWERS = 40
+
+
+def test_many_followers_share_one_read_and_get_every_message_once_in_order(daemons: Any) -> None:
+    d: Running = daemons('[channels.general]\npersonas = ["buddy"]\n', personas={"buddy": BUDDY})
+    reads: list[str] = []
+
+    @sa.event.listens_for(d.app.store.engine, "before_cursor_execute")
+    def _seen(_c: Any, _cur: Any, statement: str, *_rest: Any) -> None:
+        if "FROM messages" in statement and "messages.id >" in statement:
+            reads.append(statement)
+
+    def done(n: int) -> Any:
+        return lambda events: sum(e.event == "done" for e in events) >= n
+
+    with httpx.Client(base_url=d.url, timeout=60, limits=httpx.Limits(max_connections=FOLLOWERS + 10)) as many:
+        followers = [follow(many, "general", until=done(3)) for _ in range(FOLLOWERS)]
+        wait_for(lambda: all(f.ready.is_set() for f, _t in followers), 60, "every follower connected")
+        reads.clear()
+        for i in range(3):
+            r = d.client.post("/v1/channels/general/messages", json={"user": f"u{i}", "text": f"hello number {i}"})
+            assert r.status_code == 202
+        for _follower, thread in followers:
+            thread.join(60)
+    # Each follower got every message once, in id order, each user message before its turn's done.
+    for follower, _thread in followers:
+        events = follower.snapshot()
+        ids = [int(e.id) for e in events if e.event == "message"]
+        assert len(ids) == 6 and ids == sorted(set(ids)), ids
+        assert sum(e.event == "done" for e in events) == 3
+        first_done = next(i for i, e in enumerate(events) if e.event == "done")
+        assert any(e.event == "message" and e.data["role"] == "assistant" for e in events[:first_done])
+    # Reads of new messages: a few per post and turn for the channel, not one per follower.
+    assert len(reads) < 3 * 6, len(reads)
