@@ -17,6 +17,7 @@ errors are mapped once, at the module that owns the library, with
     ├── Forbidden                 the caller's key may not do this
     ├── UnauthorizedCaller        no key, or one not valid (or revoked)
     ├── ShuttingDown              the daemon accepts no new work
+    ├── TooManyFollowers          a channel, or a key, follows as many feeds as it may
     ├── StoreError                the database cannot be opened or written
     │   └── EmbeddingMismatch     the store's vectors come from another model
     ├── EmbedderError             the embedding model failed
@@ -76,6 +77,7 @@ class ErrorCode(StrEnum):
     PERSONA_UNHEALTHY = "persona_unhealthy"
     REPLY_TIMEOUT = "reply_timeout"
     FEED_OVERFLOW = "feed_overflow"
+    TOO_MANY_FOLLOWERS = "too_many_followers"
     # The chat model
     LLM_ERROR = "llm_error"
     LLM_AUTH = "llm_auth"
@@ -138,6 +140,9 @@ CATALOGUE: dict[ErrorCode, CodeInfo] = {
     ErrorCode.PERSONA_UNHEALTHY: CodeInfo(503, "this persona's actor in this channel crashed too often"),
     ErrorCode.REPLY_TIMEOUT: CodeInfo(504, "no reply arrived within the caller's wait"),
     ErrorCode.FEED_OVERFLOW: CodeInfo(503, "an event-stream reader fell too far behind; reconnect with Last-Event-ID"),
+    ErrorCode.TOO_MANY_FOLLOWERS: CodeInfo(
+        429, "the channel, or the caller's key, has as many event streams open as it may; close one"
+    ),
     ErrorCode.LLM_ERROR: CodeInfo(502, "the chat model failed"),
     ErrorCode.LLM_AUTH: CodeInfo(502, "the chat model's credentials are missing or were rejected"),
     ErrorCode.LLM_TIMEOUT: CodeInfo(504, "the chat model did not answer in time"),
@@ -223,6 +228,12 @@ class ShuttingDown(AgentdError):
     """The daemon no longer accepts new work."""
 
     code = ErrorCode.SHUTTING_DOWN
+
+
+class TooManyFollowers(AgentdError):
+    """A channel, or a key, already has as many event streams open as ``[daemon]`` allows."""
+
+    code = ErrorCode.TOO_MANY_FOLLOWERS
 
 
 class StoreError(AgentdError):

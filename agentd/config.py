@@ -83,6 +83,9 @@ class DaemonConfig(_Section):
     #: Connections kept open at most; past it the one that has waited longest without sending a
     #: request is closed. 0: derived from the open-file limit (``ulimit -n`` minus 256).
     max_connections: int = Field(default=0, ge=0)
+    #: Event streams (``GET /v1/channels/{channel}/events``) open at once on one channel, and for one key.
+    max_followers_per_channel: int = Field(default=256, ge=1)
+    max_followers_per_key: int = Field(default=512, ge=1)
 
 
 class DatabaseConfig(_Section):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -44,3 +45,24 @@ def test_many_followers_share_one_read_and_get_every_message_once_in_order(daemo
         assert any(e.event == "message" and e.data["role"] == "assistant" for e in events[:first_done])
     # Reads of new messages: a few per post and turn for the channel, not one per follower.
     assert len(reads) < 3 * 6, len(reads)
+
+
+def test_followers_are_bounded_per_channel_and_per_key(daemons: Any) -> None:
+    d: Running = daemons(
+        '[daemon]\nmax_followers_per_channel = 3\nmax_followers_per_key = 5\n[channels.general]\npersonas = ["buddy"]\n'
+        '[channels.other]\npersonas = ["buddy"]\n',
+        personas={"buddy": BUDDY},
+    )
+    with httpx.Client(base_url=d.url, timeout=60, limits=httpx.Limits(max_connections=20)) as many:
+        held = [follow(many, "general") for _ in range(3)]
+        wait_for(lambda: all(f.ready.is_set() for f, _t in held), 60, "three followers of general")
+        with many.stream("GET", "/v1/channels/general/events") as refused:  # headers first: never hangs
+            assert refused.status_code == 429
+            assert json.loads(refused.read())["error"]["code"] == "too_many_followers"
+        # Another channel: the key's bound (5) is met after two more.
+        more = [follow(many, "other") for _ in range(2)]
+        wait_for(lambda: all(f.ready.is_set() for f, _t in more), 60, "two followers of other")
+        with many.stream("GET", "/v1/channels/other/events") as by_key:
+            assert by_key.status_code == 429
+            assert "max_followers_per_key" in by_key.read().decode()
+        assert d.client.get("/healthz").status_code == 200

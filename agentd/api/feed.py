@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from anyio import to_thread
 
-from agentd._exceptions import ErrorCode
+from agentd._exceptions import ErrorCode, TooManyFollowers
 from agentd.api.redact import for_followers
 from agentd.api.sse import KEEPALIVE, frame
 from agentd.log import get_logger
@@ -74,8 +74,12 @@ _CLOSE = object()
 class ChannelHub:
     """Subscriptions to channel feeds; fed by a runtime listener from actor threads."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, per_channel: int = 256, per_key: int = 512) -> None:
         self._store = store
+        self._per_channel = per_channel
+        self._per_key = per_key
+        #: Event streams open per key (the caller's key name; the local admin's too).
+        self._by_key: dict[str, int] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._subscribers: dict[str, set[asyncio.Queue[object]]] = {}
         self._closed = False
@@ -186,6 +190,18 @@ class ChannelHub:
 
     # -- reading -------------------------------------------------------------------------
 
+    def admit(self, channel: str, key: str) -> None:
+        """Raise :class:`TooManyFollowers` when ``channel`` or ``key`` follows as many streams as it may."""
+        if len(self._subscribers.get(channel, ())) >= self._per_channel:
+            raise TooManyFollowers(
+                f"channel {channel!r} has {self._per_channel} event streams open, as many as it may "
+                "([daemon] max_followers_per_channel)"
+            )
+        if self._by_key.get(key, 0) >= self._per_key:
+            raise TooManyFollowers(
+                f"this key has {self._per_key} event streams open, as many as it may ([daemon] max_followers_per_key)"
+            )
+
     def messages_after(self, channel: str, after: int, limit: int = PAGE) -> list[Message]:
         """Stored messages of ``channel`` after id ``after``, oldest first (blocking)."""
         with self._store.read() as conn:
@@ -197,15 +213,24 @@ class ChannelHub:
             newest = self._store.messages.recent(conn, channel, 1)
         return newest[0].id if newest else 0
 
-    async def stream(self, channel: str, after: int | None, keepalive: float = 15.0) -> AsyncIterator[bytes]:
-        """SSE frames for ``channel``: stored messages after ``after`` (default: from now), then live."""
+    async def stream(
+        self, channel: str, after: int | None, keepalive: float = 15.0, key: str = ""
+    ) -> AsyncIterator[bytes]:
+        """SSE frames for ``channel``: stored messages after ``after`` (default: from now), then live.
+        ``key``: whose stream it is (counted against ``[daemon] max_followers_per_key``)."""
         if self._closed:
             yield frame(
                 "error", {"code": ErrorCode.SHUTTING_DOWN, "message": "agentd is shutting down; reconnect later"}
             )
             return
+        try:
+            self.admit(channel, key)  # again: others may have started following since the route checked
+        except TooManyFollowers as exc:
+            yield frame("error", {"code": exc.code, "message": exc.message})
+            return
         queue: asyncio.Queue[object] = asyncio.Queue()
         self._subscribers.setdefault(channel, set()).add(queue)  # subscribe first: nothing falls in a gap
+        self._by_key[key] = self._by_key.get(key, 0) + 1
         try:
             last = after if after is not None else await to_thread.run_sync(self.last_id, channel)
             yield b"retry: 1000\n\n"
@@ -259,3 +284,8 @@ class ChannelHub:
                 yield item.data
         finally:
             self._drop(channel, queue)
+            left = self._by_key.get(key, 1) - 1
+            if left:
+                self._by_key[key] = left
+            else:
+                self._by_key.pop(key, None)

@@ -140,7 +140,7 @@ class DaemonServer:
         self.host = host
         self.port = int(self.sock.getsockname()[1])
         self.runtime = Runtime(app, llm, workers=workers)
-        self.hub = ChannelHub(app.store)
+        self.hub = ChannelHub(app.store, cfg.daemon.max_followers_per_channel, cfg.daemon.max_followers_per_key)
         self._stopped = threading.Lock()
         self._runtime_stopped = False
         api = create_api(Daemon(app, self.runtime, self.hub), resume_pending=resume_pending, bind_host=host)
