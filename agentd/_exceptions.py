@@ -20,6 +20,7 @@ errors are mapped once, at the module that owns the library, with
     ├── ChatNetworkError          a channel adapter's chat network failed (raised by the adapter)
     │   ├── NetworkUnavailable    not reachable now: the adapter retries
     │   └── NetworkRefused        it refused (a login, a room, an event): retrying will not help
+    ├── TooManyFollowers          a channel, or a key, follows as many feeds as it may
     ├── StoreError                the database cannot be opened or written
     │   └── EmbeddingMismatch     the store's vectors come from another model
     ├── EmbedderError             the embedding model failed
@@ -84,6 +85,7 @@ class ErrorCode(StrEnum):
     PERSONA_UNHEALTHY = "persona_unhealthy"
     REPLY_TIMEOUT = "reply_timeout"
     FEED_OVERFLOW = "feed_overflow"
+    TOO_MANY_FOLLOWERS = "too_many_followers"
     # The chat model
     LLM_ERROR = "llm_error"
     LLM_AUTH = "llm_auth"
@@ -152,6 +154,9 @@ CATALOGUE: dict[ErrorCode, CodeInfo] = {
     ErrorCode.PERSONA_UNHEALTHY: CodeInfo(503, "this persona's actor in this channel crashed too often"),
     ErrorCode.REPLY_TIMEOUT: CodeInfo(504, "no reply arrived within the caller's wait"),
     ErrorCode.FEED_OVERFLOW: CodeInfo(503, "an event-stream reader fell too far behind; reconnect with Last-Event-ID"),
+    ErrorCode.TOO_MANY_FOLLOWERS: CodeInfo(
+        429, "the channel, or the caller's key, has as many event streams open as it may; close one"
+    ),
     ErrorCode.LLM_ERROR: CodeInfo(502, "the chat model failed"),
     ErrorCode.LLM_AUTH: CodeInfo(502, "the chat model's credentials are missing or were rejected"),
     ErrorCode.LLM_TIMEOUT: CodeInfo(504, "the chat model did not answer in time"),
@@ -259,6 +264,10 @@ class NetworkUnavailable(ChatNetworkError):
 
 class NetworkRefused(ChatNetworkError):
     """The chat network refused (a login, joining a room, sending an event): retrying will not help."""
+class TooManyFollowers(AgentdError):
+    """A channel, or a key, already has as many event streams open as ``[daemon]`` allows."""
+
+    code = ErrorCode.TOO_MANY_FOLLOWERS
 
 
 class StoreError(AgentdError):

@@ -83,6 +83,16 @@ class DaemonConfig(_Section):
     #: daemon listens beyond loopback (it then has an API key). ``"*"`` allows every host;
     #: ``".example.com"`` a domain and its subdomains.
     allowed_hosts: list[str] = Field(default_factory=list)
+    #: How long a connection may take to send a request's line and headers (from opening, or from
+    #: the previous response), and then its body; past either it is closed.
+    header_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
+    body_timeout_seconds: float = Field(default=30.0, gt=0, le=3600)
+    #: Connections kept open at most; past it the one that has waited longest without sending a
+    #: request is closed. 0: derived from the open-file limit (``ulimit -n`` minus 256).
+    max_connections: int = Field(default=0, ge=0)
+    #: Event streams (``GET /v1/channels/{channel}/events``) open at once on one channel, and for one key.
+    max_followers_per_channel: int = Field(default=256, ge=1)
+    max_followers_per_key: int = Field(default=512, ge=1)
 
 
 class DatabaseConfig(_Section):

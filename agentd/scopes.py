@@ -20,6 +20,17 @@ ScopeKind = Literal["global", "channel", "user", "episodes"]
 #: (JavaScript's lacks U+001C-U+001F and U+0085, Rust's lacks U+001C-U+001F), and the API's
 #: schema, pydantic and this module must reject exactly the same characters.
 WHITESPACE = "\\t-\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+#: Characters that show nothing and are not whitespace (zero-width spaces and joiners, the soft
+#: hyphen, direction marks, invisible operators, the byte order mark): text of these alone is blank.
+INVISIBLE = "\\xad\\u180e\\u200b-\\u200f\\u2060-\\u2064\\ufeff"
+_BLANK = re.compile(f"^[{WHITESPACE}{INVISIBLE}]*$")
+
+
+def is_blank(text: str) -> bool:
+    """True when ``text`` holds nothing but whitespace and invisible characters (:data:`INVISIBLE`)."""
+    return _BLANK.match(text) is not None
+
+
 #: A channel name or user id (also the pattern the API's schema declares): 1-128 characters,
 #: no whitespace, no NUL, not starting with ':'.
 IDENTIFIER_PATTERN = f"^[^{WHITESPACE}:\\x00][^{WHITESPACE}\\x00]{{0,127}}$"

@@ -271,3 +271,28 @@ def test_sigterm_ends_the_daemon_while_the_embedder_hangs(tmp_path, fake_openai,
             again.stop()
     finally:
         daemon.stop()
+
+
+def test_with_a_hung_embedder_every_request_waits_its_timeout_once_not_once_per_wave(daemons, fake_openai) -> None:
+    """45 searches at once, 16 threads for them: those queued behind the hung calls used to wait for a
+    thread (30 s) and then their own timeout again (60 s, 90 s). The timeout counts from the request."""
+    timeout = 4.0
+    d = daemons(config(fake_openai, timeout=timeout, retrieval_timeout=0.5))
+    d.app.memory.add("fake", GLOBAL, "User likes Python")
+    fake_openai.embedding_fault = EmbeddingFault("hang")
+    searches = 45
+
+    def search(i: int) -> tuple[int, float]:
+        start = time.monotonic()
+        r = many.post("/v1/memory/search", json={"query": f"python {i}", "persona": "fake"})
+        return r.status_code, time.monotonic() - start
+
+    pool = ThreadPoolExecutor(searches)
+    with httpx.Client(base_url=d.url, timeout=120, limits=httpx.Limits(max_connections=60)) as many:
+        answers = list(pool.map(search, range(searches)))
+    pool.shutdown()
+    fake_openai.release()
+    assert {status for status, _took in answers} == {504}
+    slowest = max(took for _status, took in answers)
+    # One timeout and the time to answer, not two or three timeouts.
+    assert slowest < 1.75 * timeout, sorted(round(t, 1) for _s, t in answers)

@@ -166,3 +166,103 @@ def test_health_reports_what_it_checks(daemons) -> None:
     assert health["status"] == "ok" and health["healthy"] is True
     assert health["store"] == {"writable": True}
     assert json.loads(json.dumps(health))  # plain JSON
+
+
+def _json_routes(d) -> list[tuple[str, str]]:
+    """Every operation the daemon's schema says takes a JSON body, with its path made concrete."""
+    schema = d.client.get("/openapi.json").json()
+    found = []
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            if "application/json" in (operation.get("requestBody") or {}).get("content", {}):
+                found.append((method.upper(), path.replace("{channel}", "general")))
+    return found
+
+
+def _nested(depth: int) -> bytes:
+    """A JSON object ``depth`` levels deep (the outer object is level 1)."""
+    return b'{"a":' * (depth - 1) + b"{}" + b"}" * (depth - 1)
+
+
+def test_every_json_route_refuses_a_body_nested_past_the_bound_and_a_body_that_is_not_json(daemons) -> None:
+    from agentd.api.body import MAX_JSON_DEPTH
+
+    d = daemons()
+    routes = _json_routes(d)
+    assert len(routes) >= 6 and ("POST", "/v1/memories") in routes
+    for method, path in routes:
+        for body in (_nested(MAX_JSON_DEPTH + 1), b"[" * 100_000 + b"]" * 100_000):
+            response = d.client.request(method, path, content=body, headers={"content-type": "application/json"})
+            error = response.json()["error"]
+            if path == "/v1/chat/completions":  # OpenAI's shape: 400 invalid_request_error
+                assert response.status_code == 400 and error["param"] == "body", response.text
+            else:
+                assert response.status_code == 422 and error["field"] == "body", (path, response.text)
+            assert error["code"] == "invalid_input"
+        plain = d.client.request(method, path, content=b"hello", headers={"content-type": "text/plain"})
+        assert plain.status_code == 415, (path, plain.text)
+        assert plain.json()["error"]["code"] == "unsupported_media_type"
+    # The metadata of the probe (256 levels) is refused at the door, and what is stored stays listable.
+    deep = b'{"persona": "fake", "text": "deep", "metadata": ' + _nested(256) + b"}"
+    assert d.client.post("/v1/memories", content=deep, headers={"content-type": "application/json"}).status_code == 422
+    inner = _nested(MAX_JSON_DEPTH - 1)  # with the body's own object: exactly at the bound
+    ok = b'{"persona": "fake", "text": "just deep enough", "metadata": ' + inner + b"}"
+    assert d.client.post("/v1/memories", content=ok, headers={"content-type": "application/json"}).status_code == 201
+    listed = d.client.get("/v1/memories", params={"persona": "fake"})
+    assert listed.status_code == 200 and "just deep enough" in listed.text
+    found = d.client.post("/v1/memory/search", json={"query": "just deep enough", "persona": "fake"})
+    assert found.status_code == 200, found.text
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/memory/search", {"query": "a", "persona": "fake", "limit": 5.5}, "limit"),
+        ("/v1/memory/search", {"query": "a", "persona": "fake", "limit": "5"}, "limit"),
+        ("/v1/memory/context", {"userId": "al", "query": "a", "tokenBudget": True}, "tokenBudget"),
+        ("/v1/memories", {"persona": "fake", "text": "far ahead", "created_at": "9999-01-01T00:00:00Z"}, "created_at"),
+        ("/v1/memories/import", {"persona": "fake", "memories": [{"text": "x", "created_at": "9999-12-31"}]}, None),
+        ("/v1/memories", {"persona": "fake", "text": "\u200b\u200d\ufeff"}, "text"),
+        ("/v1/channels/general/messages", {"user": "al", "text": "\u200b \u2060"}, "text"),
+        ("/v1/chat", {"persona": "fake", "channel": "general", "user": "al", "message": "\u200b"}, "message"),
+    ],
+    ids=[
+        "fraction-limit",
+        "string-limit",
+        "bool-budget",
+        "year-9999",
+        "import-year-9999",
+        "zero-width",
+        "zero-width-post",
+        "zw-chat",
+    ],
+)
+def test_the_small_ones_are_refused(daemons, path: str, body: dict, field: str | None) -> None:
+    d = daemons()
+    response = d.client.post(path, json=body)
+    assert response.status_code == 422, response.text
+    if field is not None:
+        assert response.json()["error"]["field"] == field, response.text
+    else:
+        assert "created_at" in response.text
+    with d.app.store.read() as conn:
+        assert d.app.store.memories.count(conn) == 0 and d.app.store.messages.after(conn, "general", 0) == []
+
+
+def test_http_1_0_without_a_host_gets_the_host_check(daemons) -> None:
+    d = daemons()
+    host, port = d.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(b"GET /v1/personas HTTP/1.0\r\n\r\n")
+        answer = sock.makefile("rb").read()
+    assert answer.split(b" ", 2)[1] == b"421", answer[:200]
+    assert b"host_not_allowed" in answer
+
+
+def test_an_integer_written_with_a_zero_fraction_is_that_integer(daemons) -> None:
+    """JSON Schema's integer (what the published schema says) includes 5.0: it is read as 5, as
+    every client generated from the schema may send it. What is refused is coercion: 5.5, "5", true."""
+    d = daemons()
+    assert d.client.post("/v1/memories", json={"persona": "fake", "text": "the boat is blue"}).status_code == 201
+    found = d.client.post("/v1/memory/search", json={"query": "boat", "persona": "fake", "limit": 1.0})
+    assert found.status_code == 200 and len(found.json()["results"]) == 1

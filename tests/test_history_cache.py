@@ -84,3 +84,21 @@ def test_kept_rows_are_bounded_and_a_dropped_channel_is_read_again(app: App) -> 
     for channel in ("a", "b", "a", "b"):
         assert kept.history(channel, None, counter, 100_000) == fresh.history(channel, None, counter, 100_000)
         assert kept.kept_history_rows <= 250
+
+
+def test_kept_history_is_read_afresh_after_a_person_is_forgotten_by_another_process(app: App) -> None:
+    persona = app.personas["buddy"]
+    counter = app.builder.counter(persona)
+    kept = ContextBuilder(app.store, app.config, app.windows, lambda _m: counter)
+    fresh = ContextBuilder(app.store, app.config, app.windows, lambda _m: counter, history_rows=0)
+    add(app.store, "room", 30)
+    before, _ = kept.history("room", None, counter, 100_000)
+    assert any(item.author == "u1" and item.role == "user" for item in before)
+    other = Store.open(app.store.url)  # the CLI's `agentd user forget`, while the daemon serves
+    try:
+        assert other.forget_user("u1").messages == 5
+    finally:
+        other.close()
+    after = kept.history("room", None, counter, 100_000)
+    assert not any(item.author == "u1" and item.role == "user" for item in after[0])
+    assert after == fresh.history("room", None, counter, 100_000)

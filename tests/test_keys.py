@@ -40,9 +40,11 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("get", "/v1/models"): {"admin", "adapter", "service"},
     ("get", "/v1/models/{model}"): {"admin", "adapter", "service"},
     ("post", "/v1/chat/completions"): {"admin", "adapter"},
+    ("get", "/v1/users/{user}/export"): {"admin"},
+    ("delete", "/v1/users/{user}"): {"admin"},
 }
 #: Path parameters: a channel the adapter key may use, a memory id, a model.
-PARAMS = {"channel": "irc-lobby", "memory_id": "1", "model": "fake"}
+PARAMS = {"channel": "irc-lobby", "memory_id": "1", "model": "fake", "user": "alice"}
 
 
 def _keys(d: Running) -> dict[str, str]:

@@ -14,8 +14,9 @@ from starlette.routing import Route
 from starlette.types import Scope
 
 from agentd import __version__
-from agentd.api import admin, channels, chat, errors, memory_routes, openai_compat, openapi, web
+from agentd.api import admin, channels, chat, errors, memory_routes, openai_compat, openapi, users, web
 from agentd.api.access import AccessLog
+from agentd.api.body import Framing, JsonBody
 from agentd.api.guard import BodyLimit, HostGuard, KeyGuard, allowed_hosts
 from agentd.api.mcp_route import LazyMcp
 from agentd.api.openai_errors import OpenAIErrorShape
@@ -90,16 +91,18 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
     api.state.daemon = d
     errors.install(api)
     openapi.install(api, cfg, d.keys.required, lambda: list(d.app.personas))
-    for module in (chat, channels, memory_routes, admin, openai_compat, web):
+    for module in (chat, channels, memory_routes, users, admin, openai_compat, web):
         api.include_router(module.router)
     # MCP over Streamable HTTP (agentd.mcpserver.http), behind the same door as every route.
     api.router.routes.append(Route(MCP_PATH, endpoint=mcp, methods=["GET", "POST", "DELETE"]))
     # The last added runs first: the Host, then the key, are checked before any body is read;
     # CatchAll is innermost, around the routes.
     api.add_middleware(errors.CatchAll)
+    api.add_middleware(JsonBody)  # inside the body limit: it reads a body only once the key passed
     api.add_middleware(BodyLimit, limit=cfg.daemon.max_body_bytes)
     api.add_middleware(KeyGuard, keys=d.keys)
     api.add_middleware(HostGuard, allowed=allowed_hosts(bind_host, cfg.daemon.allowed_hosts))
     api.add_middleware(OpenAIErrorShape)  # outermost: OpenAI's error shape on its routes, 401s and 421s included
+    api.add_middleware(Framing)  # a request framed two ways is refused before anything else
     api.add_middleware(AccessLog)  # outermost of all: every request is logged, refused ones too
     return api

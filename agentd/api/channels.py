@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Path, Query
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from agentd._exceptions import InvalidInput
 from agentd.api.chat import SSE_DOC
 from agentd.api.responses import COMMON_ERRORS, MessagePage, PostAccepted, error_responses
-from agentd.api.roles import Policy, allow
+from agentd.api.roles import Policy, allow, caller_of
 from agentd.api.schemas import MAX_ID, ChannelPost
 from agentd.api.sse import HEADERS, MEDIA_TYPE
 from agentd.api.state import Daemon, daemon
@@ -63,10 +63,14 @@ async def post_message(channel: Channel, body: ChannelPost, d: Annotated[Daemon,
 
 
 @router.get(
-    "/v1/channels/{channel}/events", response_class=StreamingResponse, responses=SSE_DOC, **allow(Policy.CHANNEL)
+    "/v1/channels/{channel}/events",
+    response_class=StreamingResponse,
+    responses={**SSE_DOC, **error_responses(429)},
+    **allow(Policy.CHANNEL),
 )
 async def events(
     channel: Channel,
+    request: Request,
     d: Annotated[Daemon, Depends(daemon)],
     after: Annotated[
         int | None, Query(ge=0, le=MAX_ID, description="Replay stored messages after this id first.")
@@ -77,6 +81,9 @@ async def events(
     live events of its turns. Reconnect with ``Last-Event-ID`` (or ``?after=``) to
     get every message after that id, once."""
     check_identifier("channel", channel)
+    caller = caller_of(request)
+    key = caller.name if caller is not None else ""
+    d.hub.admit(channel, key)  # 429 too_many_followers before the stream starts
     start = after
     if last_event_id is not None and last_event_id.strip():
         try:
@@ -85,7 +92,7 @@ async def events(
             raise InvalidInput("Last-Event-ID", "must be a message id (an integer)") from None
         if not 0 <= start <= MAX_ID:
             raise InvalidInput("Last-Event-ID", f"must be a message id between 0 and {MAX_ID}")
-    return StreamingResponse(d.hub.stream(channel, start), media_type=MEDIA_TYPE, headers=HEADERS)
+    return StreamingResponse(d.hub.stream(channel, start, key=key), media_type=MEDIA_TYPE, headers=HEADERS)
 
 
 @router.get(

@@ -80,7 +80,7 @@ def _validation_field(loc: tuple[Any, ...]) -> str:
 #: What each declared pattern means, in words (the pattern itself is in the OpenAPI schema).
 _PATTERNS = {
     IDENTIFIER_PATTERN: "must be 1-128 characters without whitespace or NUL and not start with ':'",
-    TEXT_PATTERN: "must not be empty or whitespace, and must not hold a NUL character",
+    TEXT_PATTERN: "must not be empty, whitespace or invisible characters only, and must not hold a NUL character",
     SCOPE_PATTERN: "must be global, channel:NAME or user:ID",
     CATEGORY_PATTERN: "must be 1-64 letters, digits, spaces, '_', '.' or '-'",
 }

@@ -88,19 +88,18 @@ class HostGuard:
             return
         header = _header(scope, b"host")
         name = host_name(header) if header is not None else None
-        if name is None or _host_allowed(name, self._allowed):
+        if name is not None and _host_allowed(name, self._allowed):
             await self._app(scope, receive, send)
             return
-        await _send_json(
-            send,
-            421,
-            error_body(
-                ErrorCode.HOST_NOT_ALLOWED,
-                f"this daemon does not serve the host {name!r}; add it to [daemon] allowed_hosts "
-                "if a proxy forwards it",
-                "Host",
-            ),
+        # No Host at all (HTTP/1.0 may omit it; HTTP/1.1 without one never gets here) is not a host
+        # this daemon serves either: the check must not be skipped by leaving the header out.
+        refusal = (
+            "the request names no host (no Host header): send one"
+            if name is None
+            else f"this daemon does not serve the host {name!r}; add it to [daemon] allowed_hosts "
+            "if a proxy forwards it"
         )
+        await send_json(send, 421, error_body(ErrorCode.HOST_NOT_ALLOWED, refusal, "Host"))
 
 
 def check_bind(host: str, api_key: str) -> None:
@@ -114,9 +113,8 @@ def check_bind(host: str, api_key: str) -> None:
         )
 
 
-async def _send_json(
-    send: Send, status: int, body: dict[str, Any], headers: Sequence[tuple[bytes, bytes]] = ()
-) -> None:
+async def send_json(send: Send, status: int, body: dict[str, Any], headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    """Answer with a JSON body, from a middleware (before the application ran)."""
     data = json.dumps(body).encode()
     await send(
         {
@@ -168,7 +166,7 @@ class KeyGuard:
             await self._app(scope, receive, send)
             return
         reason = "a valid API key is required" if given is None else "the API key is not valid (or was revoked)"
-        await _send_json(
+        await send_json(
             send,
             401,
             error_body(
@@ -204,12 +202,12 @@ class BodyLimit:
             try:
                 size = int(declared)
             except ValueError:
-                await _send_json(
+                await send_json(
                     send, 400, error_body(ErrorCode.BAD_REQUEST, "Content-Length is not a number", "Content-Length")
                 )
                 return
             if size > self._limit:
-                await _send_json(
+                await send_json(
                     send,
                     413,
                     error_body(

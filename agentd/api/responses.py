@@ -146,6 +146,33 @@ class Forgotten(_Out):
     forgotten: MemoryOut
 
 
+class UserExport(_Out):
+    """``GET /v1/users/{user}/export``: everything kept about a user (rows as stored, times in UTC)."""
+
+    user: str
+    persona: str | None
+    memories: list[dict[str, Any]] = Field(description="Their memories, each with its ``history``.")
+    episodes: list[dict[str, Any]] = Field(description="Their exchanges kept as episodes, each with its ``history``.")
+    messages: list[dict[str, Any]] = Field(description="The messages they wrote.")
+    replies: list[dict[str, Any]] = Field(description="The replies to those messages.")
+    context_records: list[dict[str, Any]] = Field(description="What each of those replies was given.")
+
+
+class UserForgotten(_Out):
+    """``DELETE /v1/users/{user}``: what was erased (counts only)."""
+
+    user: str
+    persona: str | None
+    messages: int
+    memories: int
+    episodes: int
+    context_records: int
+    memory_history: int
+    redacted: dict[str, int] = Field(description="Quotes of the user replaced elsewhere, by kind of row.")
+    channels: list[str] = Field(description="The channels their messages were erased from.")
+    wal_kept: bool = Field(description="SQLite: a reader kept the WAL from being truncated (the next checkpoint does).")
+
+
 class HistoryEntryOut(_Out):
     """One change fact extraction made to a memory, and why."""
 

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from agentd.config import MAX_MESSAGE_CHARS
-from agentd.scopes import IDENTIFIER_PATTERN, WHITESPACE
+from agentd.scopes import IDENTIFIER_PATTERN, INVISIBLE, WHITESPACE
 
 #: Most memories one import request may carry.
 MAX_IMPORT = 10_000
@@ -33,8 +33,8 @@ MAX_NAME = 256
 MAX_QUERY_MESSAGE = 2000
 #: Bytes of request line and headers the server reads (uvicorn's h11 default is 16 kB).
 HTTP_LINE_LIMIT = 65_536
-#: Text with at least one character that is not whitespace, and no NUL.
-TEXT_PATTERN = f"^[^\\x00]*[^{WHITESPACE}\\x00][^\\x00]*$"
+#: Text with at least one character that is neither whitespace nor invisible (a zero-width space), and no NUL.
+TEXT_PATTERN = f"^[^\\x00]*[^{WHITESPACE}{INVISIBLE}\\x00][^\\x00]*$"
 #: ``global``, ``channel:NAME`` or ``user:ID``.
 SCOPE_PATTERN = f"^(global|channel:{IDENTIFIER_PATTERN[1:-1]}|user:{IDENTIFIER_PATTERN[1:-1]})$"
 #: A memory's category (as the memory service checks it).
@@ -64,7 +64,9 @@ def _checked_json(value: Any) -> Any:
 
 
 def _integral(value: Any) -> Any:
-    """JSON Schema's integers include 248.0: a float with no fraction is that integer (strings stay refused)."""
+    """JSON has one kind of number, and JSON Schema's ``integer`` is any number without a fraction:
+    ``5.0`` is 5 (the published schema says so, and clients built from it send either). A fraction
+    (``5.5``), a string (``"5"``) or a boolean stays refused: that is the coercion agentd does not do."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value

@@ -24,6 +24,7 @@ from anyio import to_thread
 
 from agentd._exceptions import ConfigError
 from agentd.api.app import create_api
+from agentd.api.connections import default_max_connections, guarded_h11
 from agentd.api.feed import ChannelHub
 from agentd.api.guard import check_bind
 from agentd.api.listen import bind_socket
@@ -139,7 +140,7 @@ class DaemonServer:
         self.host = host
         self.port = int(self.sock.getsockname()[1])
         self.runtime = Runtime(app, llm, workers=workers)
-        self.hub = ChannelHub(app.store)
+        self.hub = ChannelHub(app.store, cfg.daemon.max_followers_per_channel, cfg.daemon.max_followers_per_key)
         self._stopped = threading.Lock()
         self._runtime_stopped = False
         api = create_api(Daemon(app, self.runtime, self.hub), resume_pending=resume_pending, bind_host=host)
@@ -153,7 +154,12 @@ class DaemonServer:
             access_log=False,
             lifespan="on",
             loop="asyncio" if sys.platform == "win32" else "uvloop",
-            http="h11",
+            # uvicorn's h11 protocol, with deadlines for reading a request and a bound on connections.
+            http=guarded_h11(
+                cfg.daemon.header_timeout_seconds,
+                cfg.daemon.body_timeout_seconds,
+                cfg.daemon.max_connections or default_max_connections(),
+            ),
             timeout_graceful_shutdown=CONNECTION_GRACE_SECONDS,
             # Room for every query string the schema allows (see agentd.api.schemas).
             h11_max_incomplete_event_size=HTTP_LINE_LIMIT,

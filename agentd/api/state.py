@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -13,6 +14,7 @@ from agentd._exceptions import InvalidInput
 from agentd.api.addressing import addressed_to
 from agentd.api.feed import ChannelHub
 from agentd.app import App
+from agentd.embedders.guard import waiting_since
 from agentd.runtime import Runtime
 from agentd.runtime.keys import KeyBook
 from agentd.scopes import check_identifier
@@ -51,8 +53,16 @@ class Daemon:
         object.__setattr__(self, "keys", KeyBook(self.app.store, self.app.config.daemon.api_key))
 
     async def embedding_work(self, work: Callable[[], T]) -> T:
-        """Run blocking work that may wait on the embedder, on its own threads."""
-        return await to_thread.run_sync(work, limiter=self.pools.embedding)
+        """Run blocking work that may wait on the embedder, on its own threads. Its first embedder
+        call's timeout counts from now: time spent queued for a thread behind calls to a hung
+        model is part of it (:func:`agentd.embedders.guard.waiting_since`)."""
+        started = time.monotonic()
+
+        def timed() -> T:
+            with waiting_since(started):
+                return work()
+
+        return await to_thread.run_sync(timed, limiter=self.pools.embedding)
 
     async def probe(self, work: Callable[[], T]) -> T:
         """Run a health probe on its own threads."""

@@ -32,7 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "adapter": ("agentd.cli.adapter", "Bridge a chat network to a running daemon (`agentd serve`)."),
     "budget": ("agentd.cli.budget", "Show what PERSONA's prompt in a channel would be made of right now."),
     "chat": ("agentd.cli.chat", "Chat with PERSONA; recalled memories are shown before each streamed reply."),
-    "db": ("agentd.cli.db", "The database: schema migrations, copying a store to another backend."),
+    "db": ("agentd.cli.db", "The database: schema migrations, copying a store to another backend, backups."),
     "doctor": ("agentd.cli.doctor", "Check that everything agentd needs is here and working."),
     "init": ("agentd.cli.init", "Write an annotated agentd.toml and the example personas into DIR."),
     "inspect": (
@@ -48,6 +48,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "personas": ("agentd.cli.personas", "List the personas with their model and context window."),
     "post": ("agentd.cli.post", "Post TEXT to CHANNEL on a running daemon and print the persona's reply."),
     "serve": ("agentd.cli.serve", "Run the daemon: the HTTP API with server-sent events, on the actor runtime."),
+    "user": ("agentd.cli.user", "A person's data: export everything kept about a user, or erase it."),
 }
 
 

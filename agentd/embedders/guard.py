@@ -16,6 +16,11 @@ the model answers or its own HTTP timeout fires, so at most ``slots`` calls run 
 once; a caller that cannot get a slot within its timeout also gets
 ``EmbedderTimeout``. The threads are daemon threads: a hung model never keeps the
 process from exiting on SIGTERM.
+
+A caller that queued before it could call (an API request waiting for one of the
+daemon's embedding threads) says since when with :func:`waiting_since`: its first
+call's timeout counts from then, so a hung model costs every request its timeout,
+not its timeout again for each wave of requests queued ahead of it.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, InvalidStateError
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentd._exceptions import AgentdError, EmbedderError, EmbedderTimeout, ShuttingDown
@@ -42,6 +48,20 @@ DEFAULT_BATCH = 64
 #: Embedder calls that may run at once (hung ones included).
 DEFAULT_SLOTS = 16
 T = TypeVar("T")
+
+#: Per thread: since when the next call's caller has been waiting (:func:`waiting_since`).
+_since = threading.local()
+
+
+@contextmanager
+def waiting_since(started: float) -> Iterator[None]:
+    """The first embedder call made on this thread inside the block counts its timeout from
+    ``started`` (a ``time.monotonic()``), when its caller began waiting, not from the call."""
+    _since.at = started
+    try:
+        yield
+    finally:
+        _since.at = None
 
 
 class GuardedEmbedder:
@@ -156,10 +176,18 @@ class GuardedEmbedder:
     def _begin(self, work: Callable[[], T], timeout: float, what: str) -> Callable[[], T]:
         """Start ``work`` on a daemon thread (waiting at most ``timeout`` seconds for a slot); the
         function returned waits for its answer until ``timeout`` seconds after this call."""
-        deadline = time.monotonic() + timeout
+        now = time.monotonic()
+        since = getattr(_since, "at", None)
+        _since.at = None  # only the first call of the waiting caller
+        deadline = (since if since is not None and since < now else now) + timeout
         if self._closed.is_set():
             raise ShuttingDown(f"{self.model_id} is not called: agentd is stopping")
-        if not self._threads.slots.acquire(timeout=timeout):
+        if deadline <= now:
+            raise EmbedderTimeout(
+                f"{self.model_id} was not called: its caller waited {now - deadline + timeout:.1f} s for a turn, "
+                f"past the timeout ({timeout:g} s), behind calls still waiting for it"
+            )
+        if not self._threads.slots.acquire(timeout=deadline - now):
             raise EmbedderTimeout(
                 f"{self.model_id} did not answer in time: every one of its call slots is taken by calls "
                 f"still waiting for it (timeout {timeout:g} s)"

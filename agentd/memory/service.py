@@ -11,7 +11,7 @@ import re
 import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -26,7 +26,7 @@ from agentd.memory.intent import Facet, analyse, has_content, states_preference
 from agentd.memory.query import lexical_terms
 from agentd.memory.ranking import INTENT_RELEVANCE, MemoryHit, Ranked, rank
 from agentd.relevance import DEFAULT_WORDS, Recency
-from agentd.scopes import Reach, Scope
+from agentd.scopes import Reach, Scope, is_blank
 from agentd.store import Store
 from agentd.store.jobs import HistoryEntry
 from agentd.store.lexical import CONTEXT_KEY
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 _CATEGORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")
+#: How far in the future a memory's ``created_at`` may be (clocks disagree a little, not by years).
+MAX_FUTURE = timedelta(days=1)
 #: ``progress(done, total)`` callbacks for long operations.
 Progress = Callable[[int, int], None]
 #: How a search finds candidates: both sides fused (the default), vectors only, words only.
@@ -148,8 +150,8 @@ class MemoryService:
         if not isinstance(item.text, str):
             raise InvalidInput("text", "must be a string")
         text = item.text.strip()
-        if not text:
-            raise InvalidInput("text", "must not be empty or whitespace")
+        if is_blank(text):
+            raise InvalidInput("text", "must not be empty, whitespace or invisible characters only")
         if len(text) > self._config.max_text_chars:
             raise InvalidInput(
                 "text", f"is {len(text)} characters; the limit is {self._config.max_text_chars} (memory.max_text_chars)"
@@ -166,6 +168,11 @@ class MemoryService:
             )
         if not isinstance(item.scope, Scope):
             raise InvalidInput("scope", "must be global, channel:NAME or user:ID")
+        if item.created_at is not None and item.created_at > utcnow() + MAX_FUTURE:
+            # A memory from the far future would never decay, and would outrank everything for ever.
+            raise InvalidInput(
+                "created_at", f"is {item.created_at.isoformat()}, in the future; at most a day ahead of now is accepted"
+            )
         return replace(item, text=text)
 
     # -- writing -----------------------------------------------------------------

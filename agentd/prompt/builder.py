@@ -200,9 +200,9 @@ class ContextBuilder:
         items: list[HistoryItem] = []
         spent = 0
         with self._store.read() as conn:
-            available = self._store.messages.count(conn, channel, before_id=before_id)
+            available, erasures = self._store.messages.tally(conn, channel, before_id=before_id)
         # What was kept from the last turn, and what was said since; then older pages from the store.
-        rows, newest, complete = self._kept.rows(channel, before_id)
+        rows, newest, complete = self._kept.rows(channel, before_id, erasures)
         if not rows and not complete:
             newest = -1  # nothing kept: set once the first page is read
         fresh: dict[int, int] = {}
@@ -240,5 +240,5 @@ class ContextBuilder:
             with self._store.write() as conn:
                 self._store.messages.set_token_counts(conn, fresh, counter.name)
         if newest >= 0:
-            self._kept.keep(channel, rows, newest, complete)
+            self._kept.keep(channel, rows, newest, complete, erasures)
         return items, available

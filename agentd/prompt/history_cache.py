@@ -10,8 +10,10 @@ kept one.
 That is exact on SQLite: it has one writer at a time and ids only grow, so once
 a reader has seen a message, every message with a smaller id was committed
 before it, and what is newer than the kept rows is exactly what has a larger
-id. Messages are never deleted or edited (only their status and token counts
-change; the counts are kept with the rows). On PostgreSQL, several sessions
+id. Messages are not edited (only their status and token counts change; the
+counts are kept with the rows), and are deleted only when a person's data is
+erased (``agentd user forget``), which bumps the channel's ``erasures``: rows
+kept at another count are dropped and the channel is read afresh. On PostgreSQL, several sessions
 insert at once and an id may be committed after a larger one, so nothing is
 kept there and every turn reads the store.
 
@@ -41,6 +43,8 @@ class _Kept:
     newest: int
     #: Whether the rows reach back to the channel's first message.
     complete: bool
+    #: The channel's ``erasures`` when they were read.
+    erasures: int = 0
 
 
 class HistoryCache:
@@ -56,16 +60,21 @@ class HistoryCache:
         self._total = 0
         self._lock = threading.Lock()
 
-    def rows(self, channel: str, before_id: int | None) -> tuple[list[Row], int, bool]:
+    def rows(self, channel: str, before_id: int | None, erasures: int = 0) -> tuple[list[Row], int, bool]:
         """The channel's conversation rows older than ``before_id`` (all: ``None``) that are kept,
         newest first, after reading the ones newer than those kept; the newest id they hold every
         row up to; and whether they reach back to the channel's first message.
-        ``([], 0, False)`` when nothing is kept: read the store."""
+        ``([], 0, False)`` when nothing is kept, or it was kept at another ``erasures`` (the
+        channel's count, read before): read the store."""
         if not self.enabled:
             return [], 0, False
         with self._lock:
             kept = self._kept.get(channel)
             if kept is None:
+                return [], 0, False
+            if kept.erasures != erasures:
+                del self._kept[channel]
+                self._total -= len(kept.rows)
                 return [], 0, False
             self._kept.move_to_end(channel)
         if before_id is not None and before_id <= kept.newest + 1:
@@ -77,9 +86,10 @@ class HistoryCache:
             return [], 0, False  # too far behind: read as if nothing were kept
         return newer + kept.rows, newest_read(before_id, newer, kept.newest), kept.complete
 
-    def keep(self, channel: str, rows: list[Row], newest: int, complete: bool) -> None:
+    def keep(self, channel: str, rows: list[Row], newest: int, complete: bool, erasures: int = 0) -> None:
         """Keep ``rows`` (newest first, every conversation row of the channel from the last up to
-        ``newest``; ``complete``: back to its first message) for the next turn."""
+        ``newest``; ``complete``: back to its first message; read at the channel's ``erasures``)
+        for the next turn."""
         if not self.enabled:
             return
         if len(rows) > self._max_rows:
@@ -88,11 +98,11 @@ class HistoryCache:
             old = self._kept.pop(channel, None)
             if old is not None:
                 self._total -= len(old.rows)
-                if old.newest > newest:
+                if old.newest > newest and old.erasures == erasures:
                     # Another turn of this channel read further meanwhile (a preview, an older message
                     # answered late): keep the newer reading.
                     rows, newest, complete = old.rows, old.newest, old.complete
-            self._kept[channel] = _Kept(rows, newest, complete)
+            self._kept[channel] = _Kept(rows, newest, complete, erasures)
             self._total += len(rows)
             while self._total > self._max_rows and len(self._kept) > 1:
                 _channel, dropped = self._kept.popitem(last=False)

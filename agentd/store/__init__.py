@@ -13,9 +13,11 @@ and FTS5 on SQLite, pgvector and PostgreSQL full-text search on PostgreSQL.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -25,6 +27,7 @@ from agentd.store import migrate, schema
 from agentd.store.engine import WRITE, backend, create_engine, sqlite_path
 from agentd.store.indexes import TextIndex, VectorIndex
 from agentd.store.memories import Memory, MemoryRepo, NewMemory, content_hash
+from agentd.store.people import Erased
 from agentd.store.schema import utcnow
 from agentd.store.writers import WriteTurns
 
@@ -173,6 +176,55 @@ class Store:
             self.vectors.finish_bulk(conn)
             if self.backend == "postgresql":  # the planner's statistics, for the tables just filled
                 conn.exec_driver_sql("ANALYZE memories, memory_vectors, memory_words")
+
+    # -- a person's data -------------------------------------------------------
+
+    def export_user(self, user: str, persona: str | None = None) -> dict[str, Any]:
+        """Everything kept about ``user`` (of ``persona`` only, when given): :func:`agentd.store.people.export`."""
+        from agentd.store import people
+
+        with self.read() as conn:
+            return people.export(conn, user, persona)
+
+    def forget_user(self, user: str, persona: str | None = None) -> Erased:
+        """Erase everything kept about ``user`` in one transaction (:func:`agentd.store.people.forget`),
+        and on SQLite leave none of its bytes in the database files: deleted content is overwritten
+        with zeros (``secure_delete``), the full-text index is rewritten without it, and the WAL
+        (which holds the pages as they were) is checkpointed and truncated. ``Erased.wal_kept`` says
+        when a reader kept the WAL from being truncated (the next checkpoint does it)."""
+        from agentd.store import people
+
+        sqlite = self.backend == "sqlite"
+        with self.write() as conn:
+            if sqlite:
+                conn.exec_driver_sql("PRAGMA secure_delete = ON")
+            try:
+                erased = people.forget(conn, self.vectors, self.words, user, persona)
+                if erased.total:
+                    self.words.purge(conn)
+            finally:
+                if sqlite:
+                    conn.exec_driver_sql("PRAGMA secure_delete = OFF")
+        if sqlite:
+            erased.wal_kept = not self.checkpoint()
+        return erased
+
+    def checkpoint(self) -> bool:
+        """SQLite: copy the WAL into the database file and truncate it to nothing (``wal_checkpoint(TRUNCATE)``),
+        waiting up to the busy timeout for readers; False when a reader still held it. True on PostgreSQL."""
+        if self.backend != "sqlite":
+            return True
+        raw = self.engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            busy = 1
+            deadline = time.monotonic() + self._busy_timeout
+            while busy and time.monotonic() < deadline:
+                busy = cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            cursor.close()
+        finally:
+            raw.close()
+        return not busy
 
     # -- the embedding space -------------------------------------------------
 

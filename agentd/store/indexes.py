@@ -94,6 +94,10 @@ class TextIndex(Protocol):
     def count(self, conn: sa.Connection) -> int:
         """How many memories the index holds."""
 
+    def purge(self, conn: sa.Connection) -> None:
+        """Rewrite the index's storage without what deleted entries left in it (a person's data
+        erased: their words must not stay behind as tombstoned terms)."""
+
     def search(
         self, conn: sa.Connection, terms: Sequence[str], persona: str, scopes: Sequence[str], k: int
     ) -> list[tuple[int, float]]:

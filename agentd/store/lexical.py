@@ -218,6 +218,11 @@ class SqliteText:
     def count(self, conn: sa.Connection) -> int:
         return int(conn.exec_driver_sql(f"SELECT count(*) FROM {TABLE}").scalar_one())
 
+    def purge(self, conn: sa.Connection) -> None:
+        # A delete leaves the terms in FTS5's segments behind a tombstone until segments merge;
+        # 'optimize' merges them all into one, without the deleted entries (it rewrites the index).
+        conn.exec_driver_sql(f"INSERT INTO {TABLE}({TABLE}) VALUES ('optimize')")
+
     def search(
         self, conn: sa.Connection, terms: Sequence[str], persona: str, scopes: Sequence[str], k: int
     ) -> list[tuple[int, float]]:

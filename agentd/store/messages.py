@@ -27,7 +27,7 @@ CONVERSATION_ROLES = ("user", "assistant")
 # and its cache key costs several times what SQLite takes to run it (bench/daemon.py's floor).
 _B = sa.bindparam
 _VISIBILITY = sa.select(_C.c.visibility, _C.c.owner).where(_C.c.name == _B("name"))
-_CHANNEL_COUNT = sa.select(_C.c.message_count).where(_C.c.name == _B("channel"))
+_CHANNEL_COUNT = sa.select(_C.c.message_count, _C.c.erasures).where(_C.c.name == _B("channel"))
 _COUNT_ONE_MORE = sa.update(_C).where(_C.c.name == _B("channel")).values(message_count=_C.c.message_count + 1)
 _NEWER = (
     sa.select(sa.func.count())
@@ -294,10 +294,16 @@ class MessageRepo:
 
         O(1) from the channel's counter, minus the few messages at or after ``before_id``.
         """
-        total = conn.execute(_CHANNEL_COUNT, {"channel": channel}).scalar_one_or_none() or 0
+        return self.tally(conn, channel, before_id)[0]
+
+    def tally(self, conn: sa.Connection, channel: str, before_id: int | None = None) -> tuple[int, int]:
+        """:meth:`count`, and how many times a person's data was erased from the channel (which
+        invalidates what was read of it before: :mod:`agentd.prompt.history_cache`)."""
+        row = conn.execute(_CHANNEL_COUNT, {"channel": channel}).first()
+        total, erasures = (0, 0) if row is None else (int(row[0] or 0), int(row[1] or 0))
         if before_id is not None:
             total -= int(conn.execute(_NEWER, {"channel": channel, "before_id": before_id}).scalar_one())
-        return int(total)
+        return total, erasures
 
     def history_page(
         self, conn: sa.Connection, channel: str, before_id: int | None, limit: int

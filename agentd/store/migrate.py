@@ -69,6 +69,17 @@ def scripted_head() -> str | None:
     return heads.pop() if len(heads) == 1 else None
 
 
+def known_revisions() -> set[str]:
+    """Every revision the scripts define (read without Alembic): a database at another one was
+    written by a newer release."""
+    found: set[str] = set()
+    for script in (migrations_dir() / "versions").glob("*.py"):
+        revision = dict(_REVISION.findall(script.read_text(encoding="utf-8"))).get("revision")
+        if revision:
+            found.add(revision)
+    return found
+
+
 def current_revision(engine: sa.Engine) -> str | None:
     """The revision the database is at (``None`` for an empty database)."""
     with engine.connect() as conn:

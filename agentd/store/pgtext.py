@@ -104,6 +104,10 @@ class PgText:
     def count(self, conn: sa.Connection) -> int:
         return int(conn.exec_driver_sql(f"SELECT count(*) FROM {TABLE}").scalar_one())
 
+    def purge(self, conn: sa.Connection) -> None:
+        """Nothing in the transaction: a deleted row's tsvector is gone from every query at commit, and
+        its bytes from the files when VACUUM reclaims the row (docs/guides/privacy.md)."""
+
     def search(
         self, conn: sa.Connection, terms: Sequence[str], persona: str, scopes: Sequence[str], k: int
     ) -> list[tuple[int, float]]:

@@ -64,6 +64,8 @@ channels = sa.Table(
     sa.Column("visibility", sa.String(16)),
     # The user of a direct channel.
     sa.Column("owner", sa.String(128)),
+    # How many times a person's data was erased from it (``agentd user forget``; migration 0011).
+    sa.Column("erasures", sa.Integer, nullable=False, default=0),
 )
 
 #: One message of a channel: a user's, a persona's reply, or a tool/system note.

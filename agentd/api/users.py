@@ -1,0 +1,38 @@
+"""A person's data over HTTP: ``GET /v1/users/{user}/export`` and ``DELETE /v1/users/{user}`` (admin)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query
+from starlette.concurrency import run_in_threadpool
+
+from agentd.api.responses import COMMON_ERRORS, UserExport, UserForgotten, error_responses
+from agentd.api.roles import Policy, allow
+from agentd.api.schemas import MAX_NAME
+from agentd.api.state import Daemon, daemon
+from agentd.memory.people import export_user, forget_user
+from agentd.scopes import IDENTIFIER_PATTERN
+
+router = APIRouter(tags=["users"], responses=COMMON_ERRORS)
+#: A user id in a path.
+User = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description="1-128 characters, no whitespace.")]
+#: Only what one persona keeps.
+PersonaFilter = Annotated[
+    str | None, Query(min_length=1, max_length=MAX_NAME, description="Only this persona's (default: every persona).")
+]
+
+
+@router.get("/v1/users/{user}/export", response_model=UserExport, responses=error_responses(422), **allow(Policy.ADMIN))
+async def export(user: User, d: Annotated[Daemon, Depends(daemon)], persona: PersonaFilter = None) -> dict[str, Any]:
+    """Everything kept about the user as one document (as ``agentd user export``)."""
+    return await run_in_threadpool(lambda: export_user(d.app.store, user, persona))
+
+
+@router.delete("/v1/users/{user}", response_model=UserForgotten, responses=error_responses(422), **allow(Policy.ADMIN))
+async def forget(user: User, d: Annotated[Daemon, Depends(daemon)], persona: PersonaFilter = None) -> dict[str, Any]:
+    """Erase everything kept about the user, in one transaction (as ``agentd user forget``):
+    their messages and the replies to them, their memories, episodes, vectors, full-text
+    entries and history; quotes of them elsewhere in their channels are redacted."""
+    erased = await run_in_threadpool(lambda: forget_user(d.app.store, user, persona))
+    return {"user": user, "persona": persona, **erased.as_json()}
