@@ -264,6 +264,8 @@ class NetworkUnavailable(ChatNetworkError):
 
 class NetworkRefused(ChatNetworkError):
     """The chat network refused (a login, joining a room, sending an event): retrying will not help."""
+
+
 class TooManyFollowers(AgentdError):
     """A channel, or a key, already has as many event streams open as ``[daemon]`` allows."""
 
