@@ -1,8 +1,8 @@
 """What the daemon learns from conversations in the background: episodes and extracted facts.
 
 :class:`Learning` owns the two background jobs (``[episodes]`` and ``[memory]
-extract``), is told of every stored reply (a runtime listener on ``done``: the
-reply is out before any of this starts) and hands the turn preparer the episodes
+extract``), is nudged with the channel of every stored reply (by the runtime, on ``done``:
+the reply is out before any of this starts) and hands the turn preparer the episodes
 to recall from.
 """
 
@@ -18,8 +18,6 @@ from agentd.memory.episodes import Episodes
 from agentd.memory.extract import JOB as EXTRACT_JOB
 from agentd.memory.extract import Extractor
 from agentd.runtime.background import JobWorker
-from agentd.runtime.events import Done, Event
-from agentd.runtime.messages import Turn
 
 
 class Learning:
@@ -46,15 +44,10 @@ class Learning:
             worker.start()
         return self
 
-    def listener(self) -> Callable[[Turn, Event], None]:
-        """The runtime listener: a stored reply nudges the jobs for its channel."""
-
-        def on_event(turn: Turn, event: Event) -> None:
-            if isinstance(event, Done):
-                for worker in self._workers:
-                    worker.nudge(turn.channel)
-
-        return on_event
+    def nudge(self, channel: str) -> None:
+        """A reply in ``channel`` was stored: the jobs have new work there."""
+        for worker in self._workers:
+            worker.nudge(channel)
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until every job has nothing left to do (tests, benchmarks)."""
