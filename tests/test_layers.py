@@ -103,3 +103,76 @@ def test_no_import_cycles_between_packages() -> None:
 @pytest.mark.parametrize("package", ["config", "scopes", "words", "text", "relevance", "_exceptions", "shipped"])
 def test_the_bottom_layer_imports_nothing_above_it(package: str) -> None:
     assert all(LAYERS[dep] == 0 for dep in import_graph().get(package, ())), import_graph()[package]
+
+
+def _module_of(path: Path) -> str:
+    """``agentd/runtime/events.py`` → ``agentd.runtime.events``; a package's ``__init__`` is the package."""
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Module → the agentd modules it imports, over every file of agentd (every import counts: module
+    level, inside functions, for type checking only). ``from agentd.x import y`` imports the module
+    ``agentd.x.y`` when there is one, else ``agentd.x``."""
+    modules = {_module_of(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name in modules}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in modules:
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    found.add(sub if sub in modules else node.module)
+        found.discard(name)
+        graph[name] = found
+    return graph
+
+
+def module_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for dep in sorted(graph.get(node, ())):
+            if dep not in index:
+                connect(dep)
+                low[node] = min(low[node], low[dep])
+            elif dep in on_stack:
+                low[node] = min(low[node], index[dep])
+        if low[node] == index[node]:
+            group: list[str] = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for start in sorted(graph):
+        if start not in index:
+            connect(start)
+    return sorted(groups)
+
+
+def test_no_import_cycles_between_modules() -> None:
+    """No two files of agentd import each other, directly or around a circle (lazy imports too)."""
+    cycles = module_cycles(module_graph())
+    assert not cycles, "file-level import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    """The check above would see a circle of three modules, and only that one."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}
+    assert module_cycles(graph) == [["a", "b", "c"]]
