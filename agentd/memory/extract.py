@@ -226,16 +226,10 @@ class Extractor:
         with self._store.write() as conn:
             self._store.cursors.advance(conn, JOB, channel, start, cursor)
 
-    def _apply(
-        self,
-        channel: str,
-        start: int,
-        cursor: int,
-        exchange: Exchange,
-        candidates: Sequence[Memory],
-        decisions: Sequence[Decision],
-    ) -> bool:
-        """Write the decisions and move the cursor in one transaction; False if another worker did it."""
+    def _writes(
+        self, exchange: Exchange, candidates: Sequence[Memory], decisions: Sequence[Decision]
+    ) -> list[tuple[Decision, Memory | None, NewMemory | None]]:
+        """The decisions that can be applied: each with its target memory and its validated new text."""
         msg = exchange.message
         persona = exchange.reply.persona or exchange.reply.author
         scope = Scope.user(msg.author)
@@ -255,6 +249,22 @@ class Extractor:
                     log.info("extraction_decision_skipped", decision=d.event, reason=str(exc))
                     continue
             writes.append((d, target, item))
+        return writes
+
+    def _apply(
+        self,
+        channel: str,
+        start: int,
+        cursor: int,
+        exchange: Exchange,
+        candidates: Sequence[Memory],
+        decisions: Sequence[Decision],
+    ) -> bool:
+        """Write the decisions and move the cursor in one transaction; False if another worker did it."""
+        msg = exchange.message
+        persona = exchange.reply.persona or exchange.reply.author
+        scope = Scope.user(msg.author)
+        writes = self._writes(exchange, candidates, decisions)
         texts = [item.text for _d, _t, item in writes if item is not None]
         vecs = self._memory.embed_passages(texts)
         memories, history = self._store.memories, self._store.memory_history
