@@ -22,11 +22,14 @@ def test_chat_json_streams_events_with_memory_context_first_and_inspect_shows_th
     inspected = agentd_cli("inspect", str(events[-1]["message_id"]), "--json", config=home)
     assert inspected.returncode == 0, inspected.stderr
     record = json.loads(inspected.stdout)
-    assert record["memories"][0]["text"] == "User likes Python" and record["model"] == "offline"
+    assert record["memories"][0]["text"] == "User likes Python"
+    assert record["model"] == "offline"
     assert record["message"] == "What programming language should I learn?"
-    assert record["budget"]["memories_included"] == 1 and record["usage"]["total_tokens"] > 0
+    assert record["budget"]["memories_included"] == 1
+    assert record["usage"]["total_tokens"] > 0
     human = agentd_cli("inspect", str(events[-1]["message_id"]), config=home)
-    assert "User likes Python" in human.stdout and "memories" in human.stdout
+    assert "User likes Python" in human.stdout
+    assert "memories" in human.stdout
 
 
 def test_chat_shows_recalled_memories_before_the_reply_and_no_memory_turns_it_off(home: Path) -> None:
@@ -35,7 +38,8 @@ def test_chat_shows_recalled_memories_before_the_reply_and_no_memory_turns_it_of
         "chat", "buddy", "-c", "general", "-u", "alice", "-m", "What programming language should I learn?", config=home
     )
     assert shown.returncode == 0, shown.stderr
-    assert "recalled 1 memory" in shown.stderr and "User likes Python" in shown.stderr
+    assert "recalled 1 memory" in shown.stderr
+    assert "User likes Python" in shown.stderr
     assert shown.stdout.startswith('You said: "What programming language should I learn?"')
     off = agentd_cli(
         "chat", "buddy", "-m", "What programming language should I learn?", "--no-memory", "--json", config=home
@@ -62,8 +66,11 @@ def test_interactive_chat_reads_lines_until_eof(home: Path) -> None:
 
 def test_chat_and_inspect_errors(home: Path) -> None:
     unknown = agentd_cli("chat", "nobody", "-m", "hi", config=home)
-    assert unknown.returncode == 2 and "unknown persona 'nobody'" in unknown.stderr
+    assert unknown.returncode == 2
+    assert "unknown persona 'nobody'" in unknown.stderr
     empty = agentd_cli("chat", "buddy", "-m", "   ", config=home)
-    assert empty.returncode == 2 and "message: must not be empty" in empty.stderr
+    assert empty.returncode == 2
+    assert "message: must not be empty" in empty.stderr
     missing = agentd_cli("inspect", "999", config=home)
-    assert missing.returncode == 2 and "unknown reply 999" in missing.stderr
+    assert missing.returncode == 2
+    assert "unknown reply 999" in missing.stderr

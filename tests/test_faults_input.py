@@ -80,7 +80,8 @@ def test_odd_values_are_a_4xx_naming_the_field(daemons, method, path, body, fiel
 def test_last_event_id_beyond_the_id_range_is_refused(daemons) -> None:
     d = daemons()
     response = d.client.get("/v1/channels/general/events", headers={"Last-Event-ID": str(BIG)})
-    assert response.status_code == 422 and response.json()["error"]["field"] == "Last-Event-ID"
+    assert response.status_code == 422
+    assert response.json()["error"]["field"] == "Last-Event-ID"
 
 
 def test_the_connection_stays_usable_after_every_kind_of_error(daemons) -> None:
@@ -107,12 +108,15 @@ def test_the_connection_stays_usable_after_every_kind_of_error(daemons) -> None:
 def test_405_names_every_method_of_the_path(daemons) -> None:
     d = daemons()
     response = d.client.request("PUT", "/v1/memories")
-    assert response.status_code == 405 and response.json()["error"]["code"] == "method_not_allowed"
+    assert response.status_code == 405
+    assert response.json()["error"]["code"] == "method_not_allowed"
     allowed = {m.strip() for m in response.headers["allow"].split(",")}
-    assert {"GET", "POST"} <= allowed and "PUT" not in allowed
+    assert {"GET", "POST"} <= allowed
+    assert "PUT" not in allowed
     # "import" is not a memory's id: DELETE there is not the route that forgets a memory.
     response = d.client.request("DELETE", "/v1/memories/import")
-    assert response.status_code == 405 and response.headers["allow"] == "POST"
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
 
 
 def test_sse_data_cannot_be_split_by_the_text_it_carries(daemons, fake_openai) -> None:
@@ -127,7 +131,9 @@ def test_sse_data_cannot_be_split_by_the_text_it_carries(daemons, fake_openai) -
     # Even a reader that splits lines the way Python's str.splitlines does gets whole events.
     events = list(read_sse(iter(raw.decode().splitlines())))
     text = "".join(e.data["text"] for e in events if e.event == "token_delta")
-    assert text == tricky and events[-1].event == "done" and events[-1].data["text"] == tricky
+    assert text == tricky
+    assert events[-1].event == "done"
+    assert events[-1].data["text"] == tricky
     with d.client.stream("GET", "/v1/channels/general/events", params={"after": 0}) as feed:
         for event in read_sse(feed.iter_lines()):
             if event.event == "message" and event.data["role"] == "assistant":
@@ -156,13 +162,15 @@ def test_the_allowed_hosts_rules() -> None:
     assert allowed_hosts("127.0.0.1", []) == frozenset({"localhost", "127.0.0.1", "::1"})
     assert allowed_hosts("0.0.0.0", []) is None  # beyond loopback there is an API key
     assert allowed_hosts("127.0.0.1", ["*"]) is None
-    assert host_name("[::1]:8765") == "::1" and host_name("Example.ORG:80") == "example.org"
+    assert host_name("[::1]:8765") == "::1"
+    assert host_name("Example.ORG:80") == "example.org"
     assert host_name("::1") == "::1"
 
 
 def test_health_reports_what_it_checks(daemons) -> None:
     d = daemons()
     health = httpx.get(f"{d.url}/healthz", timeout=10).json()
-    assert health["status"] == "ok" and health["healthy"] is True
+    assert health["status"] == "ok"
+    assert health["healthy"] is True
     assert health["store"] == {"writable": True}
     assert json.loads(json.dumps(health))  # plain JSON

@@ -113,9 +113,8 @@ def test_chat_streams_shows_recalled_memories_and_forgets(daemons, fake_openai, 
         30,
         "the memory to disappear",
     )
-    assert d.app.memory.list_memories("fake", Scope.user("web")) and all(
-        m.id != blue.id for m in d.app.memory.list_memories("fake", Scope.user("web"))
-    )
+    assert d.app.memory.list_memories("fake", Scope.user("web"))
+    assert all(m.id != blue.id for m in d.app.memory.list_memories("fake", Scope.user("web")))
     # Add one from the panel, then find it by searching.
     browser.find_element(By.ID, "memory-text").send_keys("The user keeps bees")
     browser.find_element(By.CSS_SELECTOR, "#memory-add button").click()

@@ -251,7 +251,8 @@ class Intake:
 
     def _route_stored(self, stored: Message, delivery: _Delivery) -> None:
         """A submitted message is stored: 4. dispatch its turn (called in id order)."""
-        assert stored.request_id is not None and stored.persona is not None
+        assert stored.request_id is not None
+        assert stored.persona is not None
         turn = Turn(
             stored.request_id,
             stored.persona,

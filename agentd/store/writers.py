@@ -76,7 +76,8 @@ class WriteTurns:
             self._file = None
 
     def _lock_file(self, deadline: float) -> bool:
-        assert fcntl is not None and self._file is not None
+        assert fcntl is not None
+        assert self._file is not None
         pause = FIRST_PAUSE
         while True:
             try:
