@@ -16,7 +16,7 @@ from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.runtime import Done, Error, Event, Runtime
 from agentd.runtime.group_commit import GroupCommit
-from agentd.runtime.record import Incoming, TurnWriter
+from agentd.runtime.pipeline.record import Incoming, TurnWriter
 from agentd.store import Store
 from agentd.store.messages import Message
 from tests.conftest import write_home
@@ -221,7 +221,7 @@ def test_replies_finished_together_share_transactions_each_with_its_record_and_s
     import sqlalchemy as sa
 
     from agentd.prompt.budget import ContextBudget
-    from agentd.runtime.record import ContextRecord, HistoryInfo, Reply, RetrievalInfo
+    from agentd.runtime.pipeline.record import ContextRecord, HistoryInfo, Reply, RetrievalInfo
     from agentd.store.schema import messages
 
     writer = TurnWriter(app.store, app.builder)

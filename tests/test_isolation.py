@@ -17,8 +17,8 @@ import json
 from collections import Counter
 from typing import Any
 
+from agentd.api.keys import KeyBook
 from agentd.prompt.builder import NO_REPLY
-from agentd.runtime.keys import KeyBook
 from agentd.scopes import Scope
 from tests.conftest import agentd_cli
 from tests.fakeopenai import FakeOpenAI, Turn, fake_persona

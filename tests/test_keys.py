@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentd.runtime.keys import KeyBook
+from agentd.api.keys import KeyBook
 from tests.conftest import agentd_cli, write_home
 from tests.support import Running
 

@@ -1,6 +1,7 @@
-"""agentd's packages import one way: api/cli → runtime → prompt, memory, skills → store, llm,
-embedders → config, scopes, words, text, relevance, _exceptions; and no two packages import
-each other (directly or around a cycle). Every import counts: module level, inside functions,
+"""agentd's packages import one way: api/cli → runtime → prompt, memory, skills, visibility → store,
+llm, embedders → config, scopes, words, text, relevance, _exceptions; no two packages import
+each other (directly or around a cycle), no two files either, and runtime/'s parts import down
+its own layers. Every import counts: module level, inside functions,
 and for type checking only."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ LAYERS: dict[str, int] = {
         0,
     ),
     **dict.fromkeys(["store", "llm", "embedders", "client"], 1),
-    **dict.fromkeys(["prompt", "memory", "skills"], 2),
+    **dict.fromkeys(["prompt", "memory", "skills", "visibility"], 2),
     **dict.fromkeys(["app", "runtime"], 3),
     **dict.fromkeys(["api", "cli", "adapters"], 4),
     "__main__": 5,
@@ -176,3 +177,37 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     """The check above would see a circle of three modules, and only that one."""
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}
     assert module_cycles(graph) == [["a", "b", "c"]]
+
+
+#: runtime/'s own layers, bottom up: a module imports no runtime module of a higher one.
+RUNTIME_LAYERS: dict[str, int] = {
+    **dict.fromkeys(["events", "messages", "group_commit", "inflight"], 0),
+    "pipeline": 1,
+    "dispatch": 2,
+    **dict.fromkeys(["actors", "intake"], 3),
+    "scaleout": 4,
+    **dict.fromkeys(["runtime", "__init__"], 5),
+}
+
+
+def _runtime_part(module: str) -> str:
+    """``agentd.runtime.pipeline.turn`` → ``pipeline``; ``agentd.runtime`` → ``__init__``."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
+def test_runtime_modules_import_down_its_own_layers() -> None:
+    """The turn pipeline knows nothing of the actors, the actors nothing of scale-out, and nothing
+    below the intake knows which dispatcher was chosen."""
+    graph = module_graph()
+    runtime = {m: deps for m, deps in graph.items() if m.startswith("agentd.runtime")}
+    unknown = sorted({_runtime_part(m) for m in runtime} - set(RUNTIME_LAYERS))
+    assert not unknown, f"give these parts of runtime/ a layer in tests/test_layers.py: {unknown}"
+    upward = [
+        f"{module} imports {dep}"
+        for module, deps in sorted(runtime.items())
+        for dep in sorted(deps)
+        if dep.startswith("agentd.runtime")
+        and RUNTIME_LAYERS[_runtime_part(dep)] > RUNTIME_LAYERS[_runtime_part(module)]
+    ]
+    assert not upward, "runtime/ imports run up its layers:\n" + "\n".join(upward)

@@ -13,7 +13,7 @@ from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.runtime import Done, Event, HistoryContext, MemoryContext, Runtime
-from agentd.runtime.record import ContextRecord
+from agentd.runtime.pipeline.record import ContextRecord
 from agentd.scopes import Scope
 from tests.conftest import write_home
 

@@ -19,7 +19,7 @@ import pytest
 
 from agentd.app import App
 from agentd.config import load_config
-from agentd.runtime.workers import shard_of
+from agentd.runtime.scaleout.workers import shard_of
 from agentd.store import Store
 from tests.conftest import write_home
 from tests.support import read_sse, wait_for
@@ -441,7 +441,7 @@ def test_a_worker_whose_process_cannot_be_made_is_tried_again_until_it_runs(tmp_
 
     from structlog.testing import capture_logs
 
-    from agentd.runtime.workers import RESTART_PAUSES, Workers
+    from agentd.runtime.scaleout.workers import RESTART_PAUSES, Workers
 
     config = load_config(write_home(tmp_path, "[runtime]\nworkers = 1\n"), environ={})
     pool = Workers(config, 1, lambda _request, _event: None, lambda _index: None)

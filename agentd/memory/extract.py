@@ -1,6 +1,6 @@
 """Facts extracted from each exchange by a model, kept current (``[memory] extract = "model"``).
 
-After an exchange, a background job (:class:`agentd.runtime.background.JobWorker`)
+After an exchange, a background job (:class:`agentd.memory.background.JobWorker`)
 asks a model for the durable facts the user's message states, in one call that
 also carries the user's most similar stored memories (mem0's design, folded into
 one call: the model extracts and decides at once). Each fact comes back as one
@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from agentd._exceptions import AgentdError, InvalidInput, NotFound
+from agentd._exceptions import InvalidInput, NotFound
 from agentd.config import MemoryConfig
 from agentd.llm.chat import ChatModel, ModelSettings
 from agentd.log import get_logger
@@ -318,8 +318,3 @@ class Extractor:
                     note(target.id, "NONE", None, target.text)
         log.info("facts_extracted", message_id=msg.id, decisions=[d.event for d, _t, _i in writes])
         return True
-
-
-def extraction_error(exc: Exception) -> str:
-    """How an extraction failure is logged."""
-    return exc.message if isinstance(exc, AgentdError) else f"{type(exc).__name__}: {exc}"

@@ -4,11 +4,11 @@ The intake (:mod:`agentd.runtime.intake`) validates and stores messages and trac
 turns; it hands each stored turn to one :class:`Dispatcher`, chosen once at start-up
 (:class:`agentd.runtime.runtime.Runtime`):
 
-* :class:`~agentd.runtime.local.LocalActors`: a supervisor and one actor per (persona,
+* :class:`~agentd.runtime.actors.local.LocalActors`: a supervisor and one actor per (persona,
   channel) in this process;
-* :class:`~agentd.runtime.workers.WorkerPool`: worker processes, each running local actors
+* :class:`~agentd.runtime.scaleout.pool.WorkerPool`: worker processes, each running local actors
   (``[runtime] workers``; SQLite);
-* :class:`~agentd.runtime.cluster.ClusterRouter`: local actors for the channels this daemon
+* :class:`~agentd.runtime.scaleout.cluster.ClusterRouter`: local actors for the channels this daemon
   owns among several daemons sharing one PostgreSQL store; the others' owners answer theirs.
 
 A dispatcher is built from the runtime's :class:`Parts`. Dropping a way of running is
@@ -25,10 +25,10 @@ from typing import Any, Protocol
 
 from agentd.app import App
 from agentd.llm.chat import ChatModel
+from agentd.memory.learning import Learning
 from agentd.runtime.inflight import InFlight
-from agentd.runtime.learning import Learning
 from agentd.runtime.messages import Sink, Turn, resumed_turn
-from agentd.runtime.runner import TurnRunner
+from agentd.runtime.pipeline.runner import TurnRunner
 
 
 @dataclass(frozen=True)

@@ -38,18 +38,18 @@ from agentd._exceptions import ErrorCode, InvalidInput, ShuttingDown
 from agentd.app import App
 from agentd.llm.chat import ChatModel
 from agentd.log import get_logger
+from agentd.memory.learning import Learning
 from agentd.runtime.dispatch import DispatcherFactory, Parts
 from agentd.runtime.events import Done, Error, Event
 from agentd.runtime.group_commit import GroupCommit
 from agentd.runtime.inflight import InFlight, Listener
-from agentd.runtime.learning import Learning
 from agentd.runtime.messages import Sink, Turn
-from agentd.runtime.record import Incoming
-from agentd.runtime.runner import TurnRunner
-from agentd.runtime.turn import PreparedTurn
-from agentd.runtime.visibility import VISIBILITIES
+from agentd.runtime.pipeline.record import Incoming
+from agentd.runtime.pipeline.runner import TurnRunner
+from agentd.runtime.pipeline.turn import PreparedTurn
 from agentd.scopes import DELEGATION_MARK, check_identifier
 from agentd.store.messages import Message
+from agentd.visibility import VISIBILITIES
 
 log = get_logger("agentd.runtime")
 
@@ -90,7 +90,9 @@ class Intake:
         self._config = app.config
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentd-retrieval")
         self._inflight = InFlight(listeners)
-        learning = Learning(app, llm, owns)
+        learning = Learning(
+            app.config, app.store, app.memory, app.personas, llm, embeds=app.embedder is not None, owns=owns
+        )
         self._runner = TurnRunner(app, llm, self._pool, self._inflight, learning.episodes)
         self._accepting = True
         self._dispatcher = dispatcher(Parts(app, llm, self._runner, self._inflight, learning, self._pool))

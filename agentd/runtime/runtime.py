@@ -1,20 +1,20 @@
 """The runtime: the intake, with the way of running turns chosen once at start-up.
 
 * ``[runtime] workers`` above 0 on SQLite: a pool of worker processes
-  (:class:`~agentd.runtime.workers.WorkerPool`), each running local actors;
+  (:class:`~agentd.runtime.scaleout.pool.WorkerPool`), each running local actors;
 * a PostgreSQL store, which several daemons may share: local actors for the channels this
-  daemon owns (:class:`~agentd.runtime.cluster.ClusterRouter`);
-* else local actors in this process (:class:`~agentd.runtime.local.LocalActors`).
+  daemon owns (:class:`~agentd.runtime.scaleout.cluster.ClusterRouter`);
+* else local actors in this process (:class:`~agentd.runtime.actors.local.LocalActors`).
 """
 
 from __future__ import annotations
 
 from agentd.app import App
 from agentd.llm.chat import ChatModel
+from agentd.runtime.actors.local import LocalActors
 from agentd.runtime.dispatch import Dispatcher, Parts
 from agentd.runtime.inflight import Listener
 from agentd.runtime.intake import MAX_MESSAGE_CHARS, Accepted, Intake
-from agentd.runtime.local import LocalActors
 from agentd.runtime.messages import Draft
 
 
@@ -29,17 +29,17 @@ class Runtime(Intake):
         *,
         workers: int = 0,
     ) -> None:
-        """``workers``: answer turns in that many worker processes (:mod:`agentd.runtime.workers`;
+        """``workers``: answer turns in that many worker processes (:mod:`agentd.runtime.scaleout.workers`;
         SQLite only) instead of in this process's actors."""
 
         def choose(parts: Parts) -> Dispatcher:
             # Imported only when chosen: the pool brings multiprocessing, the cluster psycopg.
             if workers > 0 and app.store.backend == "sqlite":
-                from agentd.runtime.workers import WorkerPool
+                from agentd.runtime.scaleout.pool import WorkerPool
 
                 return WorkerPool(parts, workers)
             if app.store.backend == "postgresql":  # several daemons may share it
-                from agentd.runtime.cluster import ClusterRouter
+                from agentd.runtime.scaleout.cluster import ClusterRouter
 
                 return ClusterRouter(parts)
             return LocalActors(parts)

@@ -1,13 +1,13 @@
 """respond(): answer one stored user message, end to end.
 
 1. the user message is already stored (the runtime persists before dispatch);
-2. the turn is prepared (:mod:`agentd.runtime.turn`): query, earlier exchanges,
+2. the turn is prepared (:mod:`agentd.runtime.pipeline.turn`): query, earlier exchanges,
    automatic retrieval within its timeout, tools, the prompt under the window;
 3. ``memory_context`` then ``history_context`` go out: what the prompt carries;
 4. the model streams, with tools, for a bounded number of rounds
    (:meth:`Responder.model_rounds`);
 5. the reply and its context record are stored (:meth:`Responder.store`,
-   :mod:`agentd.runtime.record`), then ``done`` goes out.
+   :mod:`agentd.runtime.pipeline.record`), then ``done`` goes out.
 
 Expected failures (LLM errors, an overflowing prompt, a store error) end the
 turn with an ``Error`` event; anything else is a bug and escapes to the actor.
@@ -41,19 +41,9 @@ from agentd.runtime.events import (
     ToolResult,
 )
 from agentd.runtime.messages import Turn, TurnState
-from agentd.runtime.record import (
-    ContextRecord,
-    HistoryInfo,
-    Reply,
-    RetrievalInfo,
-    ToolUse,
-    TurnWriter,
-    profile_memories,
-    quoted_message_ids,
-    recalled_episodes,
-    recalled_memories,
-)
-from agentd.runtime.turn import PreparedTurn, TurnPreparer
+from agentd.runtime.pipeline.context_record import ToolUse, context_record
+from agentd.runtime.pipeline.record import Reply, TurnWriter
+from agentd.runtime.pipeline.turn import PreparedTurn, TurnPreparer
 from agentd.skills import Caller, SkillRegistry
 
 #: A tool result longer than this (characters) is cut before it goes back to the model.
@@ -180,7 +170,9 @@ class Responder:
     def store(self, turn: Turn, prepared: PreparedTurn, rounds: Rounds, log: Any, started: float) -> Outcome:
         """Store the reply and its context record, then send ``done`` (one call, one transaction)."""
         ctx, retrieval = prepared.context, prepared.retrieval
-        record = _record(turn, prepared, rounds)
+        record = context_record(
+            turn.request_id, turn.user, prepared, rounds.usage.as_json(), rounds.tools, rounds.count
+        )
         if not turn.draft.finish(TurnState.ANSWERED):
             return Outcome(None, turn.draft.text(), False, prepared)  # shutdown stored it as interrupted
         text = turn.draft.text()
@@ -352,30 +344,6 @@ class Responder:
         return Outcome(None, turn.draft.text(), False, prepared)
 
 
-def _record(turn: Turn, prepared: PreparedTurn, rounds: Rounds) -> ContextRecord:
-    """What the reply was given: the context record stored with it."""
-    retrieval, ctx = prepared.retrieval, prepared.context
-    return ContextRecord(
-        request_id=turn.request_id,
-        retrieval=RetrievalInfo(retrieval.status, round(retrieval.elapsed_ms, 2), retrieval.query, retrieval.reason),
-        memories=recalled_memories(ctx),
-        budget=ctx.budget,
-        history_ids=ctx.history_ids,
-        user_history=HistoryInfo(
-            prepared.recalled.inspected,
-            prepared.recalled.seeds,
-            quoted_message_ids(ctx),
-            prepared.history_status,
-        ),
-        usage=rounds.usage.as_json(),
-        tool_calls=rounds.tools,
-        rounds=rounds.count,
-        profile=profile_memories(ctx),
-        episodes=recalled_episodes(ctx),
-        privacy=_privacy_note(prepared, turn.user),
-    )
-
-
 #: Turn errors that are part of normal operation (logged at info; the rest at warning).
 _QUIET_CODES = frozenset({ErrorCode.INTERRUPTED, ErrorCode.CONTEXT_OVERFLOW})
 
@@ -385,22 +353,6 @@ def _still_pending(why: str, exc: StoreError) -> str:
         f"{why}; its outcome could not be stored either ({exc.message}): the message stays pending "
         "and is answered again after the daemon restarts"
     )
-
-
-def _privacy_note(prepared: PreparedTurn, user: str | None) -> dict[str, Any]:
-    """What the context record keeps of the channel's visibility and the user memories it ruled out."""
-    seen = prepared.visibility
-    if seen is None:
-        return {}
-    if seen.private_to(user):
-        rule = f"direct channel of {user}: all of {user}'s user memories are eligible"
-    else:
-        rule = f"shared channel: {user}'s user memories are eligible only if learned in #{seen.channel}"
-    return {
-        **seen.as_json(),
-        "rule": rule,
-        "ineligible": [i.as_json() for i in prepared.retrieval.ineligible],
-    }
 
 
 def _snippet(hit: Any) -> MemorySnippet:

@@ -20,9 +20,9 @@ from agentd.personas import Persona
 from agentd.runtime.events import Error, Event, MemoryContext
 from agentd.runtime.inflight import InFlight
 from agentd.runtime.messages import Turn
-from agentd.runtime.record import TurnWriter
-from agentd.runtime.respond import Responder
-from agentd.runtime.turn import TurnPreparer
+from agentd.runtime.pipeline.record import TurnWriter
+from agentd.runtime.pipeline.respond import Responder
+from agentd.runtime.pipeline.turn import TurnPreparer
 from agentd.skills import Caller
 
 

@@ -1,4 +1,4 @@
-"""A worker process (:mod:`agentd.runtime.workers` starts them): local actors answering the turns
+"""A worker process (:mod:`agentd.runtime.scaleout.workers` starts them): local actors answering the turns
 the daemon sends over the pipe, their events sent back in batches."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any
 from agentd.app import App
 from agentd.config import Config
 from agentd.log import get_logger
+from agentd.runtime.actors.local import LocalActors
 from agentd.runtime.events import Done, Error, Event, TokenDelta
 from agentd.runtime.intake import Intake
-from agentd.runtime.local import LocalActors
 from agentd.runtime.messages import Turn
-from agentd.runtime.pipe import BATCH, Answer, Answered, Ask, Events, Stop, Stopped, shard_of
+from agentd.runtime.scaleout.pipe import BATCH, Answer, Answered, Ask, Events, Stop, Stopped, shard_of
 
 
 def serve_worker(config: Config, index: int, count: int, conn: Connection) -> None:
@@ -31,7 +31,7 @@ def serve_worker(config: Config, index: int, count: int, conn: Connection) -> No
     the pipe: turns wait for it in order, and a stop is obeyed at once.
     """
     # Ctrl-C, and a service manager's SIGTERM, may reach the whole process group: the daemon
-    # stops its workers itself (agentd.runtime.fork_server), and a worker whose daemon is gone
+    # stops its workers itself (agentd.runtime.scaleout.fork_server), and a worker whose daemon is gone
     # stops on its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

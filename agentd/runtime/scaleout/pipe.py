@@ -1,5 +1,5 @@
-"""What goes over a worker process's pipe, between the daemon (:mod:`agentd.runtime.workers`) and
-the worker (:mod:`agentd.runtime.worker`), and which worker answers a channel."""
+"""What goes over a worker process's pipe, between the daemon (:mod:`agentd.runtime.scaleout.workers`) and
+the worker (:mod:`agentd.runtime.scaleout.worker`), and which worker answers a channel."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Turns answered by actors in this process: a supervisor, one actor per (persona, channel).
 
-The default way of running, and what each worker process runs (:mod:`agentd.runtime.worker`)
-and each daemon of a cluster runs for the channels it owns (:mod:`agentd.runtime.cluster`).
+The default way of running, and what each worker process runs (:mod:`agentd.runtime.scaleout.worker`)
+and each daemon of a cluster runs for the channels it owns (:mod:`agentd.runtime.scaleout.cluster`).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import pykka
 
 from agentd._exceptions import ErrorCode, StoreError
 from agentd.log import get_logger
-from agentd.runtime.actor import PersonaActor
+from agentd.runtime.actors.actor import PersonaActor
+from agentd.runtime.actors.supervisor import Supervisor
 from agentd.runtime.dispatch import Parts, pending_turns
 from agentd.runtime.events import Done, Error, Event
 from agentd.runtime.group_commit import MAX_BATCH
 from agentd.runtime.messages import ActorKey, Dispatch, Health, Sink, Turn, TurnState
-from agentd.runtime.supervisor import Supervisor
 
 log = get_logger("agentd.runtime")
 

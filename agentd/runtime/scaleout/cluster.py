@@ -35,9 +35,9 @@ from typing import Any, Protocol
 from agentd._exceptions import StoreError
 from agentd.config import ClusterConfig
 from agentd.log import get_logger
+from agentd.runtime.actors.local import LocalActors
 from agentd.runtime.dispatch import Parts
 from agentd.runtime.events import Done, Error, Event, event_from_json
-from agentd.runtime.local import LocalActors
 from agentd.runtime.messages import ActorKey, Sink, Turn, resumed_turn
 from agentd.store import Store
 from agentd.store.cluster import ClusterLink
