@@ -140,13 +140,15 @@ def run(home: Path, url: str, calls: int, warmup: int) -> dict[str, list[float]]
 
             async def recall(client: Client, query: str) -> None:
                 result = await client.call_tool("recall", {"query": query, "limit": 5})
-                assert not result.is_error and result.structured_content["results"], result
+                assert not result.is_error, result
+                assert result.structured_content["results"], result
 
             async def search(query: str) -> None:
                 response = await http.post(
                     "/v1/memory/search", json={"query": query, "persona": "buddy", "userId": "alice", "limit": 5}
                 )
-                assert response.status_code == 200 and response.json()["results"], response.text
+                assert response.status_code == 200, response.text
+                assert response.json()["results"], response.text
 
             ways: dict[str, Callable[[str], Awaitable[None]]] = {
                 "mcp stdio": lambda q: recall(over_stdio, q),

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentd.store.embedded import EmbeddedPostgres
+    from tests.pgembedded import EmbeddedPostgres
 
 TEMPLATE = "agentd_template"
 #: Connections the server allows per test process: a test may run three daemons, each with a pool of up to 40.
@@ -30,7 +30,7 @@ SHARED = "agentd_postgres"
 def start_server(processes: int = 1) -> EmbeddedPostgres:
     """Start a server for ``processes`` test processes, with the migrated template database."""
     from agentd.store import Store
-    from agentd.store.embedded import EmbeddedPostgres
+    from tests.pgembedded import EmbeddedPostgres
 
     server = EmbeddedPostgres({"max_connections": str(CONNECTIONS_PER_PROCESS * processes)}).start()
     try:

@@ -40,12 +40,14 @@ def test_chat_streams_the_turn_as_named_sse_events_memory_context_first(daemons,
     assert all(e.data["type"] == e.event for e in events)  # event: names the JSON in data:
     recalled = events[0].data["memories"]
     assert [m["text"] for m in recalled] == ["User likes Python"]
-    assert recalled[0]["category"] == "preference" and recalled[0]["score"] >= 0.5
+    assert recalled[0]["category"] == "preference"
+    assert recalled[0]["score"] >= 0.5
     assert events[names.index("tool_result")].data["result"]["stored"] is True
     text = "".join(e.data["text"] for e in events if e.event == "token_delta")
     assert text == "Python is a fine first language."
     done = events[-1].data
-    assert done["text"] == text and done["usage"]["total_tokens"] > 0
+    assert done["text"] == text
+    assert done["usage"]["total_tokens"] > 0
     stored = d.messages("general")
     assert [(m["id"], m["role"], m["status"]) for m in stored] == [
         (done["user_message_id"], "user", "answered"),
@@ -59,7 +61,8 @@ def test_disable_memory_is_honoured_per_request(daemons, fake_openai) -> None:
     d.app.memory.add("fake", GLOBAL, "User likes Python", "preference")
     events = d.chat("What programming language should I learn?", disable_memory=True)
     assert events[0].event == "memory_context"
-    assert events[0].data["status"] == "disabled" and events[0].data["memories"] == []
+    assert events[0].data["status"] == "disabled"
+    assert events[0].data["memories"] == []
     assert events[-1].event == "done"
 
 
@@ -69,7 +72,8 @@ def test_a_slow_embedder_still_gets_a_reply_without_memories(daemons, fake_opena
     fake_openai.embedding_delay = 1.5
     events = d.chat("tell me about my friend there")
     assert events[0].event == "memory_context"
-    assert events[0].data["status"] == "timeout" and events[0].data["memories"] == []
+    assert events[0].data["status"] == "timeout"
+    assert events[0].data["memories"] == []
     assert [e.event for e in events if e.event == "error"] == []
     assert events[-1].event == "done"
     sent = "\n".join(m["content"] for m in fake_openai.chat_requests()[-1]["messages"] if m["role"] == "system")
@@ -89,19 +93,26 @@ def test_adapter_flow_post_then_events_then_read_back(daemons, fake_openai) -> N
     posted = d.client.post("/v1/channels/support/messages", json={"user": "carol", "text": "When are you open?"})
     assert posted.status_code == 202
     accepted = posted.json()
-    assert accepted["persona"] == "fake" and accepted["status"] == "accepted"  # from the channel binding
+    assert accepted["persona"] == "fake"
+    assert accepted["status"] == "accepted"
     thread.join(60)
     events = follower.snapshot()
     names = [e.event for e in events]
     assert names[:3] == ["message", "memory_context", "history_context"]
     assert names[-2:] == ["message", "done"]
     user_msg, reply = events[0], events[-2]
-    assert user_msg.id == str(accepted["id"]) and user_msg.data["role"] == "user"
-    assert user_msg.data["content"] == "When are you open?" and user_msg.data["author"] == "carol"
-    assert reply.data["role"] == "assistant" and reply.data["reply_to"] == accepted["id"]
-    assert reply.data["content"] == "We are open nine to five." and reply.id == str(reply.data["id"])
+    assert user_msg.id == str(accepted["id"])
+    assert user_msg.data["role"] == "user"
+    assert user_msg.data["content"] == "When are you open?"
+    assert user_msg.data["author"] == "carol"
+    assert reply.data["role"] == "assistant"
+    assert reply.data["reply_to"] == accepted["id"]
+    assert reply.data["content"] == "We are open nine to five."
+    assert reply.id == str(reply.data["id"])
     for live in events[1:-2] + events[-1:]:
-        assert live.id is None and live.data["user_message_id"] == accepted["id"] and live.data["persona"] == "fake"
+        assert live.id is None
+        assert live.data["user_message_id"] == accepted["id"]
+        assert live.data["persona"] == "fake"
     assert "".join(e.data["text"] for e in events if e.event == "token_delta") == "We are open nine to five."
     # Read back: everything, then only what came after the user message.
     assert [m["id"] for m in d.messages("support")] == [accepted["id"], reply.data["id"]]
@@ -164,7 +175,8 @@ def test_fifty_concurrent_posts_across_ten_channels_all_answered_in_order(daemon
         users = [m for m in stored if m["role"] == "user"]
         replies = [m for m in stored if m["role"] == "assistant"]
         assert sorted(m["content"] for m in users) == sorted(f"message {c}-{i}" for i in range(5))
-        assert all(m["status"] == "answered" for m in users) and all(m["status"] == "complete" for m in replies)
+        assert all(m["status"] == "answered" for m in users)
+        assert all(m["status"] == "complete" for m in replies)
         # In order: the n-th reply answers the n-th message accepted in the channel.
         assert [r["reply_to"] for r in replies] == [u["id"] for u in users]
         by_id = {u["id"]: u["content"] for u in users}
@@ -234,7 +246,8 @@ def test_bad_input_is_a_4xx_naming_the_field_and_nothing_is_stored(daemons, fake
     # Oversized bodies: by Content-Length, and chunked without one.
     huge = {**CHAT_OK, "message": "x" * 70_000}
     response = d.client.post("/v1/chat", json=huge)
-    assert response.status_code == 413 and response.json()["error"]["field"] == "body"
+    assert response.status_code == 413
+    assert response.json()["error"]["field"] == "body"
     assert "65536" in response.json()["error"]["message"]
 
     def chunks() -> Any:
@@ -242,9 +255,11 @@ def test_bad_input_is_a_4xx_naming_the_field_and_nothing_is_stored(daemons, fake
             yield b"x" * 8192
 
     response = d.client.post("/v1/chat", content=chunks(), headers={"content-type": "application/json"})
-    assert response.status_code == 413 and response.json()["error"]["code"] == "body_too_large"
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "body_too_large"
     response = d.client.get("/v1/channels/support/events", headers={"Last-Event-ID": "abc"})
-    assert response.status_code == 422 and response.json()["error"]["field"] == "Last-Event-ID"
+    assert response.status_code == 422
+    assert response.json()["error"]["field"] == "Last-Event-ID"
     # Nothing was half-written, and the daemon still serves.
     with d.app.store.read() as conn:
         assert d.app.store.messages.after(conn, "general", 0) == []
@@ -284,8 +299,10 @@ def test_with_an_api_key_every_endpoint_but_health_needs_it(daemons) -> None:
     assert "403" in schema["paths"]["/v1/chat"]["post"]["responses"]  # a channel the key may not use
     # Where some valid key's role is refused, 403 is declared (in OpenAI's shape on its routes).
     responses = {(m, p): op["responses"] for p, item in schema["paths"].items() for m, op in item.items()}
-    assert "403" in responses[("get", "/v1/memories")] and "403" in responses[("post", "/v1/memory/search")]
-    assert "403" not in responses[("get", "/v1/personas")] and "403" not in responses[("get", "/healthz")]
+    assert "403" in responses[("get", "/v1/memories")]
+    assert "403" in responses[("post", "/v1/memory/search")]
+    assert "403" not in responses[("get", "/v1/personas")]
+    assert "403" not in responses[("get", "/healthz")]
     openai_403 = responses[("post", "/v1/chat/completions")]["403"]["content"]["application/json"]["schema"]
     assert openai_403["$ref"].endswith("/OpenAIErrorResponse")
     with d.app.store.read() as conn:  # the refused chat stored nothing

@@ -54,8 +54,12 @@ def test_a_users_memories_never_reach_another_users_context(daemons) -> None:
         d.app.memory.add("fake", Scope.user("bob"), text)
     alice = context(d, userId="alice", query=QUERY)["context"]
     bob = context(d, userId="bob", query=QUERY)["context"]
-    assert "Python" in alice and "Rust" not in alice and "Bob" not in alice
-    assert "Rust" in bob and "Python" not in bob and "Alice" not in bob
+    assert "Python" in alice
+    assert "Rust" not in alice
+    assert "Bob" not in alice
+    assert "Rust" in bob
+    assert "Python" not in bob
+    assert "Alice" not in bob
     assert context(d, userId="carol", query=QUERY)["memoriesUsed"] == 0
     searched = d.client.post("/v1/memory/search", json={"userId": "bob", "query": QUERY}).json()
     assert {r["text"] for r in searched["results"]} == set(BOB)
@@ -71,14 +75,16 @@ def test_context_fills_the_budget_greedily_by_score_as_search_ranks(daemons) -> 
     scores = [r["score"] for r in ranked["results"]]
     assert scores == sorted(scores, reverse=True)
     full = context(d, userId="erin", query="Python programming practice")
-    assert full["memoriesUsed"] == 20 and full["tokensUsed"] <= 2000
+    assert full["memoriesUsed"] == 20
+    assert full["tokensUsed"] <= 2000
     cost = [math.ceil(len(r["text"]) / 4) for r in ranked["results"]]
     for budget in (cost[0] - 1, cost[0], 100, 333):
         result = context(d, userId="erin", query="Python programming practice", tokenBudget=budget)
         n = 0
         while n < len(cost) and sum(cost[: n + 1]) <= budget:
             n += 1
-        assert result["memoriesUsed"] == n and result["tokenBudget"] == budget
+        assert result["memoriesUsed"] == n
+        assert result["tokenBudget"] == budget
         assert result["tokensUsed"] == sum(cost[:n]) <= budget
         shown = [line[2:] for line in result["context"].splitlines()[1:]]
         assert shown == [r["text"] for r in ranked["results"][:n]]  # best score first, a prefix of /search
@@ -106,13 +112,17 @@ def test_memories_add_list_search_forget_and_import(daemons) -> None:
         "metadata": {"source": "test"},
     }
     added = d.client.post("/v1/memories", json=body)
-    assert added.status_code == 201 and added.json()["created"] is True
+    assert added.status_code == 201
+    assert added.json()["created"] is True
     memory = added.json()["memory"]
-    assert memory["scope"] == "user:alice" and memory["metadata"] == {"source": "test"}
+    assert memory["scope"] == "user:alice"
+    assert memory["metadata"] == {"source": "test"}
     again = d.client.post("/v1/memories", json=body)
-    assert again.status_code == 200 and again.json() == {"memory": memory, "created": False}
+    assert again.status_code == 200
+    assert again.json() == {"memory": memory, "created": False}
     listed = d.client.get("/v1/memories", params={"persona": "fake"}).json()
-    assert [m["id"] for m in listed["memories"]] == [memory["id"]] and listed["total"] == 1
+    assert [m["id"] for m in listed["memories"]] == [memory["id"]]
+    assert listed["total"] == 1
     found = d.client.post(
         "/v1/memory/search", json={"persona": "fake", "userId": "alice", "query": "what color does the user like"}
     ).json()
@@ -133,11 +143,14 @@ def test_memories_add_list_search_forget_and_import(daemons) -> None:
     partial = d.client.post(
         "/v1/memories/import", json={"persona": "fake", "memories": items, "skip_invalid": True}
     ).json()
-    assert partial["added"] == 2 and partial["duplicates"] == 0 and [s["index"] for s in partial["skipped"]] == [2]
+    assert partial["added"] == 2
+    assert partial["duplicates"] == 0
+    assert [s["index"] for s in partial["skipped"]] == [2]
     scoped = d.client.get("/v1/memories", params={"persona": "fake", "scope": "user:alice"}).json()
     assert [m["text"] for m in scoped["memories"]] == ["User lives in Lisbon"]
     unknown = d.client.post("/v1/memories", json={**body, "persona": "nobody"})
-    assert unknown.status_code == 404 and unknown.json()["error"]["field"] == "persona"
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["field"] == "persona"
 
 
 def test_budget_shows_where_the_tokens_go(daemons) -> None:
@@ -146,8 +159,11 @@ def test_budget_shows_where_the_tokens_go(daemons) -> None:
     budget = d.client.get(
         "/v1/budget", params={"persona": "fake", "channel": "general", "user": "alice", "message": QUERY}
     ).json()
-    assert budget["budget"]["memories_included"] == 1 and budget["budget"]["memory_tokens"] > 0
-    assert budget["budget"]["system_tokens"] > 0 and budget["budget"]["window"] > 0
+    assert budget["budget"]["memories_included"] == 1
+    assert budget["budget"]["memory_tokens"] > 0
+    assert budget["budget"]["system_tokens"] > 0
+    assert budget["budget"]["window"] > 0
     assert [m["text"] for m in budget["memories"]] == [ALICE[0]]
     missing = d.client.get("/v1/budget", params={"persona": "nobody", "channel": "general"})
-    assert missing.status_code == 404 and missing.json()["error"]["field"] == "persona"
+    assert missing.status_code == 404
+    assert missing.json()["error"]["field"] == "persona"

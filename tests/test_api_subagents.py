@@ -45,26 +45,32 @@ def test_delegate_runs_the_subagent_with_its_own_smaller_memory_context(daemons,
     )
     events = d.chat("Ask the helper about the launch deadline", persona="boss")
     names = [e.event for e in events]
-    assert names[0] == "memory_context" and names[-1] == "done"
+    assert names[0] == "memory_context"
+    assert names[-1] == "done"
     call = next(e for e in events if e.event == "tool_call")
-    assert call.data["name"] == "delegate" and call.data["arguments"] == {"persona": "helper", "task": TASK}
+    assert call.data["name"] == "delegate"
+    assert call.data["arguments"] == {"persona": "helper", "task": TASK}
     result = next(e for e in events if e.event == "tool_result").data
     assert result["error"] is None
     answer = result["result"]
-    assert answer["persona"] == "helper" and answer["answer"] == "The deadline is the third of March."
+    assert answer["persona"] == "helper"
+    assert answer["answer"] == "The deadline is the third of March."
     assert answer["channel"] == "general~helper"
     assert events[-1].data["text"] == "The helper says: the third of March."
     # The subagent's request: its own memories (not the boss's), more than top_k but cut by the 1000-token budget.
     helper_request = fake_openai.chat_requests()[1]
     system = "\n".join(m["content"] for m in helper_request["messages"] if m["role"] == "system")
-    assert "You are helper" in system and "Boss memory" not in system
+    assert "You are helper" in system
+    assert "Boss memory" not in system
     assert helper_request["messages"][-1] == {"role": "user", "content": TASK}
     shown = [line for line in system.splitlines() if line.startswith('- "Apollo rocket launch deadline note')]
-    assert 3 < len(shown) < 10 and len(shown) == answer["memories_used"]
+    assert 3 < len(shown) < 10
+    assert len(shown) == answer["memories_used"]
     with d.app.store.read() as conn:
         record = d.app.store.contexts.for_message(conn, answer["message_id"])
     assert record is not None
-    assert record.data["budget"]["memory_tokens"] <= 1000 and record.data["budget"]["memories_dropped"] > 0
+    assert record.data["budget"]["memory_tokens"] <= 1000
+    assert record.data["budget"]["memories_dropped"] > 0
     # The child channel keeps the exchange; the boss's tool message carried the answer back.
     child = d.messages("general~helper")
     assert [(m["role"], m["content"]) for m in child] == [("user", TASK), ("assistant", answer["answer"])]
@@ -87,13 +93,16 @@ def test_delegation_depth_is_bounded_and_cycles_are_refused(daemons, fake_openai
         Turn(text="boss is done"),
     )
     events = d.chat("start", persona="boss")
-    assert events[-1].event == "done" and events[-1].data["text"] == "boss is done"
+    assert events[-1].event == "done"
+    assert events[-1].data["text"] == "boss is done"
     result = next(e for e in events if e.event == "tool_result").data["result"]
     assert result["answer"] == "helper could not delegate"
     helper_followup = fake_openai.chat_requests()[2]
     errors = [json.loads(m["content"])["error"] for m in helper_followup["messages"] if m["role"] == "tool"]
-    assert errors[0]["code"] == "InvalidInput" and "would loop: boss -> helper -> boss" in errors[0]["message"]
-    assert errors[1]["code"] == "ExecutionFailed" and "depth limit (1)" in errors[1]["message"]
+    assert errors[0]["code"] == "InvalidInput"
+    assert "would loop: boss -> helper -> boss" in errors[0]["message"]
+    assert errors[1]["code"] == "ExecutionFailed"
+    assert "depth limit (1)" in errors[1]["message"]
     assert len(fake_openai.chat_requests()) == 4  # the clerk never ran
 
 
@@ -112,7 +121,8 @@ def test_shutdown_during_a_subagent_stores_both_turns_as_interrupted(daemons, fa
         )
         d.server.request_stop()
         events = list(read_sse(response.iter_lines()))
-    assert events[-1].event == "error" and events[-1].data["code"] == "interrupted"
+    assert events[-1].event == "error"
+    assert events[-1].data["code"] == "interrupted"
     d.thread.join(30)
     assert not d.thread.is_alive()
     app = App(load_config(d.home, environ={}), embedder=embedder)  # the daemon closed its store
@@ -122,6 +132,9 @@ def test_shutdown_during_a_subagent_stores_both_turns_as_interrupted(daemons, fa
             child = app.store.messages.after(conn, "general~helper", 0)
     finally:
         app.close()
-    assert boss_msg is not None and boss_msg.status == "interrupted"
+    assert boss_msg is not None
+    assert boss_msg.status == "interrupted"
     assert [(m.role, m.status) for m in child] == [("user", "interrupted"), ("assistant", "interrupted")]
-    assert child[1].content and report.startswith(child[1].content) and child[1].content != report
+    assert child[1].content
+    assert report.startswith(child[1].content)
+    assert child[1].content != report

@@ -69,18 +69,21 @@ def test_seed_001_memories_come_before_history_and_appear_in_the_context() -> No
     assert MEMORIES_HEADING in system
     assert '- "User prefers Go over Rust for this project" (fact, relevance: 0.90)' in system
     assert system.index("You are buddy.") < system.index(MEMORIES_HEADING)
-    assert ctx.budget.memories_included == 1 and ctx.budget.history_messages == 4
+    assert ctx.budget.memories_included == 1
+    assert ctx.budget.history_messages == 4
 
 
 def test_seed_001_a_short_budget_keeps_fewer_and_the_newest_history_messages() -> None:
     full = assemble(request(history=history(30)), 100_000)
     short = assemble(request(history=history(30)), 600)
-    assert full.budget.history_messages == 30 and not full.budget.exhausted
+    assert full.budget.history_messages == 30
+    assert not full.budget.exhausted
     assert 0 < short.budget.history_messages < 30
     assert short.budget.exhausted
     assert short.budget.messages_dropped == 30 - short.budget.history_messages
     kept = list(short.history_ids)
-    assert kept == sorted(kept) and kept[-1] == 30  # newest kept, sent oldest first
+    assert kept == sorted(kept)
+    assert kept[-1] == 30
     assert kept == list(range(31 - len(kept), 31))  # contiguous: no gaps
     assert short.budget.total_tokens <= 600 - 100
 
@@ -94,9 +97,11 @@ def test_a_recalled_exchange_the_history_carries_gives_its_tokens_to_more_histor
     window = 700
     base = assemble(request(history=items, user_history=[elsewhere]), window)
     ctx = assemble(request(history=items, user_history=[quoting_kept]), window)
-    assert base.user_history == (elsewhere,) and base.budget.user_history_tokens > 0
+    assert base.user_history == (elsewhere,)
+    assert base.budget.user_history_tokens > 0
     assert 0 < base.budget.history_messages < 40  # the window is the limit
-    assert ctx.user_history == () and ctx.budget.user_history_tokens == 0
+    assert ctx.user_history == ()
+    assert ctx.budget.user_history_tokens == 0
     assert ctx.budget.snippets_dropped == 0
     assert ctx.budget.history_messages > base.budget.history_messages
     kept = list(ctx.history_ids)
@@ -117,16 +122,21 @@ def test_the_system_prompt_is_never_dropped_and_the_current_message_always_inclu
     big = [hit(f"memory {i}: {ENGLISH}", mid=i) for i in range(50)]
     ctx = assemble(request(memories=big, history=history(200)), 400)
     assert ctx.messages[0].content.startswith("You are buddy.")
-    assert ctx.messages[-1].content == "What now?" and ctx.messages[-1].role == "user"
-    assert ctx.budget.memories_dropped > 0 and ctx.budget.exhausted
+    assert ctx.messages[-1].content == "What now?"
+    assert ctx.messages[-1].role == "user"
+    assert ctx.budget.memories_dropped > 0
+    assert ctx.budget.exhausted
 
 
 def test_when_system_prompt_and_message_cannot_fit_the_error_names_model_window_and_sizes() -> None:
     with pytest.raises(ContextOverflow) as info:
         assemble(request(current=ENGLISH * 50), 500)
     message = str(info.value)
-    assert "'offline'" in message and "500-token context window" in message
-    assert "system prompt (" in message and "current message (" in message and "100-token output reserve" in message
+    assert "'offline'" in message
+    assert "500-token context window" in message
+    assert "system prompt (" in message
+    assert "current message (" in message
+    assert "100-token output reserve" in message
 
 
 def test_project_context_is_included_whole_or_truncated_with_a_marker() -> None:
@@ -135,11 +145,14 @@ def test_project_context_is_included_whole_or_truncated_with_a_marker() -> None:
     )
     whole = assemble(request(project=project, memories=[hit("m")]), 100_000)
     assert "## Project context (AGENTS.md)" in whole.messages[0].content
-    assert "rule 199" in whole.messages[0].content and not whole.budget.project_truncated
+    assert "rule 199" in whole.messages[0].content
+    assert not whole.budget.project_truncated
     cut = assemble(request(project=project, memories=[hit("m")]), 1200)
     system = cut.messages[0].content
-    assert cut.budget.project_truncated and cut.budget.exhausted
-    assert "Use SQLite." in system and "rule 199" not in system
+    assert cut.budget.project_truncated
+    assert cut.budget.exhausted
+    assert "Use SQLite." in system
+    assert "rule 199" not in system
     assert "AGENTS.md truncated to fit the context window" in system
     assert cut.budget.total_tokens <= 1100
     # Project outranks memories: with the project filling the budget, the memory is dropped.
@@ -183,7 +196,9 @@ def test_the_budget_adds_up_and_has_a_json_form() -> None:
     parts = b.system_tokens + b.project_tokens + b.memory_tokens + b.user_history_tokens + b.history_tokens
     assert parts + b.current_tokens + b.tools_tokens == b.total_tokens
     data = b.as_json()
-    assert data["window"] == 5000 and data["output_reserve"] == 100 and data["budget"] == 4900
+    assert data["window"] == 5000
+    assert data["output_reserve"] == 100
+    assert data["budget"] == 4900
     assert type(b).from_json(data) == b
     with pytest.raises(dataclasses.FrozenInstanceError):
         b.total_tokens = 0  # type: ignore[misc]

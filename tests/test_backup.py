@@ -52,7 +52,8 @@ def test_a_backup_taken_while_the_daemon_serves_and_writes_opens_and_checks(
         stop.set()
         writer.join(30)
     assert done.returncode == 0, done.stderr
-    assert "backed up" in done.stdout and "checked" in done.stdout
+    assert "backed up" in done.stdout
+    assert "checked" in done.stdout
     assert f"({target.stat().st_size:,} bytes)" in done.stdout
     assert during > 0, "no post landed while the backup ran"
     if backend == "sqlite":
@@ -127,5 +128,6 @@ def test_restore_checks_the_copy_first_and_refuses_a_bad_one(home: Path, tmp_pat
     restored = agentd_cli("db", "restore", str(good), config=home)
     assert restored.returncode == 0, restored.stderr
     listed = agentd_cli("memory", "list", "--persona", "buddy", config=home)
-    assert "the boat is blue" in listed.stdout and "the car is red" not in listed.stdout
+    assert "the boat is blue" in listed.stdout
+    assert "the car is red" not in listed.stdout
     assert _digest(home.parent / "agentd.db.before-restore") == original

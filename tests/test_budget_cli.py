@@ -35,13 +35,16 @@ def test_budget_json_with_a_message_counts_the_recalled_memory(home: Path) -> No
     )
     assert result.returncode == 0, result.stderr
     budget = json.loads(result.stdout)
-    assert budget["memories_included"] == 1 and budget["memory_tokens"] > 0
-    assert budget["current_tokens"] > 0 and budget["tools_tokens"] > 0
+    assert budget["memories_included"] == 1
+    assert budget["memory_tokens"] > 0
+    assert budget["current_tokens"] > 0
+    assert budget["tools_tokens"] > 0
     assert budget["total_tokens"] + budget["output_reserve"] <= budget["window"]
     human = agentd_cli(
         "budget", "buddy", "-c", "general", "-m", "What programming language should I learn?", config=home
     )
-    assert "User likes Python" in human.stdout and "preference" in human.stdout
+    assert "User likes Python" in human.stdout
+    assert "preference" in human.stdout
 
 
 def test_budget_on_a_huge_channel_is_exhausted_and_shows_included_of_available(home: Path) -> None:
@@ -69,9 +72,11 @@ def test_budget_on_a_huge_channel_is_exhausted_and_shows_included_of_available(h
 def test_budget_for_an_unknown_persona_is_a_clear_error(home: Path) -> None:
     result = agentd_cli("budget", "nobody", "-c", "general", config=home)
     assert result.returncode == 2
-    assert "unknown persona 'nobody'" in result.stderr and "buddy" in result.stderr
+    assert "unknown persona 'nobody'" in result.stderr
+    assert "buddy" in result.stderr
     missing = agentd_cli("budget", "buddy", config=home)
-    assert missing.returncode == 2 and "--channel" in missing.stderr
+    assert missing.returncode == 2
+    assert "--channel" in missing.stderr
 
 
 def test_budget_and_memory_search_take_the_user_chat_takes(home: Path) -> None:
@@ -84,7 +89,8 @@ def test_budget_and_memory_search_take_the_user_chat_takes(home: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["memories_included"] == 1
     human = agentd_cli("budget", "buddy", "-c", "general", "-m", "what should I learn?", config=home, env=env)
-    assert "buddy in #general for alice" in human.stdout and "I like Python" in human.stdout
+    assert "buddy in #general for alice" in human.stdout
+    assert "I like Python" in human.stdout
     bob = agentd_cli(
         "budget", "buddy", "-c", "general", "-m", "what should I learn?", "-u", "bob", "--json", config=home
     )

@@ -22,11 +22,14 @@ def test_chat_json_streams_events_with_memory_context_first_and_inspect_shows_th
     inspected = agentd_cli("inspect", str(events[-1]["message_id"]), "--json", config=home)
     assert inspected.returncode == 0, inspected.stderr
     record = json.loads(inspected.stdout)
-    assert record["memories"][0]["text"] == "User likes Python" and record["model"] == "offline"
+    assert record["memories"][0]["text"] == "User likes Python"
+    assert record["model"] == "offline"
     assert record["message"] == "What programming language should I learn?"
-    assert record["budget"]["memories_included"] == 1 and record["usage"]["total_tokens"] > 0
+    assert record["budget"]["memories_included"] == 1
+    assert record["usage"]["total_tokens"] > 0
     human = agentd_cli("inspect", str(events[-1]["message_id"]), config=home)
-    assert "User likes Python" in human.stdout and "memories" in human.stdout
+    assert "User likes Python" in human.stdout
+    assert "memories" in human.stdout
 
 
 def test_chat_shows_recalled_memories_before_the_reply_and_no_memory_turns_it_off(home: Path) -> None:
@@ -35,7 +38,8 @@ def test_chat_shows_recalled_memories_before_the_reply_and_no_memory_turns_it_of
         "chat", "buddy", "-c", "general", "-u", "alice", "-m", "What programming language should I learn?", config=home
     )
     assert shown.returncode == 0, shown.stderr
-    assert "recalled 1 memory" in shown.stderr and "User likes Python" in shown.stderr
+    assert "recalled 1 memory" in shown.stderr
+    assert "User likes Python" in shown.stderr
     assert shown.stdout.startswith('You said: "What programming language should I learn?"')
     off = agentd_cli(
         "chat", "buddy", "-m", "What programming language should I learn?", "--no-memory", "--json", config=home
@@ -62,11 +66,14 @@ def test_interactive_chat_reads_lines_until_eof(home: Path) -> None:
 
 def test_chat_and_inspect_errors(home: Path) -> None:
     unknown = agentd_cli("chat", "nobody", "-m", "hi", config=home)
-    assert unknown.returncode == 2 and "unknown persona 'nobody'" in unknown.stderr
+    assert unknown.returncode == 2
+    assert "unknown persona 'nobody'" in unknown.stderr
     empty = agentd_cli("chat", "buddy", "-m", "   ", config=home)
-    assert empty.returncode == 2 and "message: must not be empty" in empty.stderr
+    assert empty.returncode == 2
+    assert "message: must not be empty" in empty.stderr
     missing = agentd_cli("inspect", "999", config=home)
-    assert missing.returncode == 2 and "unknown reply 999" in missing.stderr
+    assert missing.returncode == 2
+    assert "unknown reply 999" in missing.stderr
 
 
 def test_an_overlong_line_is_reported_and_the_interactive_session_goes_on(tmp_path: Path) -> None:
@@ -78,7 +85,8 @@ def test_an_overlong_line_is_reported_and_the_interactive_session_goes_on(tmp_pa
     assert "message: is 41 characters; the limit is 40 ([runtime] max_message_chars)" in result.stderr
     assert 'You said: "hello there"' in result.stdout
     once = agentd_cli("chat", "buddy", "-m", "x" * 41, config=home)
-    assert once.returncode == 2 and "the limit is 40" in once.stderr
+    assert once.returncode == 2
+    assert "the limit is 40" in once.stderr
 
 
 def test_global_options_come_before_or_after_the_command(home: Path, tmp_path: Path) -> None:
@@ -92,7 +100,8 @@ def test_global_options_come_before_or_after_the_command(home: Path, tmp_path: P
     personas = agentd_cli("personas", "--config", str(home), "--json")
     assert {p["name"] for p in json.loads(personas.stdout)} == {"buddy", "scholar"}
     missing = agentd_cli("personas", "--config", str(tmp_path / "nowhere.toml"))
-    assert missing.returncode == 2 and "nowhere.toml: file not found" in missing.stderr
+    assert missing.returncode == 2
+    assert "nowhere.toml: file not found" in missing.stderr
 
 
 def test_a_missing_model_key_is_one_line_at_once(tmp_path: Path) -> None:

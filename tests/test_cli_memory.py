@@ -14,9 +14,11 @@ def test_help_and_version() -> None:
     for verb in ("memory", "db", "doctor", "personas"):
         assert verb in result.stdout
     version = agentd_cli("--version")
-    assert version.returncode == 0 and "agentd, version" in version.stdout
+    assert version.returncode == 0
+    assert "agentd, version" in version.stdout
     sub = agentd_cli("memory", "import", "--help")
-    assert "JSONL" in sub.stdout and "line numbers" in sub.stdout
+    assert "JSONL" in sub.stdout
+    assert "line numbers" in sub.stdout
 
 
 def test_add_search_list_forget_roundtrip(home: Path) -> None:
@@ -35,7 +37,8 @@ def test_add_search_list_forget_roundtrip(home: Path) -> None:
     )
     assert add.returncode == 0, add.stderr
     mem = json.loads(add.stdout)
-    assert mem["created"] is True and mem["scope"] == "global"
+    assert mem["created"] is True
+    assert mem["scope"] == "global"
     agentd_cli("memory", "add", "User's dog is named Max", "-p", "buddy", "--user", "alice", config=home)
 
     found = agentd_cli(
@@ -46,7 +49,8 @@ def test_add_search_list_forget_roundtrip(home: Path) -> None:
     assert payload["total_found"] == 1
     (result,) = payload["results"]
     assert result["text"] == "User likes Python"
-    assert result["id"] == mem["id"] and result["metadata"] == {"source": "test"}
+    assert result["id"] == mem["id"]
+    assert result["metadata"] == {"source": "test"}
     assert set(result) >= {"text", "category", "score", "created_at"}
 
     none = agentd_cli("memory", "search", "Explain quantum entanglement", "-p", "buddy", "--json", config=home)
@@ -58,9 +62,11 @@ def test_add_search_list_forget_roundtrip(home: Path) -> None:
     assert [m["scope"] for m in only_user] == ["user:alice"]
 
     gone = agentd_cli("memory", "forget", str(mem["id"]), "--json", config=home)
-    assert gone.returncode == 0 and json.loads(gone.stdout)["forgotten"]["id"] == mem["id"]
+    assert gone.returncode == 0
+    assert json.loads(gone.stdout)["forgotten"]["id"] == mem["id"]
     again = agentd_cli("memory", "forget", str(mem["id"]), config=home)
-    assert again.returncode == 2 and "unknown memory" in again.stderr
+    assert again.returncode == 2
+    assert "unknown memory" in again.stderr
 
 
 def test_bad_input_exits_2_with_a_clear_line_and_changes_nothing(home: Path) -> None:
@@ -100,7 +106,8 @@ def test_import_shows_progress_and_reports_skipped_lines(home: Path, tmp_path: P
     assert f"{path}:4: text: must not be empty" in result.stderr
     assert "importing" in result.stderr  # the progress bar
     as_json = agentd_cli("memory", "import", str(path), "-p", "buddy", "--json", config=home)
-    assert as_json.returncode == 2 and json.loads(as_json.stdout)["duplicates"] == 2
+    assert as_json.returncode == 2
+    assert json.loads(as_json.stdout)["duplicates"] == 2
 
 
 def test_import_skips_a_line_of_bad_utf8_accepts_a_bom_and_strict_imports_all_or_nothing(
@@ -140,9 +147,11 @@ def test_a_bad_config_fails_at_start_naming_file_and_key(tmp_path: Path) -> None
     cfg.write_text("[memory]\ntop_k = 'x'\n")
     result = agentd_cli("memory", "list", "-p", "buddy", config=cfg)
     assert result.returncode == 2
-    assert str(cfg) in result.stderr and "memory.top_k" in result.stderr
+    assert str(cfg) in result.stderr
+    assert "memory.top_k" in result.stderr
     missing = agentd_cli("personas", config=tmp_path / "nope.toml")
-    assert missing.returncode == 2 and "file not found" in missing.stderr
+    assert missing.returncode == 2
+    assert "file not found" in missing.stderr
 
 
 def test_db_upgrade_personas_and_doctor(home: Path) -> None:
@@ -155,7 +164,8 @@ def test_db_upgrade_personas_and_doctor(home: Path) -> None:
     personas = json.loads(agentd_cli("personas", "--json", config=home).stdout)
     by_name = {p["name"]: p for p in personas}
     assert set(by_name) == {"buddy", "scholar"}
-    assert by_name["buddy"]["model"] == "offline" and by_name["buddy"]["context_window"] > 0
+    assert by_name["buddy"]["model"] == "offline"
+    assert by_name["buddy"]["context_window"] > 0
 
     doctor = agentd_cli("doctor", "--json", config=home)
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
@@ -188,6 +198,7 @@ def test_memory_search_returns_memories_and_episodes_only_with_episodes(home: Pa
     assert json.loads(episodes.stdout), "the chat indexed no episode"
     args = ("memory", "search", "which language am I learning?", "-p", "buddy", "-u", "bob", "--min-score", "0")
     plain = json.loads(agentd_cli(*args, "--json", config=home).stdout)["results"]
-    assert plain and all(not r["scope"].startswith("episodes:") for r in plain)
+    assert plain
+    assert all(not r["scope"].startswith("episodes:") for r in plain)
     both = json.loads(agentd_cli(*args, "-c", "general", "--episodes", "--json", config=home).stdout)["results"]
     assert any(r["scope"] == "episodes:channel:general" for r in both)

@@ -181,7 +181,9 @@ def test_init_writes_a_config_and_personas_that_run(tmp_path: Path) -> None:
     # Existing files are kept unless --force.
     (target / "personas" / "buddy.toml").write_text("# mine\n")
     status, _out, err, _ = run(["init", str(target)], tmp_path)
-    assert status == 1 and "already exist" in err and "--force" in err
+    assert status == 1
+    assert "already exist" in err
+    assert "--force" in err
     assert (target / "personas" / "buddy.toml").read_text() == "# mine\n"
     status, _out, err, _ = run(["init", str(target), "--force"], tmp_path)
     assert status == 0, err
@@ -191,7 +193,8 @@ def test_init_writes_a_config_and_personas_that_run(tmp_path: Path) -> None:
 def _one_line_failure(status: int, err: str, started: float, *needles: str) -> None:
     assert status == 1, err
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: "), err
     for needle in needles:
         assert needle in lines[0], lines[0]
     # "Within a second" on an idle machine; bounded generously here, where tests share two cores.

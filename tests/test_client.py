@@ -27,16 +27,22 @@ def test_every_call_of_the_blocking_client(daemons, fake_openai) -> None:
         assert client.health()["status"] == "ok"
         assert [p["name"] for p in client.personas()] == ["fake"]
         memory, created = client.add_memory("fake", "Alice's favorite color is blue", user="alice", category="pref")
-        assert created and memory.scope == "user:alice" and memory.category == "pref"
+        assert created
+        assert memory.scope == "user:alice"
+        assert memory.category == "pref"
         assert client.add_memory("fake", "Alice's favorite color is blue", user="alice")[1] is False
         found = client.search_memories("What is my favorite color?", user="alice", persona="fake")
-        assert [m.id for m in found] == [memory.id] and found[0].relevance is not None and found[0].relevance >= 0.5
+        assert [m.id for m in found] == [memory.id]
+        assert found[0].relevance is not None
+        assert found[0].relevance >= 0.5
         assert client.search_memories("What is my favorite color?", user="bob", persona="fake") == []
         known = client.memory_context("alice", "What is my favorite color?", persona="fake")
-        assert known["memoriesUsed"] == 1 and "favorite color is blue" in known["context"]
+        assert known["memoriesUsed"] == 1
+        assert "favorite color is blue" in known["context"]
         assert [m.id for m in client.list_memories("fake", scope="user:alice")] == [memory.id]
         events = list(client.chat("fake", "general", "alice", "What is my favorite color?"))
-        assert [e.event for e in events][0] == "memory_context" and events[-1].event == "done"
+        assert [e.event for e in events][0] == "memory_context"
+        assert events[-1].event == "done"
         assert events[0].data["memories"][0]["text"] == "Alice's favorite color is blue"
         assert "".join(e.data["text"] for e in events if e.event == "token_delta") == events[-1].data["text"]
         budget = client.budget("fake", "general", user="alice")
@@ -45,13 +51,16 @@ def test_every_call_of_the_blocking_client(daemons, fake_openai) -> None:
         assert client.list_memories("fake", scope="user:alice") == []
         with pytest.raises(ApiError) as missing:
             client.forget_memory(memory.id)
-        assert missing.value.status == 404 and missing.value.remote_code == "not_found"
+        assert missing.value.status == 404
+        assert missing.value.remote_code == "not_found"
         with pytest.raises(ApiError) as bad:
             client.post("general", "alice", "   ")
-        assert bad.value.status == 422 and bad.value.field == "text"  # the body field that is blank
+        assert bad.value.status == 422
+        assert bad.value.field == "text"
     with AgentdClient(d.url, "wrong") as client, pytest.raises(ApiError) as refused:
         client.personas()
-    assert refused.value.status == 401 and refused.value.remote_code == "unauthorized"
+    assert refused.value.status == 401
+    assert refused.value.remote_code == "unauthorized"
     with AgentdClient("http://127.0.0.1:9", timeout=5) as client, pytest.raises(DaemonUnreachable):
         client.health()
 
@@ -68,14 +77,18 @@ def test_the_last_event_id_persists_across_events_without_ids(daemons, fake_open
             if event.event == "message" and event.data["role"] == "assistant":
                 feed.close()
         names = [e.event for e in seen]
-        assert names[:2] == ["open", "message"] and "memory_context" in names
+        assert names[:2] == ["open", "message"]
+        assert "memory_context" in names
         user_msg = seen[1]
-        assert user_msg.data["id"] == posted.id and user_msg.last_event_id == str(posted.id)
+        assert user_msg.data["id"] == posted.id
+        assert user_msg.last_event_id == str(posted.id)
         live = [e for e in seen if e.event in ("memory_context", "token_delta", "done")]
         # Live events carry no id: the stream's last event id is still the user message's.
-        assert live and all(e.last_event_id == str(posted.id) for e in live)
+        assert live
+        assert all(e.last_event_id == str(posted.id) for e in live)
         reply = seen[-1]
-        assert reply.data["reply_to"] == posted.id and reply.last_event_id == str(reply.data["id"])
+        assert reply.data["reply_to"] == posted.id
+        assert reply.last_event_id == str(reply.data["id"])
         assert feed.last_event_id == str(reply.data["id"])
 
 
@@ -101,7 +114,8 @@ class Daemon:
         wait_for(lambda: self.server is not None and self.server.started, 30, "the daemon to start")
 
     def stop(self) -> None:
-        assert self.server is not None and self.thread is not None
+        assert self.server is not None
+        assert self.thread is not None
         self.server.request_stop()
         self.thread.join(30)
         assert not self.thread.is_alive()
@@ -181,5 +195,7 @@ def test_the_asyncio_client(daemons, fake_openai) -> None:
             return names, replayed, len(await client.list_memories("fake"))
 
     names, replayed, left = asyncio.run(main())
-    assert names[0] == "memory_context" and names[-1] == "done"
-    assert [m["content"] for m in replayed] == ["hello", "Hi from async."] and left == 0
+    assert names[0] == "memory_context"
+    assert names[-1] == "done"
+    assert [m["content"] for m in replayed] == ["hello", "Hi from async."]
+    assert left == 0

@@ -212,7 +212,8 @@ def test_three_daemons_answer_every_accepted_message_once_across_a_sigkill(clust
     ) as response:
         assert response.status_code == 200
         events = list(read_sse(response.iter_lines()))
-    assert events[0].event == "memory_context" and events[-1].event == "done", [e.event for e in events]
+    assert events[0].event == "memory_context", [e.event for e in events]
+    assert events[-1].event == "done", [e.event for e in events]
     assert "hello from afar" in events[-1].data["text"]
 
     with capsys.disabled():
@@ -268,7 +269,8 @@ def test_a_reply_is_stored_once_even_if_two_daemons_answer(postgres: PostgresDat
         with store.read() as conn:
             replies = store.messages.replies_to(conn, [m.id for m in asked])
             counted = conn.execute(sa.text("SELECT count(*) FROM messages WHERE role = 'assistant'")).scalar_one()
-        assert {r.content for r in replies.values()} == {"one"} and counted == len(asked)
+        assert {r.content for r in replies.values()} == {"one"}
+        assert counted == len(asked)
     finally:
         store.close()
 
@@ -297,19 +299,23 @@ def test_a_daemon_that_loses_its_lock_connection_gives_up_its_channels(tmp_path,
         assert ended == [(True,)]
         wait_for(lambda: first.health()["cluster"]["channels"] == 0, 10, "the first daemon to give up c01")
         events = list(second.chat("echo", "c01", "u", "again"))
-        assert events[-1].type == "done" and "again" in events[-1].text
+        assert events[-1].type == "done"
+        assert "again" in events[-1].text
         assert second.health()["cluster"]["channels"] == 1
         # The first daemon now forwards c01 to the second, and relays its reply.
         events = list(first.chat("echo", "c01", "u", "via the first"))
-        assert events[-1].type == "done" and "via the first" in events[-1].text
+        assert events[-1].type == "done"
+        assert "via the first" in events[-1].text
         assert first.health()["cluster"]["channels"] == 0
         # An event larger than a NOTIFY payload travels as a row of cluster_events.
         long = " ".join(f"w{i}" for i in range(3000))
         events = list(first.chat("echo", "c01", "u", long))
-        assert events[-1].type == "done" and long in events[-1].text
+        assert events[-1].type == "done"
+        assert long in events[-1].text
         with psycopg.connect(_dsn(url), autocommit=True) as conn:
             rows = conn.execute("SELECT count(*) FROM cluster_events").fetchone()
-        assert rows is not None and rows[0] >= 1
+        assert rows is not None
+        assert rows[0] >= 1
     finally:
         for rt in (first, second):
             rt.stop(2)
@@ -342,7 +348,8 @@ def test_a_message_another_daemon_stored_first_is_answered_first(tmp_path, postg
                 persona="echo",
             )
         events = list(runtime.chat("echo", "c01", "u", "posted here"))
-        assert events[-1].type == "done" and "posted here" in events[-1].text
+        assert events[-1].type == "done"
+        assert "posted here" in events[-1].text
 
         def replies() -> dict[str, int]:
             with app.store.read() as conn:

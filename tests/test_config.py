@@ -18,7 +18,9 @@ from tests.conftest import REPO, write_home
 def test_the_shipped_config_and_personas_load_as_they_are() -> None:
     """agentd.toml in the repository works unchanged, with at least two personas."""
     cfg = load_config(REPO / "agentd.toml", environ={})
-    assert cfg.memory.top_k == 3 and cfg.memory.min_score == 0.5 and cfg.memory.auto_retrieve
+    assert cfg.memory.top_k == 3
+    assert cfg.memory.min_score == 0.5
+    assert cfg.memory.auto_retrieve
     assert cfg.daemon.host == "127.0.0.1"
     personas = Personas.load(cfg.personas_dir, tuple(SKILLS))
     assert len(personas) >= 2
@@ -147,7 +149,8 @@ def test_the_users_own_config_is_read_from_anywhere(tmp_path: Path, monkeypatch:
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     cfg = load_config(None, environ={"AGENTD_HOME": str(home)})
-    assert cfg.source == str(home / "agentd.toml") and cfg.memory.top_k == 6
+    assert cfg.source == str(home / "agentd.toml")
+    assert cfg.memory.top_k == 6
     assert cfg.personas_dir == (home / "personas").resolve()
     write_home(elsewhere, "[memory]\ntop_k = 2\n")
     assert load_config(None, environ={"AGENTD_HOME": str(home)}).memory.top_k == 2
@@ -190,7 +193,8 @@ def test_the_shipped_agentd_toml_lists_every_key_with_its_default() -> None:
             assert "[channels." in text
             continue
         assert f"[{section}]" in text or f"[{section}." in text, section
-        assert isinstance(model, type) and issubclass(model, pydantic.BaseModel)
+        assert isinstance(model, type)
+        assert issubclass(model, pydantic.BaseModel)
         for key in _keys(model):
             leaf = key.rsplit(".", 1)[-1]
             shown = (f"\n{leaf} =", f"\n# {leaf} =", f"[{section}.{leaf}]")

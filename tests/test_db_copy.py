@@ -100,7 +100,8 @@ def test_copy_sqlite_to_postgresql_and_back_keeps_everything_searchable(
     back_url = f"sqlite:///{tmp_path / 'back.db'}"
     again = agentd_cli("db", "copy", pg_url, back_url)
     assert again.returncode == 0, again.stderr
-    assert "memories" in again.stdout and "MISMATCH" not in again.stdout
+    assert "memories" in again.stdout
+    assert "MISMATCH" not in again.stdout
     back = Store.open(back_url, dimension=embedder.dimension)
     try:
         assert _answers(MemoryService(back, embedder, MemoryConfig(), personas=["buddy"])) == expected
@@ -108,4 +109,5 @@ def test_copy_sqlite_to_postgresql_and_back_keeps_everything_searchable(
         back.close()
 
     refused = agentd_cli("db", "copy", sqlite_url, back_url)
-    assert refused.returncode == 1 and "not empty" in refused.stderr
+    assert refused.returncode == 1
+    assert "not empty" in refused.stderr

@@ -25,7 +25,8 @@ DOCS = REPO / "docs"
 
 def _load_generator() -> ModuleType:
     spec = importlib.util.spec_from_file_location("agentd_docs_gen_ref", DOCS / "gen_ref.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -115,7 +116,8 @@ def test_the_http_reference_has_every_route_and_the_errors_page_every_code(gener
                 for method in route.methods:
                     path = re.sub(r"\{(\w+):\w+\}", r"{\1}", route.path)  # {memory_id:agentd_id}: a converter
                     assert f"### `{method} {path}`" in page, (method, path)
-    assert "Roles: `admin`, `adapter`." in page and "### ChatRequest" in page
+    assert "Roles: `admin`, `adapter`." in page
+    assert "### ChatRequest" in page
     errors = generated["reference/errors.md"]
     for code, info in CATALOGUE.items():
         assert re.search(rf"^\| `{re.escape(code.value)}` \| {info.status} \|", errors, re.M), code.value
@@ -139,19 +141,27 @@ def test_the_site_builds_strictly_with_the_references_in_it(tmp_path: Path) -> N
     def html(page: str) -> str:
         return (site / page / "index.html").read_text(encoding="utf-8")
 
-    assert "min_score" in html("reference/configuration") and "half_life_days" in html("reference/configuration")
-    assert "/v1/memory/context" in html("reference/http-api") and "x-agentd-roles" not in html("reference/http-api")
-    assert "agentd budget" in html("reference/cli") and "embedder_timeout" in html("reference/errors")
-    assert "AsyncAgentdClient" in html("reference/python-client") and "add_memory" in html("reference/python-client")
+    assert "min_score" in html("reference/configuration")
+    assert "half_life_days" in html("reference/configuration")
+    assert "/v1/memory/context" in html("reference/http-api")
+    assert "x-agentd-roles" not in html("reference/http-api")
+    assert "agentd budget" in html("reference/cli")
+    assert "embedder_timeout" in html("reference/errors")
+    assert "AsyncAgentdClient" in html("reference/python-client")
+    assert "add_memory" in html("reference/python-client")
     for picture in ("images/message-path.svg", "images/budget.svg", "screenshots/web-annotated.png"):
         assert (site / picture).stat().st_size > 1000, picture
-    assert "message-path.svg" in html("concepts") and "budget.svg" in html("concepts")
+    assert "message-path.svg" in html("concepts")
+    assert "budget.svg" in html("concepts")
 
 
 def test_the_readme_is_a_front_page() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert len(readme.splitlines()) <= 250
-    assert "\n## Quick start\n" in readme and "mem0" in readme and "Letta" in readme and "Zep" in readme
+    assert "\n## Quick start\n" in readme
+    assert "mem0" in readme
+    assert "Letta" in readme
+    assert "Zep" in readme
     for page in ("docs/getting-started.md", "docs/concepts.md", "docs/reference/configuration.md"):
         assert f"]({page})" in readme, page
 

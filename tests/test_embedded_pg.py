@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from agentd.store.embedded import reachable_bin_dir
+from tests.pgembedded import reachable_bin_dir
 
 
 def test_binaries_nobody_can_reach_are_copied_into_the_servers_own_directory(tmp_path: Path) -> None:

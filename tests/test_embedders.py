@@ -17,10 +17,12 @@ from .conftest import write_home
 
 
 def test_the_default_is_e5_and_embeds_queries_and_memories_in_their_own_forms(embedder: LocalEmbedder) -> None:
-    assert DEFAULT_MODEL == "e5-small-v2" and embedder.model_id == "e5-small-v2-onnx-int8"
+    assert DEFAULT_MODEL == "e5-small-v2"
+    assert embedder.model_id == "e5-small-v2-onnx-int8"
     text = "User likes Python"
     as_memory, as_query = embedder.embed([text])[0], embedder.embed_queries([text])[0]
-    assert as_memory.shape == (384,) and np.linalg.norm(as_memory) == pytest.approx(1.0, abs=1e-5)
+    assert as_memory.shape == (384,)
+    assert np.linalg.norm(as_memory) == pytest.approx(1.0, abs=1e-5)
     # "passage: " and "query: " prefixes: the same words, two different vectors.
     assert float(as_memory @ as_query) < 0.999
 
@@ -35,13 +37,16 @@ def test_one_text_gets_one_vector_whatever_it_is_batched_with(embedder: LocalEmb
 def test_minilm_is_selectable_with_its_own_calibration_and_word_weights(tmp_path: Path) -> None:
     config = load_config(write_home(tmp_path, '[embedding]\nmodel = "all-MiniLM-L6-v2"\n'), environ={})
     minilm = build_embedder(config.embedding)
-    assert isinstance(minilm, LocalEmbedder) and minilm.model_id == MINILM.model_id
-    assert minilm.calibration == MINILM.calibration and minilm.words.lexical_weight == 1.5
+    assert isinstance(minilm, LocalEmbedder)
+    assert minilm.model_id == MINILM.model_id
+    assert minilm.calibration == MINILM.calibration
+    assert minilm.words.lexical_weight == 1.5
     app = App(config, embedder=minilm)
     try:
         app.memory.add("buddy", GLOBAL, "User likes Python", "preference")
         [hit] = app.memory.search("What programming language should I learn?", Reach("buddy"))
-        assert hit.memory.text == "User likes Python" and hit.relevance > 0.5
+        assert hit.memory.text == "User likes Python"
+        assert hit.relevance > 0.5
         assert app.memory.fusion.lexical_weight == 1.5
     finally:
         app.close()
@@ -54,7 +59,8 @@ def test_memory_settings_override_the_embedders_word_weights(app: App, tmp_path:
         write_home(tmp_path / "other", "[memory]\nlexical_weight = 0.0\ndate_weight = 0.4\n"), environ={}
     )
     service = MemoryService(app.store, embedder, config.memory, ["buddy"])
-    assert service.fusion.lexical_weight == 0.0 and service.fusion.date_weight == 0.4
+    assert service.fusion.lexical_weight == 0.0
+    assert service.fusion.date_weight == 0.4
     assert service.fusion.lexical_saturation == embedder.words.lexical_saturation
 
 
@@ -65,7 +71,8 @@ def test_the_saved_optimised_graph_gives_the_same_vectors(tmp_path: Path, monkey
     texts = ["what language do I like?", "Melanie took the kids to the museum", "数字 42 and emoji 🎉"]
     cold = LocalEmbedder()
     saved = list((tmp_path / "cache" / "onnx").glob("*.onnx"))
-    assert len(saved) == 1 and (tmp_path / "cache" / "checksums.json").is_file()
+    assert len(saved) == 1
+    assert (tmp_path / "cache" / "checksums.json").is_file()
     cold_vectors = [cold.embed(texts), cold.embed_queries(texts)]
     warm = LocalEmbedder()
     for before, after in zip(cold_vectors, [warm.embed(texts), warm.embed_queries(texts)], strict=True):

@@ -94,7 +94,8 @@ def test_every_answered_exchange_becomes_an_episode_with_its_time_and_context(ma
         assert "talker: " in first.metadata["context"]
     with app.store.read() as conn:
         asked = app.store.messages.get(conn, first.source_message_id or 0)
-    assert asked is not None and asked.author == "alice"
+    assert asked is not None
+    assert asked.author == "alice"
     assert first.created_at == asked.created_at  # its real time
     # The earlier exchange is the second episode's indexed context.
     assert "Clara" in second.metadata["context"]
@@ -133,12 +134,14 @@ def test_an_exchange_gone_from_the_recent_history_is_recalled_by_meaning(make: A
     assert [e.category for e in context.episodes] == ["episode"] * len(context.episodes)
     assert any("Lisbon" in e.text for e in context.episodes), context.episodes
     done = events[-1]
-    assert done.budget["episode_tokens"] > 0 and done.budget["episodes_included"] == len(context.episodes)
+    assert done.budget["episode_tokens"] > 0
+    assert done.budget["episodes_included"] == len(context.episodes)
     # What the model was given: its own section, the exchange quoted with its date.
     record = app.store
     with record.read() as conn:
         stored = record.contexts.for_message(conn, done.message_id)
-    assert stored is not None and any("Lisbon" in e["text"] for e in stored.data["episodes"])
+    assert stored is not None
+    assert any("Lisbon" in e["text"] for e in stored.data["episodes"])
     # Episodes the recent history still carries are not recalled again.
     in_history = set(stored.data["history_ids"])
     assert not {e.id for e in context.episodes if episodes_source(app, e.id) in in_history}, (
@@ -147,15 +150,18 @@ def test_an_exchange_gone_from_the_recent_history_is_recalled_by_meaning(make: A
     # agentd inspect shows them.
     shown = agentd_cli("inspect", str(done.message_id), config=tmp_path / "home" / "agentd.toml")
     assert shown.returncode == 0, shown.stderr
-    assert "earlier conversations recalled" in shown.stdout and "Lisbon" in shown.stdout
+    assert "earlier conversations recalled" in shown.stdout
+    assert "Lisbon" in shown.stdout
     assert "episodes" in shown.stdout  # the ContextBudget line
     # Listed on demand, never among the memories.
     home = tmp_path / "home" / "agentd.toml"
     listed = agentd_cli("memory", "list", "-p", "talker", "--episodes", "channel:general", "--json", config=home)
     assert listed.returncode == 0, listed.stderr
-    assert {m["category"] for m in json.loads(listed.stdout)} == {"episode"} and len(json.loads(listed.stdout)) >= 7
+    assert {m["category"] for m in json.loads(listed.stdout)} == {"episode"}
+    assert len(json.loads(listed.stdout)) >= 7
     plain = agentd_cli("memory", "list", "-p", "talker", "--json", config=home)
-    assert plain.returncode == 0 and json.loads(plain.stdout) == []
+    assert plain.returncode == 0
+    assert json.loads(plain.stdout) == []
 
 
 def episodes_source(app: App, memory_id: int) -> int | None:
@@ -185,7 +191,8 @@ def test_episodes_stay_in_their_channel_and_direct_exchanges_stay_with_their_use
     # Alice in another direct channel of hers sees her direct exchanges; Bob never sees them.
     assert any("PIN" in t for t in recalled("dm-alice-2", "alice", "what is my bank PIN reminder about my dog?"))
     bob = recalled("dm-bob-2", "bob", "what is my bank PIN reminder about my dog?")
-    assert not any("PIN" in t for t in bob) and any("vaccination" in t for t in bob)
+    assert not any("PIN" in t for t in bob)
+    assert any("vaccination" in t for t in bob)
     # Memory search never returns episodes.
     hits = app.memory.search("dog Rex", Reach("talker", "dm-alice", "alice"), 10, 0.0)
     assert not [h for h in hits if h.memory.category == "episode"]
@@ -417,7 +424,9 @@ def test_the_scan_pages_through_the_channel_and_stops_at_the_first_pending_messa
     assert [e.reply.content for e in found] == [f"reply {i}" for i in range(40) if i % 7 != 3]
     assert cursor == finished[-1] < held
     found, cursor = exchanges(store, "general", 0, 20)
-    assert [e.message.id for e in found] == answered[:20] and cursor == answered[19]
+    assert [e.message.id for e in found] == answered[:20]
+    assert cursor == answered[19]
     found, cursor = exchanges(store, "general", answered[19], 1000)
-    assert [e.message.id for e in found] == answered[20:] and cursor == finished[-1]
+    assert [e.message.id for e in found] == answered[20:]
+    assert cursor == finished[-1]
     assert exchanges(store, "general", finished[-1], 1000) == ([], finished[-1])

@@ -85,7 +85,8 @@ def test_add_update_delete_and_none_keep_the_users_facts_current(
     update = {"event": "UPDATE", "id": 1, "text": "Lives in Berlin", "reason": "moved"}
     exchange(rt, fake_openai, "I moved to Berlin last month.", answer(update))
     asked = fake_openai.chat_requests()[-1]["messages"][-1]["content"]
-    assert "1. Lives in Paris" in asked and "I moved to Berlin last month." in asked
+    assert "1. Lives in Paris" in asked
+    assert "I moved to Berlin last month." in asked
     assert "Noted, thanks." not in asked  # never the persona's reply unless configured
     (berlin,) = memories_of(app, "alice")
     assert (berlin.id, berlin.text) == (paris.id, "Lives in Berlin")
@@ -116,7 +117,8 @@ def test_add_update_delete_and_none_keep_the_users_facts_current(
     assert [e["event"] for e in json.loads(shown.stdout)["history"]] == ["ADD", "UPDATE", "NONE"]
     gone = agentd_cli("memory", "history", str(tom.id), config=home)
     assert gone.returncode == 0, gone.stderr
-    assert "DELETE" in gone.stdout and "Tom was given away" in gone.stdout
+    assert "DELETE" in gone.stdout
+    assert "Tom was given away" in gone.stdout
 
 
 def _reach() -> Any:
@@ -173,7 +175,8 @@ def test_extraction_is_off_by_default_and_with_the_offline_model(make: Any, fake
     fake_openai.queue(Turn(text="Noted."))
     assert isinstance(list(rt.chat("fake", "dm-alice", "alice", "I live in Oslo.", timeout=60))[-1], Done)
     assert rt.learning_idle(30)
-    assert len(fake_openai.chat_requests()) == 1 and not memories_of(app, "alice")
+    assert len(fake_openai.chat_requests()) == 1
+    assert not memories_of(app, "alice")
 
 
 def test_answers_that_are_not_the_json_asked_for() -> None:
@@ -203,4 +206,5 @@ def test_the_history_of_a_memory_over_the_api(daemons: Any, fake_openai: FakeOpe
     (entry,) = answered.json()["history"]
     assert (entry["event"], entry["new_text"], entry["reason"]) == ("ADD", "Plays the oboe", "stated")
     missing = running.client.get("/v1/memories/999999/history")
-    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "not_found"

@@ -64,7 +64,8 @@ def test_no_bad_vector_is_ever_stored_and_each_fault_has_its_code(daemons, fake_
         assert (searched.status_code, searched.json()["error"]["code"]) == (status, code), (fault, searched.text)
         imported = d.client.post("/v1/memories/import", json={"persona": "fake", "memories": [{"text": "a b c"}]})
         assert imported.status_code == status, (fault, imported.text)
-    assert d.app.memory.count() == 0 and stored_count(d) == 0  # neither rows nor vectors
+    assert d.app.memory.count() == 0
+    assert stored_count(d) == 0
     fake_openai.embedding_fault = None  # the embedder recovers: everything works again
     assert d.client.post("/v1/memories", json=body).status_code == 201
     found = d.client.post("/v1/memory/search", json={"query": "User likes Python", "persona": "fake"}).json()
@@ -80,11 +81,15 @@ def test_a_bad_vector_from_the_remember_skill_is_a_tool_error_and_the_turn_goes_
     fake_openai.embedding_fault = EmbeddingFault("nan")
     events = d.chat("remember that I like Python")
     names = [e.event for e in events]
-    assert names[0] == "memory_context" and events[0].data["status"] == "error"
+    assert names[0] == "memory_context"
+    assert events[0].data["status"] == "error"
     result = next(e for e in events if e.event == "tool_result").data
-    assert result["error"]["code"] == "ExecutionFailed" and "NaN" in result["error"]["message"]
-    assert names[-1] == "done" and events[-1].data["text"] == "Noted, I think."
-    assert d.app.memory.count() == 0 and stored_count(d) == 0
+    assert result["error"]["code"] == "ExecutionFailed"
+    assert "NaN" in result["error"]["message"]
+    assert names[-1] == "done"
+    assert events[-1].data["text"] == "Noted, I think."
+    assert d.app.memory.count() == 0
+    assert stored_count(d) == 0
 
 
 def test_a_store_that_already_holds_a_broken_vector_still_answers_every_search(daemons, fake_openai, tmp_path) -> None:
@@ -105,13 +110,17 @@ def test_a_store_that_already_holds_a_broken_vector_still_answers_every_search(d
         )
         assert found.status_code == 200, found.text
         texts = [r["text"] for r in found.json()["results"]]
-        assert texts and texts[0] in ("User likes Python", "User likes Python a lot")
+        assert texts
+        assert texts[0] in ("User likes Python", "User likes Python a lot")
     hits = memory.search("User likes Go", Reach("fake"), limit=5, min_relevance=0.0)
     assert "User likes Go" in [h.memory.text for h in hits]
     context = d.client.post("/v1/memory/context", json={"userId": "alice", "query": "User likes Python"})
-    assert context.status_code == 200 and context.json()["memoriesUsed"] >= 1
+    assert context.status_code == 200
+    assert context.json()["memoriesUsed"] >= 1
     events = d.chat("What do I like? Python?")
-    assert events[0].event == "memory_context" and events[0].data["status"] == "ok" and events[-1].event == "done"
+    assert events[0].event == "memory_context"
+    assert events[0].data["status"] == "ok"
+    assert events[-1].event == "done"
     # The daemon stops; doctor (read-only) reports the rows, reembed rewrites them, doctor is content.
     d.client.close()
     d.server.request_stop()
@@ -120,7 +129,9 @@ def test_a_store_that_already_holds_a_broken_vector_still_answers_every_search(d
     report = agentd_cli("doctor", "--json", config=d.home, env=env)
     assert report.returncode == 1, report.stderr
     line = next(c for c in json.loads(report.stdout) if c["check"] == "vectors")
-    assert not line["ok"] and str(broken.id) in line["detail"] and str(other.id) in line["detail"]
+    assert not line["ok"]
+    assert str(broken.id) in line["detail"]
+    assert str(other.id) in line["detail"]
     assert "agentd memory reembed" in line["detail"]
     fixed = agentd_cli("memory", "reembed", "--yes", config=d.home, env=env)
     assert fixed.returncode == 0, fixed.stderr
@@ -172,7 +183,8 @@ def test_the_remember_skill_is_bounded_by_the_embedding_timeout(daemons, fake_op
     events = d.chat("remember that I like Python")
     assert time.monotonic() - start < 15
     result = next(e for e in events if e.event == "tool_result").data
-    assert result["error"]["code"] == "ExecutionFailed" and "did not answer" in result["error"]["message"]
+    assert result["error"]["code"] == "ExecutionFailed"
+    assert "did not answer" in result["error"]["message"]
     assert events[-1].event == "done"
     fake_openai.release()
 
@@ -251,7 +263,8 @@ def test_sigterm_ends_the_daemon_while_the_embedder_hangs(tmp_path, fake_openai,
             pytest.fail("the daemon did not stop:\n" + "".join(daemon.stderr))
         assert status == 0, "".join(daemon.stderr)
         assert time.monotonic() - start < 15, "".join(daemon.stderr)
-        assert "Traceback" not in "".join(daemon.stderr) and "ActorDeadError" not in "".join(daemon.stderr)
+        assert "Traceback" not in "".join(daemon.stderr)
+        assert "ActorDeadError" not in "".join(daemon.stderr)
         fake_openai.embedding_fault = None
         fake_openai.release()
         again = Serve(home)

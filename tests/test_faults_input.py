@@ -80,7 +80,8 @@ def test_odd_values_are_a_4xx_naming_the_field(daemons, method, path, body, fiel
 def test_last_event_id_beyond_the_id_range_is_refused(daemons) -> None:
     d = daemons()
     response = d.client.get("/v1/channels/general/events", headers={"Last-Event-ID": str(BIG)})
-    assert response.status_code == 422 and response.json()["error"]["field"] == "Last-Event-ID"
+    assert response.status_code == 422
+    assert response.json()["error"]["field"] == "Last-Event-ID"
 
 
 def test_the_connection_stays_usable_after_every_kind_of_error(daemons) -> None:
@@ -107,12 +108,15 @@ def test_the_connection_stays_usable_after_every_kind_of_error(daemons) -> None:
 def test_405_names_every_method_of_the_path(daemons) -> None:
     d = daemons()
     response = d.client.request("PUT", "/v1/memories")
-    assert response.status_code == 405 and response.json()["error"]["code"] == "method_not_allowed"
+    assert response.status_code == 405
+    assert response.json()["error"]["code"] == "method_not_allowed"
     allowed = {m.strip() for m in response.headers["allow"].split(",")}
-    assert {"GET", "POST"} <= allowed and "PUT" not in allowed
+    assert {"GET", "POST"} <= allowed
+    assert "PUT" not in allowed
     # "import" is not a memory's id: DELETE there is not the route that forgets a memory.
     response = d.client.request("DELETE", "/v1/memories/import")
-    assert response.status_code == 405 and response.headers["allow"] == "POST"
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
 
 
 def test_sse_data_cannot_be_split_by_the_text_it_carries(daemons, fake_openai) -> None:
@@ -127,7 +131,9 @@ def test_sse_data_cannot_be_split_by_the_text_it_carries(daemons, fake_openai) -
     # Even a reader that splits lines the way Python's str.splitlines does gets whole events.
     events = list(read_sse(iter(raw.decode().splitlines())))
     text = "".join(e.data["text"] for e in events if e.event == "token_delta")
-    assert text == tricky and events[-1].event == "done" and events[-1].data["text"] == tricky
+    assert text == tricky
+    assert events[-1].event == "done"
+    assert events[-1].data["text"] == tricky
     with d.client.stream("GET", "/v1/channels/general/events", params={"after": 0}) as feed:
         for event in read_sse(feed.iter_lines()):
             if event.event == "message" and event.data["role"] == "assistant":
@@ -156,14 +162,16 @@ def test_the_allowed_hosts_rules() -> None:
     assert allowed_hosts("127.0.0.1", []) == frozenset({"localhost", "127.0.0.1", "::1"})
     assert allowed_hosts("0.0.0.0", []) is None  # beyond loopback there is an API key
     assert allowed_hosts("127.0.0.1", ["*"]) is None
-    assert host_name("[::1]:8765") == "::1" and host_name("Example.ORG:80") == "example.org"
+    assert host_name("[::1]:8765") == "::1"
+    assert host_name("Example.ORG:80") == "example.org"
     assert host_name("::1") == "::1"
 
 
 def test_health_reports_what_it_checks(daemons) -> None:
     d = daemons()
     health = httpx.get(f"{d.url}/healthz", timeout=10).json()
-    assert health["status"] == "ok" and health["healthy"] is True
+    assert health["status"] == "ok"
+    assert health["healthy"] is True
     assert health["store"] == {"writable": True}
     assert json.loads(json.dumps(health))  # plain JSON
 
@@ -189,15 +197,18 @@ def test_every_json_route_refuses_a_body_nested_past_the_bound_and_a_body_that_i
 
     d = daemons()
     routes = _json_routes(d)
-    assert len(routes) >= 6 and ("POST", "/v1/memories") in routes
+    assert len(routes) >= 6
+    assert ("POST", "/v1/memories") in routes
     for method, path in routes:
         for body in (_nested(MAX_JSON_DEPTH + 1), b"[" * 100_000 + b"]" * 100_000):
             response = d.client.request(method, path, content=body, headers={"content-type": "application/json"})
             error = response.json()["error"]
             if path == "/v1/chat/completions":  # OpenAI's shape: 400 invalid_request_error
-                assert response.status_code == 400 and error["param"] == "body", response.text
+                assert response.status_code == 400, response.text
+                assert error["param"] == "body", response.text
             else:
-                assert response.status_code == 422 and error["field"] == "body", (path, response.text)
+                assert response.status_code == 422, (path, response.text)
+                assert error["field"] == "body", (path, response.text)
             assert error["code"] == "invalid_input"
         plain = d.client.request(method, path, content=b"hello", headers={"content-type": "text/plain"})
         assert plain.status_code == 415, (path, plain.text)
@@ -209,7 +220,8 @@ def test_every_json_route_refuses_a_body_nested_past_the_bound_and_a_body_that_i
     ok = b'{"persona": "fake", "text": "just deep enough", "metadata": ' + inner + b"}"
     assert d.client.post("/v1/memories", content=ok, headers={"content-type": "application/json"}).status_code == 201
     listed = d.client.get("/v1/memories", params={"persona": "fake"})
-    assert listed.status_code == 200 and "just deep enough" in listed.text
+    assert listed.status_code == 200
+    assert "just deep enough" in listed.text
     found = d.client.post("/v1/memory/search", json={"query": "just deep enough", "persona": "fake"})
     assert found.status_code == 200, found.text
 
@@ -246,7 +258,8 @@ def test_the_small_ones_are_refused(daemons, path: str, body: dict, field: str |
     else:
         assert "created_at" in response.text
     with d.app.store.read() as conn:
-        assert d.app.store.memories.count(conn) == 0 and d.app.store.messages.after(conn, "general", 0) == []
+        assert d.app.store.memories.count(conn) == 0
+        assert d.app.store.messages.after(conn, "general", 0) == []
 
 
 def test_http_1_0_without_a_host_gets_the_host_check(daemons) -> None:
@@ -265,4 +278,5 @@ def test_an_integer_written_with_a_zero_fraction_is_that_integer(daemons) -> Non
     d = daemons()
     assert d.client.post("/v1/memories", json={"persona": "fake", "text": "the boat is blue"}).status_code == 201
     found = d.client.post("/v1/memory/search", json={"query": "boat", "persona": "fake", "limit": 1.0})
-    assert found.status_code == 200 and len(found.json()["results"]) == 1
+    assert found.status_code == 200
+    assert len(found.json()["results"]) == 1

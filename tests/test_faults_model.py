@@ -30,7 +30,9 @@ def test_a_stream_cut_before_the_model_finished_is_stored_interrupted(daemons, f
     fake_openai.queue(Turn(text="a partial answer that goes on and on", close_after=3))
     events = d.chat("tell me something")
     names = [e.event for e in events]
-    assert names[0] == "memory_context" and names[-1] == "error" and "done" not in names
+    assert names[0] == "memory_context"
+    assert names[-1] == "error"
+    assert "done" not in names
     error = events[-1].data
     assert error["code"] == "llm_truncated"
     streamed = "".join(e.data["text"] for e in events if e.event == "token_delta")
@@ -41,8 +43,11 @@ def test_a_stream_cut_before_the_model_finished_is_stored_interrupted(daemons, f
     assert error["message_id"] == replies[0]["id"]
     assert len(fake_openai.chat_requests()) == 1  # text had streamed: never tried again
     logged = capfd.readouterr().err
-    assert "model_failed" in logged and "llm_truncated" in logged
-    assert "persona=fake" in logged and "model=openai/fake-model" in logged and fake_openai.url in logged
+    assert "model_failed" in logged
+    assert "llm_truncated" in logged
+    assert "persona=fake" in logged
+    assert "model=openai/fake-model" in logged
+    assert fake_openai.url in logged
 
 
 def test_a_body_that_is_not_a_completion_is_an_error_and_nothing_is_stored_complete(daemons, fake_openai) -> None:
@@ -53,7 +58,8 @@ def test_a_body_that_is_not_a_completion_is_an_error_and_nothing_is_stored_compl
         assert events[-1].event == "error", (body, events)
         assert events[-1].data["code"] == "llm_malformed", (body, events[-1].data)
         user, replies = outcome(d, events)
-        assert user["status"] == "failed" and replies == []
+        assert user["status"] == "failed"
+        assert replies == []
 
 
 def test_a_refused_connection_is_llm_unreachable_and_tried_again(daemons, fake_openai, capfd) -> None:
@@ -65,12 +71,16 @@ def test_a_refused_connection_is_llm_unreachable_and_tried_again(daemons, fake_o
         personas={"fake": fake_persona(f"http://127.0.0.1:{port}/v1")},
     )
     events = d.chat("anyone there?")
-    assert events[-1].event == "error" and events[-1].data["code"] == "llm_unreachable"
+    assert events[-1].event == "error"
+    assert events[-1].data["code"] == "llm_unreachable"
     user, replies = outcome(d, events)
-    assert user["status"] == "failed" and replies == []
+    assert user["status"] == "failed"
+    assert replies == []
     logged = capfd.readouterr().err
-    assert logged.count("model_retry") == 2 and "model_failed" in logged
-    assert "warning" in logged and f"127.0.0.1:{port}" in logged
+    assert logged.count("model_retry") == 2
+    assert "model_failed" in logged
+    assert "warning" in logged
+    assert f"127.0.0.1:{port}" in logged
 
 
 def test_transient_failures_before_the_first_token_are_retried_honouring_retry_after(daemons, fake_openai) -> None:
@@ -83,20 +93,24 @@ def test_transient_failures_before_the_first_token_are_retried_honouring_retry_a
     start = time.monotonic()
     events = d.chat("hello")
     assert time.monotonic() - start >= 1.0  # Retry-After was waited for
-    assert events[-1].event == "done" and events[-1].data["text"] == "third time lucky"
+    assert events[-1].event == "done"
+    assert events[-1].data["text"] == "third time lucky"
     assert len(fake_openai.chat_requests()) == 3
     user, replies = outcome(d, events)
-    assert user["status"] == "answered" and [r["status"] for r in replies] == ["complete"]
+    assert user["status"] == "answered"
+    assert [r["status"] for r in replies] == ["complete"]
     # After the last try the turn fails with the last error.
     fake_openai.queue(Turn(status=503), Turn(status=503), Turn(status=500))
     events = d.chat("again")
-    assert events[-1].event == "error" and events[-1].data["code"] == "llm_http_error"
+    assert events[-1].event == "error"
+    assert events[-1].data["code"] == "llm_http_error"
     assert len(fake_openai.chat_requests()) == 6
     # A Retry-After longer than retry_max_wait_seconds is not waited for: the turn fails at once.
     fake_openai.queue(Turn(status=429, headers={"Retry-After": "120"}))
     start = time.monotonic()
     events = d.chat("and again")
-    assert events[-1].data["code"] == "llm_rate_limited" and time.monotonic() - start < 30
+    assert events[-1].data["code"] == "llm_rate_limited"
+    assert time.monotonic() - start < 30
     assert len(fake_openai.chat_requests()) == 7
 
 
@@ -104,7 +118,8 @@ def test_a_failure_that_is_not_transient_is_not_retried(daemons, fake_openai) ->
     d = daemons('[embedding]\nprovider = "none"\n' + RETRIES)
     fake_openai.queue(Turn(status=400))
     events = d.chat("hello")
-    assert events[-1].data["code"] == "llm_bad_request" and len(fake_openai.chat_requests()) == 1
+    assert events[-1].data["code"] == "llm_bad_request"
+    assert len(fake_openai.chat_requests()) == 1
 
 
 def test_the_offline_model_is_never_retried_and_finishes(daemons) -> None:
@@ -113,4 +128,5 @@ def test_the_offline_model_is_never_retried_and_finishes(daemons) -> None:
     events = d.chat("hello")
     assert events[-1].event == "done"
     user, replies = outcome(d, events)
-    assert user["status"] == "answered" and [r["status"] for r in replies] == ["complete"]
+    assert user["status"] == "answered"
+    assert [r["status"] for r in replies] == ["complete"]

@@ -71,21 +71,27 @@ def test_a_full_disk_mid_turn_never_tells_the_client_something_the_store_does_no
                 engine.dispose()
                 filler = fill(small_disk)
     last = events[-1]
-    assert last.event == "error" and last.data["code"] == "store_error", last.data
+    assert last.event == "error", last.data
+    assert last.data["code"] == "store_error", last.data
     assert "stays pending" in last.data["message"]
     health = d.client.get("/healthz").json()
-    assert health["healthy"] is False and health["status"] == "degraded"
-    assert health["store"]["writable"] is False and "full" in health["store"]["error"]
+    assert health["healthy"] is False
+    assert health["status"] == "degraded"
+    assert health["store"]["writable"] is False
+    assert "full" in health["store"]["error"]
     # A message accepted while the disk is full: refused with 503, not stored, not answered later.
     refused = d.client.post("/v1/channels/general/messages", json={"persona": "fake", "user": "bob", "text": "hi"})
-    assert refused.status_code == 503 and refused.json()["error"]["code"] == "store_error"
+    assert refused.status_code == 503
+    assert refused.json()["error"]["code"] == "store_error"
     filler.unlink()  # space again
     # What the store holds is what the client was told: the message is pending, with no reply.
     with d.app.store.read() as conn:
         user = d.app.store.messages.get(conn, user_id)
         replies = d.app.store.messages.replies_to(conn, [user_id])
         assert [m.author for m in d.app.store.messages.after(conn, "general", 0)] == ["alice"]
-    assert user is not None and user.status == "pending" and replies == {}
+    assert user is not None
+    assert user.status == "pending"
+    assert replies == {}
     later = d.chat("and now?")
     assert later[-1].event == "done"
     wait_for(lambda: d.client.get("/healthz").json()["healthy"], 10, "healthz to say healthy again")

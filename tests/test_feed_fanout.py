@@ -39,7 +39,8 @@ def test_many_followers_share_one_read_and_get_every_message_once_in_order(daemo
     for follower, _thread in followers:
         events = follower.snapshot()
         ids = [int(e.id) for e in events if e.event == "message"]
-        assert len(ids) == 6 and ids == sorted(set(ids)), ids
+        assert len(ids) == 6, ids
+        assert ids == sorted(set(ids)), ids
         assert sum(e.event == "done" for e in events) == 3
         first_done = next(i for i, e in enumerate(events) if e.event == "done")
         assert any(e.event == "message" and e.data["role"] == "assistant" for e in events[:first_done])

@@ -75,13 +75,15 @@ def test_a_word_match_raises_relevance_and_no_shared_word_changes_nothing(app: A
     [dense] = app.memory.search("Which machine is tarragon-7?", BUDDY, limit=1, min_relevance=0.0, mode="dense")
     [hybrid] = app.memory.search("Which machine is tarragon-7?", BUDDY, limit=1, min_relevance=0.0)
     assert hybrid.memory.id == dense.memory.id
-    assert hybrid.bm25 > 0 and hybrid.relevance > dense.relevance
+    assert hybrid.bm25 > 0
+    assert hybrid.relevance > dense.relevance
     # No query word in the memory: the fused relevance is the dense one.
     [d2] = app.memory.search(
         "What programming language should I learn?", BUDDY, limit=1, min_relevance=0.0, mode="dense"
     )
     [h2] = app.memory.search("What programming language should I learn?", BUDDY, limit=1, min_relevance=0.0)
-    assert h2.memory.text == "User likes Python" and h2.bm25 == 0
+    assert h2.memory.text == "User likes Python"
+    assert h2.bm25 == 0
     assert h2.relevance == pytest.approx(d2.relevance)
 
 
@@ -208,4 +210,5 @@ def test_the_full_text_side_is_read_while_the_query_is_embedded(app: App, monkey
 
     memory = MemoryService(app.store, AnswersOnceTheWordsAreSearched(app.embedder), app.config.memory)
     [hit] = memory.search("Who flies to Lisbon on 27 May?", BUDDY, limit=1, min_relevance=0.0)
-    assert hit.memory.text == TRIPS["27 May"] and hit.score > 0
+    assert hit.memory.text == TRIPS["27 May"]
+    assert hit.score > 0

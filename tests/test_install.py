@@ -66,7 +66,8 @@ def test_the_installed_package_is_the_wheel_with_its_files(installed: Path, user
     paths = json.loads(_run([str(installed / "python"), "-c", code], cwd=work, env=env).stdout)
     venv = str(installed.parent)
     assert all(p.startswith(venv) for p in paths), paths
-    assert paths[1].endswith("agentd/_shipped/agentd.toml") and paths[3].endswith("agentd/_migrations")
+    assert paths[1].endswith("agentd/_shipped/agentd.toml")
+    assert paths[3].endswith("agentd/_migrations")
 
 
 def test_chat_and_memory_run_from_an_empty_directory(installed: Path, user: tuple[Path, dict[str, str]]) -> None:

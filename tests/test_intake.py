@@ -16,7 +16,7 @@ from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.runtime import Done, Error, Event, Runtime
 from agentd.runtime.group_commit import GroupCommit
-from agentd.runtime.record import Incoming, TurnWriter
+from agentd.runtime.pipeline.record import Incoming, TurnWriter
 from agentd.store import Store
 from agentd.store.messages import Message
 from tests.conftest import write_home
@@ -100,7 +100,8 @@ def test_concurrent_posts_are_each_durable_when_accepted_ordered_per_channel_and
     try:
         assert not_visible == []
         assert runtime.wait_idle(180)
-        assert len(accepted) == 96 and len(finals) == 96
+        assert len(accepted) == 96
+        assert len(finals) == 96
         assert [e for e in finals if not isinstance(e, Done)] == []
         with other.read() as conn:
             replies = other.messages.replies_to(conn, accepted)
@@ -108,7 +109,8 @@ def test_concurrent_posts_are_each_durable_when_accepted_ordered_per_channel_and
             per_channel: dict[str, list[tuple[int, int]]] = defaultdict(list)
             for mid in sorted(accepted):
                 msg = messages[mid]
-                assert msg is not None and msg.status == "answered"
+                assert msg is not None
+                assert msg.status == "answered"
                 per_channel[msg.channel].append((mid, replies[mid].id))
             complete = [m for m in other.messages.after(conn, "room0", 0, 1000) if m.role == "assistant" and m.reply_to]
         for pairs in per_channel.values():
@@ -153,7 +155,8 @@ def test_what_queues_during_a_commit_is_stored_in_one_transaction_and_dispatched
     for t in [first, *rest]:
         t.join()
     assert batches == [1, 11]
-    assert dispatched == sorted(dispatched) and sorted(dispatched) == sorted(m.id for m in results.values())
+    assert dispatched == sorted(dispatched)
+    assert sorted(dispatched) == sorted(m.id for m in results.values())
     assert [results[i].content for i in range(12)] == [f"m{i}" for i in range(12)]
 
 
@@ -218,7 +221,7 @@ def test_replies_finished_together_share_transactions_each_with_its_record_and_s
     import sqlalchemy as sa
 
     from agentd.prompt.budget import ContextBudget
-    from agentd.runtime.record import ContextRecord, HistoryInfo, Reply, RetrievalInfo
+    from agentd.runtime.pipeline.record import ContextRecord, HistoryInfo, Reply, RetrievalInfo
     from agentd.store.schema import messages
 
     writer = TurnWriter(app.store, app.builder)
@@ -262,10 +265,13 @@ def test_replies_finished_together_share_transactions_each_with_its_record_and_s
     with app.store.read() as conn:
         for message in asked:
             reply = app.store.messages.get(conn, stored[message.id])
-            assert reply is not None and reply.reply_to == message.id and reply.content == f"re: {message.content}"
+            assert reply is not None
+            assert reply.reply_to == message.id
+            assert reply.content == f"re: {message.content}"
             assert app.store.messages.get(conn, message.id).status == "answered"  # type: ignore[union-attr]
             record = app.store.contexts.for_message(conn, reply.id)
-            assert record is not None and record.user_message_id == message.id
+            assert record is not None
+            assert record.user_message_id == message.id
             assert record.data["usage"] == {"prompt_tokens": message.id}
             notes = conn.execute(
                 sa.select(messages.c.content).where(

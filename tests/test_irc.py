@@ -231,7 +231,8 @@ def test_rooms_private_messages_and_long_replies(stack, fake_openai) -> None:
     pieces = [p for p in parts if "déjà" in p]
     # 512 bytes a line, less CR LF, the command and the longest prefix the server may show others.
     limit = 512 - 2 - len(":agentbot!~agentbot@ PRIVMSG #a :") - 64
-    assert pieces[0].startswith("alice: ") and all(300 < len(p.encode()) <= limit for p in pieces[:-1])
+    assert pieces[0].startswith("alice: ")
+    assert all(300 < len(p.encode()) <= limit for p in pieces[:-1])
     assert " ".join(pieces)[len("alice: ") :] == long  # split only at spaces, nothing lost
     assert "just chatting" not in str(fake_openai.chat_requests())
     authors = {r[2]: r for r in alice.received}
@@ -277,7 +278,9 @@ def test_a_refused_private_message_is_answered_with_a_notice_once_a_minute(stack
     wait_for(lambda: alice.texts() is not None and alice.notices, 60, "the notice")
     sender, target, text = alice.notices[0]
     assert (sender, target) == ("agentbot", "alice")
-    assert text.startswith("two personas answer here: start with ") and "fake:" in text and "ircbot:" in text, text
+    assert text.startswith("two personas answer here: start with "), text
+    assert "fake:" in text, text
+    assert "ircbot:" in text, text
     alice.say("agentbot", "still there?")  # refused again, but noticed at most once a minute
     alice.say("agentbot", "ircbot: then you, please")  # naming one works
     alice.until(lambda t: "echo: ircbot: then you, please" in t, "ircbot's private reply")
@@ -307,7 +310,8 @@ def test_split_text_keeps_words_utf8_and_graphemes_whole() -> None:
     assert all(len(line.encode()) <= 40 for line in lines)
     assert "\n".join(lines).replace("\n", "").replace(" ", "") == text.replace("\n", "").replace(" ", "")
     for line in lines:
-        assert not line.startswith((" ", "\u0301", "\u200d")) and not line.endswith("\u200d")
+        assert not line.startswith((" ", "\u0301", "\u200d"))
+        assert not line.endswith("\u200d")
         assert line.count("🇫") == line.count("🇷")  # no flag cut in half
     assert lines[-1] == "second paragraph"
     assert split_text("short", 40) == ["short"]

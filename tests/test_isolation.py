@@ -17,8 +17,8 @@ import json
 from collections import Counter
 from typing import Any
 
+from agentd.api.keys import KeyBook
 from agentd.prompt.builder import NO_REPLY
-from agentd.runtime.keys import KeyBook
 from agentd.scopes import Scope
 from tests.conftest import agentd_cli
 from tests.fakeopenai import FakeOpenAI, Turn, fake_persona
@@ -90,7 +90,9 @@ def test_alices_secrets_reach_no_one_else_by_any_path(daemons, fake_openai: Fake
     # Positive control: alice's own stream in her direct channel gets her memories whole.
     own = _chat(d, admin, channel="dm-alice", message=ABOUT_ME)
     own_text = json.dumps(own[0].data)
-    assert own[0].event == "memory_context" and SECRETS["dm"] in own_text and SECRETS["operator"] in own_text
+    assert own[0].event == "memory_context"
+    assert SECRETS["dm"] in own_text
+    assert SECRETS["operator"] in own_text
 
     # alice in the shared lobby: automatic retrieval, then recall, then delegation.
     before = len(fake_openai.chat_requests())
@@ -199,7 +201,9 @@ def test_alices_secrets_reach_no_one_else_by_any_path(daemons, fake_openai: Fake
     reply = [e for e in lobby_turn if e.event == "done"][0].data["message_id"]
     assert not leaks, "leaks:\n" + "\n".join(f"{path}: {n}" for path, n in sorted(leaks.items()))
     inspected = agentd_cli("inspect", str(reply), config=d.home)
-    assert "shared" in inspected.stdout and "not eligible" in inspected.stdout and "#dm-alice" in inspected.stdout
+    assert "shared" in inspected.stdout
+    assert "not eligible" in inspected.stdout
+    assert "#dm-alice" in inspected.stdout
     assert "added by an operator" in inspected.stdout
 
 
@@ -264,5 +268,8 @@ def test_a_feed_follower_sees_the_count_and_relevance_of_user_memories_not_their
         lambda: [e for e in follower.snapshot() if e.event == "memory_context"], 30, "the feed's memory_context"
     )
     shown = seen[0].data["memories"]
-    assert len(shown) == 1 and shown[0]["withheld"] is True and shown[0]["scope"] == "user"
-    assert "text" not in shown[0] and shown[0]["relevance"] == own[0].data["memories"][0]["relevance"]
+    assert len(shown) == 1
+    assert shown[0]["withheld"] is True
+    assert shown[0]["scope"] == "user"
+    assert "text" not in shown[0]
+    assert shown[0]["relevance"] == own[0].data["memories"][0]["relevance"]

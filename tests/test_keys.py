@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentd.runtime.keys import KeyBook
+from agentd.api.keys import KeyBook
 from tests.conftest import agentd_cli, write_home
 from tests.support import Running
 
@@ -104,7 +104,8 @@ def test_an_adapter_key_uses_only_its_channels_and_nobody_posts_to_or_follows_a_
     post = {"user": "alice", "text": "hello", "persona": "fake"}
     assert d.client.post("/v1/channels/irc-lobby/messages", json=post, headers=adapter).status_code == 202
     refused = d.client.post("/v1/channels/general/messages", json=post, headers=adapter)
-    assert refused.status_code == 403 and "'general'" in refused.json()["error"]["message"]
+    assert refused.status_code == 403
+    assert "'general'" in refused.json()["error"]["message"]
     chat = {"persona": "fake", "channel": "general", "user": "alice", "message": "hi"}
     assert d.client.post("/v1/chat", json=chat, headers=adapter).status_code == 403
     completion = {"model": "fake", "user": "alice", "messages": [{"role": "user", "content": "hi"}]}
@@ -116,7 +117,8 @@ def test_an_adapter_key_uses_only_its_channels_and_nobody_posts_to_or_follows_a_
             ("GET", "/v1/channels/irc-lobby~fake/events"),
         ):
             answer = d.client.request(method, path, json=post if method == "POST" else None, headers=headers)
-            assert answer.status_code == 403 and "delegation" in answer.json()["error"]["message"], (method, path)
+            assert answer.status_code == 403, (method, path)
+            assert "delegation" in answer.json()["error"]["message"], (method, path)
     inside = {**chat, "channel": "irc-lobby~fake"}
     assert d.client.post("/v1/chat", json=inside, headers=admin).status_code == 403
 
@@ -124,11 +126,14 @@ def test_an_adapter_key_uses_only_its_channels_and_nobody_posts_to_or_follows_a_
 def test_health_without_a_key_says_only_that_the_daemon_is_up(daemons) -> None:
     d = daemons('[daemon]\napi_key = "s3cret"\n')
     bare = d.client.get("/healthz")
-    assert bare.status_code == 200 and bare.json() == {"status": "ok"}
+    assert bare.status_code == 200
+    assert bare.json() == {"status": "ok"}
     wrong = d.client.get("/healthz", headers={"Authorization": "Bearer nope"})
     assert wrong.json() == {"status": "ok"}
     full = d.client.get("/healthz", headers={"Authorization": "Bearer s3cret"}).json()
-    assert full["status"] == "ok" and "version" in full and "store" in full
+    assert full["status"] == "ok"
+    assert "version" in full
+    assert "store" in full
 
 
 def test_the_config_key_still_works_as_an_admin_key(daemons) -> None:
@@ -144,22 +149,29 @@ def test_keys_cli_creates_lists_and_revokes_and_a_revoked_key_is_refused_at_once
     made = agentd_cli("keys", "create", "--role", "adapter", "--channels", "irc-*", "--name", "irc", config=d.home)
     assert made.returncode == 0, made.stderr
     token = made.stdout.strip()
-    assert token.startswith("agentd_") and len(token) > 40 and "shown only once" in made.stderr
+    assert token.startswith("agentd_")
+    assert len(token) > 40
+    assert "shown only once" in made.stderr
     service = agentd_cli("keys", "create", "--role", "service", "--json", config=d.home)
-    assert service.returncode == 0 and json.loads(service.stdout)["role"] == "service"
+    assert service.returncode == 0
+    assert json.loads(service.stdout)["role"] == "service"
     listed = agentd_cli("keys", "list", "--json", config=d.home)
     keys = json.loads(listed.stdout)
     assert [(k["name"], k["role"], k["channels"]) for k in keys][0] == ("irc", "adapter", ["irc-*"])
-    assert token not in listed.stdout and all("token" not in k for k in keys)
+    assert token not in listed.stdout
+    assert all("token" not in k for k in keys)
     headers = {"Authorization": f"Bearer {token}"}
     assert d.client.get("/v1/channels/irc-a/messages", headers=headers).status_code == 200
     revoked = agentd_cli("keys", "revoke", "irc", config=d.home)
-    assert revoked.returncode == 0 and "revoked" in revoked.stdout
+    assert revoked.returncode == 0
+    assert "revoked" in revoked.stdout
     answer = d.client.get("/v1/channels/irc-a/messages", headers=headers)
-    assert answer.status_code == 401 and "revoked" in answer.json()["error"]["message"]
+    assert answer.status_code == 401
+    assert "revoked" in answer.json()["error"]["message"]
     assert agentd_cli("keys", "revoke", "irc", config=d.home).returncode == 2  # no active key of that name
     listed = json.loads(agentd_cli("keys", "list", "--json", config=d.home).stdout)
-    assert listed[0]["revoked_at"] is not None and listed[1]["revoked_at"] is None
+    assert listed[0]["revoked_at"] is not None
+    assert listed[1]["revoked_at"] is None
 
 
 def test_keys_are_stored_hashed_and_bad_requests_are_refused(tmp_path: Path) -> None:
@@ -167,12 +179,16 @@ def test_keys_are_stored_hashed_and_bad_requests_are_refused(tmp_path: Path) -> 
     made = agentd_cli("keys", "create", "--role", "admin", config=home)
     token = made.stdout.strip()
     raw = (tmp_path / "agentd.db").read_bytes() + b"".join(p.read_bytes() for p in tmp_path.glob("agentd.db-*"))
-    assert token.encode() not in raw and token[7:].encode() not in raw
+    assert token.encode() not in raw
+    assert token[7:].encode() not in raw
     with sqlite3.connect(tmp_path / "agentd.db") as db:
         (stored,) = db.execute("SELECT token_hash FROM api_keys").fetchone()
-    assert len(stored) == 64 and stored != token
+    assert len(stored) == 64
+    assert stored != token
     bad = agentd_cli("keys", "create", "--role", "adapter", config=home)
-    assert bad.returncode == 2 and "channel glob" in bad.stderr
+    assert bad.returncode == 2
+    assert "channel glob" in bad.stderr
     bad = agentd_cli("keys", "create", "--role", "service", "--channels", "x", config=home)
-    assert bad.returncode == 2 and "only adapter keys" in bad.stderr
+    assert bad.returncode == 2
+    assert "only adapter keys" in bad.stderr
     assert agentd_cli("keys", "create", "--role", "root", config=home).returncode == 2

@@ -1,6 +1,7 @@
-"""agentd's packages import one way: api/cli → runtime → prompt, memory, skills → store, llm,
-embedders → config, scopes, words, text, relevance, _exceptions; and no two packages import
-each other (directly or around a cycle). Every import counts: module level, inside functions,
+"""agentd's packages import one way: api/cli → runtime → prompt, memory, skills, visibility → store,
+llm, embedders → config, scopes, words, text, relevance, _exceptions; no two packages import
+each other (directly or around a cycle), no two files either, and runtime/'s parts import down
+its own layers. Every import counts: module level, inside functions,
 and for type checking only."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ LAYERS: dict[str, int] = {
         0,
     ),
     **dict.fromkeys(["store", "llm", "embedders", "client"], 1),
-    **dict.fromkeys(["prompt", "memory", "skills", "mcp"], 2),
+    **dict.fromkeys(["prompt", "memory", "skills", "mcp", "visibility"], 2),
     **dict.fromkeys(["app", "runtime"], 3),
     **dict.fromkeys(["api", "cli", "adapters", "mcpserver"], 4),
     "__main__": 5,
@@ -103,3 +104,110 @@ def test_no_import_cycles_between_packages() -> None:
 @pytest.mark.parametrize("package", ["config", "scopes", "words", "text", "relevance", "_exceptions", "shipped"])
 def test_the_bottom_layer_imports_nothing_above_it(package: str) -> None:
     assert all(LAYERS[dep] == 0 for dep in import_graph().get(package, ())), import_graph()[package]
+
+
+def _module_of(path: Path) -> str:
+    """``agentd/runtime/events.py`` → ``agentd.runtime.events``; a package's ``__init__`` is the package."""
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Module → the agentd modules it imports, over every file of agentd (every import counts: module
+    level, inside functions, for type checking only). ``from agentd.x import y`` imports the module
+    ``agentd.x.y`` when there is one, else ``agentd.x``."""
+    modules = {_module_of(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name in modules}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in modules:
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    found.add(sub if sub in modules else node.module)
+        found.discard(name)
+        graph[name] = found
+    return graph
+
+
+def module_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for dep in sorted(graph.get(node, ())):
+            if dep not in index:
+                connect(dep)
+                low[node] = min(low[node], low[dep])
+            elif dep in on_stack:
+                low[node] = min(low[node], index[dep])
+        if low[node] == index[node]:
+            group: list[str] = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for start in sorted(graph):
+        if start not in index:
+            connect(start)
+    return sorted(groups)
+
+
+def test_no_import_cycles_between_modules() -> None:
+    """No two files of agentd import each other, directly or around a circle (lazy imports too)."""
+    cycles = module_cycles(module_graph())
+    assert not cycles, "file-level import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    """The check above would see a circle of three modules, and only that one."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}
+    assert module_cycles(graph) == [["a", "b", "c"]]
+
+
+#: runtime/'s own layers, bottom up: a module imports no runtime module of a higher one.
+RUNTIME_LAYERS: dict[str, int] = {
+    **dict.fromkeys(["events", "messages", "group_commit", "inflight"], 0),
+    "pipeline": 1,
+    "dispatch": 2,
+    **dict.fromkeys(["actors", "intake"], 3),
+    "scaleout": 4,
+    **dict.fromkeys(["runtime", "__init__"], 5),
+}
+
+
+def _runtime_part(module: str) -> str:
+    """``agentd.runtime.pipeline.turn`` → ``pipeline``; ``agentd.runtime`` → ``__init__``."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
+def test_runtime_modules_import_down_its_own_layers() -> None:
+    """The turn pipeline knows nothing of the actors, the actors nothing of scale-out, and nothing
+    below the intake knows which dispatcher was chosen."""
+    graph = module_graph()
+    runtime = {m: deps for m, deps in graph.items() if m.startswith("agentd.runtime")}
+    unknown = sorted({_runtime_part(m) for m in runtime} - set(RUNTIME_LAYERS))
+    assert not unknown, f"give these parts of runtime/ a layer in tests/test_layers.py: {unknown}"
+    upward = [
+        f"{module} imports {dep}"
+        for module, deps in sorted(runtime.items())
+        for dep in sorted(deps)
+        if dep.startswith("agentd.runtime")
+        and RUNTIME_LAYERS[_runtime_part(dep)] > RUNTIME_LAYERS[_runtime_part(module)]
+    ]
+    assert not upward, "runtime/ imports run up its layers:\n" + "\n".join(upward)

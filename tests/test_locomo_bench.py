@@ -15,7 +15,8 @@ from tests.conftest import REPO
 
 def _bench() -> ModuleType:
     spec = importlib.util.spec_from_file_location("locomo_bench", REPO / "bench" / "locomo.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -105,7 +106,8 @@ def test_the_bench_ingests_asks_in_every_mode_and_reports(tmp_path: Path, embedd
         assert rows[(mode, "all")][-1] == "1.000"
     # The name question is answered first by the words alone.
     assert float(rows[("lexical", "all")][3]) > 0
-    assert "p50" in report and "memories/s" in report
+    assert "p50" in report
+    assert "memories/s" in report
 
 
 def test_identical_turns_share_a_memory_and_keep_both_ids(tmp_path: Path, embedder: LocalEmbedder) -> None:
@@ -133,7 +135,8 @@ def test_the_real_path_replays_through_the_runtime_and_asks_through_a_turns_retr
 ) -> None:
     bench = _bench()
     report = bench.run_real(_fixture(tmp_path / "mini.json"), [1, 5], {0}, tmp_path, embedder, keep="user")
-    assert "path: real" in report and "2 conversations, 12 turns" in report
+    assert "path: real" in report
+    assert "2 conversations, 12 turns" in report
     for section in ("## dev (real path)", "## held-out (real path)", "## all (real path)"):
         assert section in report
     rows = {tuple(line.split()[:2]): line.split() for line in report.splitlines() if line.startswith("hybrid")}

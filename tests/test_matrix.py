@@ -122,7 +122,8 @@ def test_matrix_room_reply_when_addressed_in_markdown_with_typing(stack: Stack) 
     content = formatted[0]["content"]
     assert content["body"] == long
     assert content["format"] == "org.matrix.custom.html"
-    assert "<strong>Bold</strong>" in content["formatted_body"] and "<li>one</li>" in content["formatted_body"]
+    assert "<strong>Bold</strong>" in content["formatted_body"]
+    assert "<li>one</li>" in content["formatted_body"]
     assert (lobby, BOT) in alice.typing, "no typing notification while the turn ran"
     assert "just chatting" not in str(stack.fake.chat_requests())
 
@@ -153,7 +154,8 @@ def test_matrix_thread_reply_stays_in_the_thread(stack: Stack) -> None:
     replies = alice.until(room, BOT, lambda m: "echo: green or black?" in _bodies(m), "the thread reply")
     reply = next(e for e in replies if e["content"]["body"] == "echo: green or black?")
     relation = reply["content"]["m.relates_to"]
-    assert relation["rel_type"] == "m.thread" and relation["event_id"] == root
+    assert relation["rel_type"] == "m.thread"
+    assert relation["event_id"] == root
     assert relation["m.in_reply_to"] == {"event_id": asked}
     assert "before the bot is here" not in str(stack.fake.chat_requests())
     channel = f"matrix-tea:{SERVER_NAME}"
@@ -171,7 +173,9 @@ def test_matrix_refused_post_is_answered_with_a_notice(stack: Stack) -> None:
     notices = bob.until(dm, BOT, lambda m: any(e["content"]["msgtype"] == "m.notice" for e in m), "the notice")
     text = notices[0]["content"]["body"]
     assert notices[0]["content"]["msgtype"] == "m.notice"
-    assert text.startswith("two personas answer here: start with ") and "fake:" in text and "helper:" in text, text
+    assert text.startswith("two personas answer here: start with "), text
+    assert "fake:" in text, text
+    assert "helper:" in text, text
     bob.send(dm, "still there?")  # refused again: noticed at most once a minute
     bob.send(dm, "helper: then you, please")
     events = bob.until(dm, BOT, lambda m: "echo: helper: then you, please" in _bodies(m), "helper's reply")
@@ -183,14 +187,17 @@ def test_matrix_encrypted_room_is_refused_with_a_notice(stack: Stack) -> None:
     encryption = {"type": "m.room.encryption", "state_key": "", "content": {"algorithm": "m.megolm.v1.aes-sha2"}}
     room = alice.create_room(invite=[BOT], initial_state=[encryption])
     notices = alice.until(room, BOT, lambda m: len(m) >= 1, "the adapter's notice in the encrypted room")
-    assert notices[0]["content"]["msgtype"] == "m.notice" and "encrypted" in notices[0]["content"]["body"]
+    assert notices[0]["content"]["msgtype"] == "m.notice"
+    assert "encrypted" in notices[0]["content"]["body"]
     wait_for(lambda: not _joined(alice, room, BOT), 60, "the adapter to leave the encrypted room")
     assert "encrypted_room_refused" in (stack.tmp / "adapter.log").read_text()
 
 
 def test_matrix_adapter_help() -> None:
     result = agentd_cli("adapter", "matrix", "--help")
-    assert result.returncode == 0 and "--homeserver" in result.stdout and "AGENTD_MATRIX_TOKEN" in result.stdout
+    assert result.returncode == 0
+    assert "--homeserver" in result.stdout
+    assert "AGENTD_MATRIX_TOKEN" in result.stdout
 
 
 def test_matrix_every_message_answered_once_across_a_daemon_kill_and_a_synapse_restart(stack: Stack) -> None:

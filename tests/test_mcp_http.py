@@ -16,7 +16,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from agentd.runtime.keys import KeyBook
+from agentd.api.keys import KeyBook
 from agentd.scopes import Scope
 from tests.support import Running
 
@@ -76,7 +76,8 @@ def test_mcp_on_the_daemon_takes_its_keys_and_roles(daemons: Callable[..., Runni
 
     async def as_service(client: Client) -> None:
         found = await client.call_tool("recall", {"query": "dog's name"})
-        assert not found.is_error and payload(found)["results"][0]["text"] == "Alice's dog is called Rex"
+        assert not found.is_error
+        assert payload(found)["results"][0]["text"] == "Alice's dog is called Rex"
         context = payload(await client.call_tool("memory_context", {"query": "dog's name"}))
         assert context["context"].startswith("## Known Facts (from memory)\n- Alice's dog is called Rex")
         for name, arguments in [
@@ -88,23 +89,28 @@ def test_mcp_on_the_daemon_takes_its_keys_and_roles(daemons: Callable[..., Runni
             refused = await client.call_tool(name, arguments)
             assert refused.is_error, name
             error = payload(refused)["error"]
-            assert error["code"] == "forbidden" and "service key 'crm'" in error["message"], error
+            assert error["code"] == "forbidden", error
+            assert "service key 'crm'" in error["message"], error
 
     over_http(url, token["service"], as_service)
 
     async def as_adapter(client: Client) -> None:
         refused = await client.call_tool("recall", {"query": "dog"})
-        assert refused.is_error and payload(refused)["error"]["code"] == "forbidden"
+        assert refused.is_error
+        assert payload(refused)["error"]["code"] == "forbidden"
         elsewhere = await client.call_tool("chat", {"message": "hello", "channel": "general"})
-        assert elsewhere.is_error and payload(elsewhere)["error"]["code"] == "forbidden"
+        assert elsewhere.is_error
+        assert payload(elsewhere)["error"]["code"] == "forbidden"
         delegation = await client.call_tool("chat", {"message": "hello", "channel": "irc-lobby~fake"})
-        assert delegation.is_error and payload(delegation)["error"]["code"] == "forbidden"
+        assert delegation.is_error
+        assert payload(delegation)["error"]["code"] == "forbidden"
         inside = await client.call_tool("chat", {"message": "hello there", "channel": "irc-lobby"})
         assert not inside.is_error, inside
         results["chat"] = payload(inside)
 
     over_http(url, token["adapter"], as_adapter)
-    assert results["chat"]["reply"] == "echo: hello there" and results["chat"]["channel"] == "irc-lobby"
+    assert results["chat"]["reply"] == "echo: hello there"
+    assert results["chat"]["channel"] == "irc-lobby"
     d.client.headers["Authorization"] = f"Bearer {token['admin']}"
     stored = d.messages("irc-lobby")
     assert [(m["role"], m["content"]) for m in stored] == [("user", "hello there"), ("assistant", "echo: hello there")]

@@ -70,11 +70,14 @@ def test_the_tools_over_stdio_follow_the_http_apis_rules(tmp_path: Path, embedde
         listed = await client.list_tools()
         assert {t.name for t in listed.tools} == TOOLS
         for tool in listed.tools:
-            assert tool.description and len(tool.description) > 30
-            assert tool.input_schema["type"] == "object" and tool.input_schema["properties"]
+            assert tool.description
+            assert len(tool.description) > 30
+            assert tool.input_schema["type"] == "object"
+            assert tool.input_schema["properties"]
 
         stored = payload(await call(client, "remember", text="User likes Python", category="preference"))
-        assert stored["stored"] is True and stored["memory"]["scope"] == "user:alice"
+        assert stored["stored"] is True
+        assert stored["memory"]["scope"] == "user:alice"
         again = payload(await call(client, "remember", text="User likes Python", category="preference"))
         assert again["stored"] is False
 
@@ -90,7 +93,8 @@ def test_the_tools_over_stdio_follow_the_http_apis_rules(tmp_path: Path, embedde
 
         block = payload(await call(client, "memory_context", query="programming language", tokenBudget=500))
         assert block["context"].startswith("## Known Facts (from memory)\n- User likes Python")
-        assert block["memoriesUsed"] >= 1 and block["tokenBudget"] == 500
+        assert block["memoriesUsed"] >= 1
+        assert block["tokenBudget"] == 500
 
         listing = payload(await call(client, "list_memories", scope="user:alice"))
         assert [m["text"] for m in listing["memories"]] == ["User likes Python"]
@@ -109,12 +113,14 @@ def test_the_tools_over_stdio_follow_the_http_apis_rules(tmp_path: Path, embedde
             failed = await client.call_tool(name, arguments)
             assert failed.is_error, (name, arguments)
             error = payload(failed)["error"]
-            assert error["code"] == code and error.get("field") == field, error
+            assert error["code"] == code, error
+            assert error.get("field") == field, error
 
     run(session, stdio_params(home, "--persona", "buddy", "--user", "alice"))
     # What the MCP client stored and forgot is the daemon's store.
     texts = [m.text for m in app.memory.list_memories("buddy")]
-    assert "User likes Python" not in texts and "Bob's locker code is 4711" in texts
+    assert "User likes Python" not in texts
+    assert "Bob's locker code is 4711" in texts
     app.close()
 
 
@@ -134,11 +140,14 @@ def test_chat_over_stdio_runs_a_real_turn_and_says_what_was_recalled(tmp_path: P
             assert not result.is_error, result
             replies.append(payload(result))
         unknown = await call(client, "chat", message="hello", persona="nobody")
-        assert unknown.is_error and payload(unknown)["error"]["code"] == "not_found"
+        assert unknown.is_error
+        assert payload(unknown)["error"]["code"] == "not_found"
 
     run(session, stdio_params(home, "--persona", "buddy", "--user", "alice"))
     shared, direct = replies
-    assert shared["persona"] == "buddy" and shared["channel"] == "general" and shared["reply"]
+    assert shared["persona"] == "buddy"
+    assert shared["channel"] == "general"
+    assert shared["reply"]
     assert shared["memories"] == []
     assert direct["channel"] == "dm-alice"
     assert [m["text"] for m in direct["memories"]] == ["User's favorite color is blue"]

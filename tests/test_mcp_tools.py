@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agentd.runtime.record import ContextRecord
-from agentd.runtime.workers import shard_of
+from agentd.runtime.pipeline.record import ContextRecord
+from agentd.runtime.scaleout.workers import shard_of
 from tests.conftest import REPO, agentd_cli, write_home
 from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 from tests.support import SSE, Running, read_sse, wait_for
@@ -76,7 +76,8 @@ def test_a_persona_calls_a_stdio_mcp_servers_tool(
     sse = d.chat("What is the weather in Oslo?")
     assert sse[-1].event == "done", sse[-1]
     (call,) = events(sse, "tool_call")
-    assert call["name"] == "mcp__tools__weather" and call["arguments"] == {"city": "Oslo"}
+    assert call["name"] == "mcp__tools__weather"
+    assert call["arguments"] == {"city": "Oslo"}
     (result,) = events(sse, "tool_result")
     assert result["result"]["content"] == "The weather in Oslo is sunny, 21 degrees"
     offered = {t["function"]["name"]: t["function"] for t in fake_openai.chat_requests()[0]["tools"]}
@@ -89,7 +90,8 @@ def test_a_persona_calls_a_stdio_mcp_servers_tool(
         record = d.app.store.contexts.for_message(conn, sse[-1].data["message_id"])
     assert record is not None
     (used,) = ContextRecord.from_json(record.data).tool_calls
-    assert used.name == "mcp__tools__weather" and used.ok
+    assert used.name == "mcp__tools__weather"
+    assert used.ok
     # A second turn uses the same server process: started once per daemon, not per turn.
     fake_openai.queue(Turn(tool_calls=[("mcp__tools__weather", {"city": "Rome"})]), Turn(text="Sunny."))
     assert d.chat("And in Rome?")[-1].event == "done"
@@ -123,17 +125,21 @@ def test_errors_hangs_and_big_or_forged_answers_are_what_the_model_sees_not_a_fa
         "mcp__tools__nothing",
     ]
     failed, hung, big, forged, unknown = results
-    assert failed["error"]["code"] == "mcp_tool_error" and "on purpose: testing" in failed["error"]["message"]
-    assert hung["error"]["code"] == "mcp_timeout" and "4 s" in hung["error"]["message"]
+    assert failed["error"]["code"] == "mcp_tool_error"
+    assert "on purpose: testing" in failed["error"]["message"]
+    assert hung["error"]["code"] == "mcp_timeout"
+    assert "4 s" in hung["error"]["message"]
     assert big["result"]["truncated"] is True
     assert big["result"]["content"].startswith("x" * 1000)
-    assert "49000 more characters" in big["result"]["content"] and len(big["result"]["content"]) < 1100
+    assert "49000 more characters" in big["result"]["content"]
+    assert len(big["result"]["content"]) < 1100
     assert unknown["error"]["code"] == "InvalidInput"
     # What the model was sent: each result one JSON string; nothing in it starts a line of the prompt.
     sent = tool_messages(fake_openai)
     assert len(sent) == 5
     for message in sent:
-        assert "\n" not in message["content"] and "\u2028" not in message["content"]
+        assert "\n" not in message["content"]
+        assert "\u2028" not in message["content"]
     assert json.loads(sent[3]["content"])["content"].startswith("ok\n## Recalled Memories")
     assert json.loads(sent[1]["content"])["error"]["code"] == "mcp_timeout"
 
@@ -210,7 +216,8 @@ tools = ["weather"]
     assert rome["result"] == {"server": "web", "tool": "weather", "content": "The weather in Rome is sunny, 21 degrees"}
     assert oslo["result"]["server"] == "tools"
     offered = [t["function"]["name"] for t in fake_openai.chat_requests()[0]["tools"]]
-    assert "mcp__web__weather" in offered and "mcp__web__fail" not in offered  # its allow-list
+    assert "mcp__web__weather" in offered
+    assert "mcp__web__fail" not in offered
     assert "mcp__tools__fail" in offered
 
     http_server.proc.kill()
@@ -253,13 +260,17 @@ start_timeout_seconds = 20
     assert listed.returncode == 0, listed.stderr
     (fake,) = json.loads(listed.stdout)
     servers = {s["name"]: s for s in fake["mcp_servers"]}
-    assert servers["tools"]["up"] and "weather" in servers["tools"]["tools"]
-    assert not servers["broken"]["up"] and "nonexistent" in servers["broken"]["error"]
+    assert servers["tools"]["up"]
+    assert "weather" in servers["tools"]["tools"]
+    assert not servers["broken"]["up"]
+    assert "nonexistent" in servers["broken"]["error"]
     report = agentd_cli("doctor", "--json", config=both)
     assert report.returncode == 1
     checks = {c["check"]: c for c in json.loads(report.stdout)}
-    assert checks["mcp tools"]["ok"] and "weather" in checks["mcp tools"]["detail"]
-    assert not checks["mcp broken"]["ok"] and "cannot be started" in checks["mcp broken"]["detail"]
+    assert checks["mcp tools"]["ok"]
+    assert "weather" in checks["mcp tools"]["detail"]
+    assert not checks["mcp broken"]["ok"]
+    assert "cannot be started" in checks["mcp broken"]["detail"]
 
 
 def test_a_persona_naming_an_unknown_server_is_a_config_error(tmp_path: Path, fake_openai: FakeOpenAI) -> None:

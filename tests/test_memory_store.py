@@ -42,7 +42,8 @@ def test_seed_002_three_memories_related_query_returns_them_with_scores_best_fir
     assert scores == sorted(scores, reverse=True)
     result = hits[0].as_result()
     assert set(result) >= {"text", "category", "score", "created_at"}
-    assert result["category"] == "preference" and result["created_at"].endswith("Z")
+    assert result["category"] == "preference"
+    assert result["created_at"].endswith("Z")
 
 
 def test_seed_002_limit_caps_and_default_is_5(app: App) -> None:
@@ -109,7 +110,9 @@ def test_the_same_text_in_the_same_persona_and_scope_is_stored_once(app: App) ->
     first, created = app.memory.add("buddy", GLOBAL, "User likes Python")
     again, created_again = app.memory.add("buddy", GLOBAL, "  user likes   PYTHON ")
     elsewhere, created_elsewhere = app.memory.add("buddy", Scope.channel("c"), "User likes Python")
-    assert created and not created_again and created_elsewhere
+    assert created
+    assert not created_again
+    assert created_elsewhere
     assert again.id == first.id != elsewhere.id
     assert app.memory.count("buddy") == 2
 
@@ -145,7 +148,8 @@ def test_a_text_repeated_in_one_batch_is_embedded_once_and_every_copy_gets_its_v
         assert [created for _mid, created in added].count(True) == 3
         for scope in (GLOBAL, Scope.channel("c")):  # each copy by its own vector
             hits = app.memory.search("who keeps bees?", Reach("buddy", channel="c"), min_relevance=0.0, scopes=[scope])
-            assert [h.memory.text for h in hits] == [text] and hits[0].memory.scope == scope
+            assert [h.memory.text for h in hits] == [text]
+            assert hits[0].memory.scope == scope
     finally:
         app.close()
 
@@ -317,7 +321,8 @@ def test_no_embedder_stores_memories_but_search_says_why(config: Config) -> None
     app = App(config, embedder=None)
     try:
         mem, created = app.memory.add("buddy", GLOBAL, "User likes Python")
-        assert created and mem.text == "User likes Python"
+        assert created
+        assert mem.text == "User likes Python"
         with pytest.raises(EmbedderNotConfigured, match="embedding model"):
             app.memory.search("Python", BUDDY)
     finally:
@@ -337,7 +342,9 @@ def test_a_store_built_with_one_model_refuses_another_until_reembedded(
     with pytest.raises(EmbeddingMismatch) as info:
         MemoryService(app.store, other, config.memory, ["buddy"])
     message = str(info.value)
-    assert "e5-small-v2-onnx-int8" in message and "openai/fake-embed" in message and "reembed" in message
+    assert "e5-small-v2-onnx-int8" in message
+    assert "openai/fake-embed" in message
+    assert "reembed" in message
 
     service = MemoryService(app.store, other, config.memory, ["buddy"], check_embedding=False)
     assert service.reembed() == 2

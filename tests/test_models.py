@@ -65,9 +65,12 @@ def test_an_offline_turn_streams_calls_tools_and_counts_without_importing_litell
     assert int(result["deltas"]) > 3  # streamed word by word
     assert result["call"] == ["remember", {"text": "User said: I like tea", "category": "preference"}]
     assert result["finish"] == ["stop", "tool_calls"]
-    assert result["window"] == 32_768 and result["count"] == 2
+    assert result["window"] == 32_768
+    assert result["count"] == 2
     usage = result["usage"]
-    assert isinstance(usage, dict) and usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+    assert isinstance(usage, dict)
+    assert usage["prompt_tokens"] > 0
+    assert usage["completion_tokens"] > 0
 
 
 def test_an_offline_turn_stops_when_asked() -> None:
@@ -79,7 +82,9 @@ def test_an_offline_turn_stops_when_asked() -> None:
         said.append,
         should_stop=lambda: len(said) >= 2,
     )
-    assert turn.interrupted and turn.text == "".join(said) and len(said) == 2
+    assert turn.interrupted
+    assert turn.text == "".join(said)
+    assert len(said) == 2
 
 
 @pytest.mark.parametrize(
@@ -194,9 +199,12 @@ def test_doctor_pings_each_personas_model_and_reports_latency_or_the_exact_error
         slow.stop()
     assert result.returncode == 1, result.stderr
     report = {c["check"]: c for c in json.loads(result.stdout)}
-    assert report["llm answers"]["ok"] and "no key variable needed" in report["llm answers"]["detail"]
-    assert report["ping answers"]["ok"] and "answered in" in report["ping answers"]["detail"]
-    assert not report["ping refused"]["ok"] and "onnect" in report["ping refused"]["detail"]
+    assert report["llm answers"]["ok"]
+    assert "no key variable needed" in report["llm answers"]["detail"]
+    assert report["ping answers"]["ok"]
+    assert "answered in" in report["ping answers"]["detail"]
+    assert not report["ping refused"]["ok"]
+    assert "onnect" in report["ping refused"]["detail"]
     assert not report["ping slow"]["ok"]
     assert "imeout" in report["ping slow"]["detail"] or "no answer within 8 s" in report["ping slow"]["detail"]
     assert elapsed < 120  # the slow server would take 600 s: the ping did not wait for it

@@ -31,13 +31,19 @@ def test_non_streaming_goes_through_the_runtime_with_memory_and_inspect(daemons,
     reply = sdk(d).chat.completions.create(
         model="fake", user="alice", messages=[{"role": "user", "content": "What is my favorite color?"}]
     )
-    assert reply.object == "chat.completion" and reply.model == "fake"
+    assert reply.object == "chat.completion"
+    assert reply.model == "fake"
     assert reply.choices[0].message.content == "Blue, as you told me."
-    assert reply.choices[0].finish_reason == "stop" and reply.usage is not None and reply.usage.total_tokens > 0
+    assert reply.choices[0].finish_reason == "stop"
+    assert reply.usage is not None
+    assert reply.usage.total_tokens > 0
     ext = extra(reply)
-    assert ext["channel"] == "dm-alice" and ext["user"] == "alice" and ext["memory_status"] == "ok"
+    assert ext["channel"] == "dm-alice"
+    assert ext["user"] == "alice"
+    assert ext["memory_status"] == "ok"
     assert [m["text"] for m in ext["memories"]] == ["User's favorite color is blue"]
-    assert ext["memories"][0]["score"] >= 0.5 and ext["budget"]["total_tokens"] > 0
+    assert ext["memories"][0]["score"] >= 0.5
+    assert ext["budget"]["total_tokens"] > 0
     # The prompt the persona's model got carries the recalled memory.
     prompt = fake_openai.chat_requests()[-1]["messages"]
     assert any("favorite color is blue" in str(m["content"]) for m in prompt)
@@ -46,7 +52,8 @@ def test_non_streaming_goes_through_the_runtime_with_memory_and_inspect(daemons,
         ("user", "alice", "What is my favorite color?"),
         ("assistant", "fake", "Blue, as you told me."),
     ]
-    assert stored[1]["id"] == ext["message_id"] and stored[0]["source"] == "openai"
+    assert stored[1]["id"] == ext["message_id"]
+    assert stored[0]["source"] == "openai"
     shown = agentd_cli("inspect", str(ext["message_id"]), "--json", config=d.home)
     assert shown.returncode == 0, shown.stderr
     assert "favorite color is blue" in shown.stdout
@@ -73,9 +80,13 @@ def test_streaming_sends_what_was_recalled_on_the_first_chunk(daemons, fake_open
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "No peanuts for you, Bob."
     finish = [c for c in chunks if c.choices and c.choices[0].finish_reason]
-    assert len(finish) == 1 and finish[0].choices[0].finish_reason == "stop"
-    assert extra(finish[0])["message_id"] > 0 and extra(finish[0])["budget"]["memory_tokens"] > 0
-    assert chunks[-1].choices == [] and chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
+    assert len(finish) == 1
+    assert finish[0].choices[0].finish_reason == "stop"
+    assert extra(finish[0])["message_id"] > 0
+    assert extra(finish[0])["budget"]["memory_tokens"] > 0
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.total_tokens > 0
     assert [m["content"] for m in d.messages("kitchen")] == ["Can I eat peanuts?", "No peanuts for you, Bob."]
 
 
@@ -110,7 +121,8 @@ def test_earlier_messages_are_reconciled_with_the_stored_history(daemons, fake_o
         ("assistant", "echo: What is my dog called?", "reply"),
     ]
     prompt = [m["content"] for m in fake_openai.chat_requests()[-1]["messages"]]
-    assert "My dog is Rex." in prompt and "Nice name." in prompt
+    assert "My dog is Rex." in prompt
+    assert "Nice name." in prompt
     again = client.chat.completions.create(
         model="fake",
         user="cy",
@@ -121,7 +133,8 @@ def test_earlier_messages_are_reconciled_with_the_stored_history(daemons, fake_o
             {"role": "user", "content": "ok"},
         ],
     )
-    assert extra(again)["imported"] == 0 and len(d.messages("pets")) == 6
+    assert extra(again)["imported"] == 0
+    assert len(d.messages("pets")) == 6
 
 
 def test_tool_choice_none_answers_without_the_personas_tools(daemons, fake_openai) -> None:
@@ -142,7 +155,8 @@ def test_tool_choice_none_answers_without_the_personas_tools(daemons, fake_opena
             tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
         )
     assert refused.value.status_code == 400
-    assert refused.value.body["param"] == "tools" and "run inside agentd" in refused.value.body["message"]
+    assert refused.value.body["param"] == "tools"
+    assert "run inside agentd" in refused.value.body["message"]
 
 
 def test_unknown_persona_and_bad_input_use_openais_error_shape(daemons, fake_openai) -> None:
@@ -160,13 +174,15 @@ def test_unknown_persona_and_bad_input_use_openais_error_shape(daemons, fake_ope
         client.models.retrieve("nobody")
     with pytest.raises(openai.BadRequestError) as last:
         client.chat.completions.create(model="fake", messages=[{"role": "assistant", "content": "hi"}])
-    assert last.value.body["param"] == "messages[0].role" and last.value.body["type"] == "invalid_request_error"
+    assert last.value.body["param"] == "messages[0].role"
+    assert last.value.body["type"] == "invalid_request_error"
     for body, param in [
         ({"model": "fake", "messages": [{"content": "hi"}]}, "messages.0.role"),  # a role is required
         ({"model": "fake", "messages": [{"role": "user", "content": "hi"}], "stream": 0}, "stream"),  # not a boolean
     ]:
         refused = d.client.post("/v1/chat/completions", json=body)
-        assert refused.status_code == 400 and refused.json()["error"]["param"] == param, refused.text
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["param"] == param, refused.text
     response = d.client.post("/v1/chat/completions", json={"model": "fake"})
     assert response.status_code == 400
     assert set(response.json()["error"]) == {"message", "type", "param", "code"}
@@ -187,11 +203,13 @@ def test_models_list_the_personas_and_bearer_auth_is_required(daemons, fake_open
     )
     with pytest.raises(openai.AuthenticationError) as refused:
         sdk(d, "wrong").models.list()
-    assert refused.value.body["code"] == "invalid_api_key" and refused.value.body["type"] == "invalid_request_error"
+    assert refused.value.body["code"] == "invalid_api_key"
+    assert refused.value.body["type"] == "invalid_request_error"
     with pytest.raises(openai.AuthenticationError):
         sdk(d, "wrong").chat.completions.create(model="fake", messages=[{"role": "user", "content": "hi"}])
     client = sdk(d, "s3cret")
     assert sorted(m.id for m in client.models.list()) == ["fake", "other"]
     assert client.models.retrieve("other").owned_by == "agentd"
     reply = client.chat.completions.create(model="other", messages=[{"role": "user", "content": "hi"}], user="eve")
-    assert reply.choices[0].message.content == "echo: hi" and reply.model == "other"
+    assert reply.choices[0].message.content == "echo: hi"
+    assert reply.model == "other"

@@ -91,9 +91,11 @@ def test_export_then_forget_leaves_nothing_of_the_user_and_everything_of_the_oth
     document = json.loads(exported.stdout)
     assert {m["content"] for m in document["messages"]} >= {ALICE_FACT, f"my bike lock is also {MARKER}"}
     assert all(m["author"] == "alice" for m in document["messages"])
-    assert len(document["replies"]) == 2 and len(document["context_records"]) == 2
+    assert len(document["replies"]) == 2
+    assert len(document["context_records"]) == 2
     assert any(MARKER in m["text"] for m in document["memories"])
-    assert document["episodes"] and all(e["category"] == "episode" for e in document["episodes"])
+    assert document["episodes"]
+    assert all(e["category"] == "episode" for e in document["episodes"])
     assert "bob" not in json.dumps([document["messages"], document["memories"]])
     via_api = d.client.get("/v1/users/alice/export")
     assert via_api.status_code == 200
@@ -102,7 +104,9 @@ def test_export_then_forget_leaves_nothing_of_the_user_and_everything_of_the_oth
     forgotten = agentd_cli("user", "forget", "alice", "--yes", "--json", config=home)
     assert forgotten.returncode == 0, forgotten.stderr
     erased = json.loads(forgotten.stdout)
-    assert erased["messages"] == 4 and erased["memories"] >= 2 and erased["episodes"] >= 2
+    assert erased["messages"] == 4
+    assert erased["memories"] >= 2
+    assert erased["episodes"] >= 2
     assert erased["redacted"]["messages"] == 2  # bob's quote of her, and the reply that quoted him
 
     # Nothing of hers is found any more: search, list, messages, feed, inspect, budget, export.
@@ -110,11 +114,14 @@ def test_export_then_forget_leaves_nothing_of_the_user_and_everything_of_the_oth
         found = d.client.post(
             "/v1/memory/search", json={"query": "locker code badge", "userId": user, "channel": "general"}
         )
-        assert found.status_code == 200 and MARKER not in found.text
+        assert found.status_code == 200
+        assert MARKER not in found.text
     listed = d.client.get("/v1/memories", params={"persona": "buddy", "limit": 1000})
-    assert MARKER not in listed.text and BOB_MEMORY in listed.text
+    assert MARKER not in listed.text
+    assert BOB_MEMORY in listed.text
     general = d.messages("general")
-    assert MARKER not in json.dumps(general) and not d.messages("dm-alice")
+    assert MARKER not in json.dumps(general)
+    assert not d.messages("dm-alice")
     assert [m["author"] for m in general if m["role"] == "user"] == ["bob", "bob"]
     assert f'alice said "{REDACTED}" earlier' in [m["content"] for m in general]
     assert MARKER not in _feed(d, "general", general[-1]["id"])
@@ -124,7 +131,8 @@ def test_export_then_forget_leaves_nothing_of_the_user_and_everything_of_the_oth
     budget = d.client.get(
         "/v1/budget", params={"persona": "buddy", "channel": "general", "user": "alice", "message": "locker code?"}
     )
-    assert budget.status_code == 200 and MARKER not in budget.text
+    assert budget.status_code == 200
+    assert MARKER not in budget.text
     again = json.loads(agentd_cli("user", "export", "alice", config=home).stdout)
     assert not any(again[k] for k in ("memories", "episodes", "messages", "replies", "context_records"))
 
@@ -146,7 +154,8 @@ def test_forget_through_the_api_and_for_one_persona(daemons: Any) -> None:
         assert r.status_code == 201, r.text
     gone = d.client.delete("/v1/users/carol", params={"persona": "scholar"})
     assert gone.status_code == 200, gone.text
-    assert gone.json()["memories"] == 1 and gone.json()["persona"] == "scholar"
+    assert gone.json()["memories"] == 1
+    assert gone.json()["persona"] == "scholar"
     left = d.client.get("/v1/users/carol/export").json()
     assert [m["persona"] for m in left["memories"]] == ["buddy"]
     assert d.client.delete("/v1/users/carol").json()["memories"] == 1

@@ -80,7 +80,8 @@ def test_the_profile_is_off_by_default(make_app) -> None:
     assert app.memory.profile("buddy", "alice") == ()
     events = chat(app, "Explain quantum entanglement")
     data = record(app, events)
-    assert data["budget"]["profile_tokens"] == 0 and data["profile"] == []
+    assert data["budget"]["profile_tokens"] == 0
+    assert data["profile"] == []
 
 
 def test_the_users_profile_memories_are_always_given_newest_first(make_app) -> None:
@@ -91,7 +92,9 @@ def test_the_users_profile_memories_are_always_given_newest_first(make_app) -> N
     data = record(app, events)
     assert [p["text"] for p in data["profile"]] == [t for t, _ in reversed(PROFILE)]
     budget = data["budget"]
-    assert budget["profile_tokens"] > 0 and budget["profile_included"] == 2 and budget["profile_dropped"] == 0
+    assert budget["profile_tokens"] > 0
+    assert budget["profile_included"] == 2
+    assert budget["profile_dropped"] == 0
     assert budget["total_tokens"] == (
         budget["system_tokens"]
         + budget["project_tokens"]
@@ -110,7 +113,8 @@ def test_the_users_profile_memories_are_always_given_newest_first(make_app) -> N
 def test_disable_memory_leaves_the_profile_out(make_app) -> None:
     app = make_app()
     data = record(app, chat(app, "Explain quantum entanglement", disable_memory=True))
-    assert data["profile"] == [] and data["budget"]["profile_tokens"] == 0
+    assert data["profile"] == []
+    assert data["budget"]["profile_tokens"] == 0
 
 
 def test_the_profile_comes_before_recalled_memories_and_is_not_repeated_there(make_app) -> None:
@@ -135,7 +139,8 @@ def test_the_profile_is_capped_by_profile_tokens_with_whole_memories(make_app) -
     app = make_app("[memory]\nprofile_tokens = 25\n")
     data = record(app, chat(app, "Explain quantum entanglement"))
     budget = data["budget"]
-    assert budget["profile_included"] == 1 and budget["profile_dropped"] == 1
+    assert budget["profile_included"] == 1
+    assert budget["profile_dropped"] == 1
     assert 0 < budget["profile_tokens"] <= 25
     assert budget["exhausted"] is True
 
@@ -183,7 +188,8 @@ def test_budget_cli_shows_the_profile_line(tmp_path: Path) -> None:
     assert added.returncode == 0, added.stderr
     shown = agentd_cli("budget", "buddy", "--channel", "general", "--user", "alice", config=config)
     assert shown.returncode == 0, shown.stderr
-    assert "profile" in shown.stdout and "1 included, 0 dropped" in shown.stdout
+    assert "profile" in shown.stdout
+    assert "1 included, 0 dropped" in shown.stdout
     assert "Prefers short answers in bullet points" in shown.stdout
     as_json = json.loads(
         agentd_cli("budget", "buddy", "--channel", "general", "--user", "alice", "--json", config=config).stdout

@@ -50,7 +50,9 @@ def test_every_file_a_guide_points_at_is_in_the_repository(guide: Path) -> None:
         if not (guide.parent / ref).exists() and not (REPO / ref).exists():
             missing.append(ref)
     assert not missing, f"{guide.name} points at files that are not in the repository: {missing}"
-    assert "../shared" not in text and "/work/" not in text and "DESIGN.md" not in text
+    assert "../shared" not in text
+    assert "/work/" not in text
+    assert "DESIGN.md" not in text
     assert not re.search(r"\bseeds? 00\d", text, re.I)
 
 
@@ -67,7 +69,8 @@ def test_the_persona_files_it_shows_load(tmp_path: Path) -> None:
         path = tmp_path / f"{data['name']}.toml"
         path.write_text(block.replace('# project_dir = "../myproject"', ""))
         persona = load_persona_file(path, tuple(SKILLS))
-        assert persona.model and persona.system_prompt
+        assert persona.model
+        assert persona.system_prompt
 
 
 def test_the_full_persona_file_shows_every_key() -> None:
@@ -92,8 +95,10 @@ def test_the_real_model_examples_name_the_key_their_provider_needs(tmp_path: Pat
     )
     result = agentd_cli("doctor", "--json", config=config, env={"OPENAI_API_KEY": "", "ANTHROPIC_API_KEY": ""})
     report = {c["check"]: c for c in json.loads(result.stdout)}
-    assert "OPENAI_API_KEY" in report["llm openai"]["detail"] and not report["llm openai"]["ok"]
-    assert "ANTHROPIC_API_KEY" in report["llm anthropic"]["detail"] and not report["llm anthropic"]["ok"]
+    assert "OPENAI_API_KEY" in report["llm openai"]["detail"]
+    assert not report["llm openai"]["ok"]
+    assert "ANTHROPIC_API_KEY" in report["llm anthropic"]["detail"]
+    assert not report["llm anthropic"]["ok"]
 
 
 def test_the_local_server_example_answers_with_no_key_variable(tmp_path: Path, fake_openai: FakeOpenAI) -> None:

@@ -100,7 +100,8 @@ def test_search_and_context_have_no_threshold_unless_min_score_is_given(daemons)
     searched = d.client.post("/v1/memory/search", json=query).json()
     assert searched["total_found"] == 8
     context = d.client.post("/v1/memory/context", json=query).json()
-    assert context["memoriesUsed"] == 8 and "office plants" in context["context"]
+    assert context["memoriesUsed"] == 8
+    assert "office plants" in context["context"]
     strict = d.client.post("/v1/memory/search", json={**query, "minScore": 0.5}).json()
     assert 0 < strict["total_found"] < 8
     assert all(r["relevance"] >= 0.5 for r in strict["results"])
@@ -171,7 +172,10 @@ def test_a_memory_without_content_is_never_recalled_by_chance(people: App) -> No
         "What do you know about me?",
     ]:
         assert "a" not in texts(people.memory.search(query, ALICE, limit=50, min_relevance=0.0))
-    assert not has_content("a") and not has_content("ok") and not has_content("?!") and has_content("42")
+    assert not has_content("a")
+    assert not has_content("ok")
+    assert not has_content("?!")
+    assert has_content("42")
 
 
 def test_topic_questions_still_search_by_topic(people: App) -> None:

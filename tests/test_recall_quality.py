@@ -22,7 +22,8 @@ from tests.conftest import REPO
 
 def _bench() -> ModuleType:
     spec = importlib.util.spec_from_file_location("recall_quality_bench", REPO / "bench" / "recall_quality.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -40,7 +41,9 @@ def test_the_set_is_big_varied_and_consistent() -> None:
     keys = {m["key"] for m in LABELLED.memories}
     assert len({m["scope"] for m in LABELLED.memories if m["scope"].startswith("user:")}) >= 4
     for q in LABELLED.queries:
-        assert q.recall <= keys and q.maybe <= keys and not q.recall & q.maybe
+        assert q.recall <= keys
+        assert q.maybe <= keys
+        assert not q.recall & q.maybe
 
 
 @pytest.fixture(scope="module", params=["e5-small-v2", "all-MiniLM-L6-v2"])
@@ -52,12 +55,14 @@ def scores(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 def test_content_free_messages_recall_nothing(scores) -> None:  # type: ignore[no-untyped-def]
     chitchat = scores["chitchat"]
-    assert chitchat.empty_violated == 0 and chitchat.wrong == 0
+    assert chitchat.empty_violated == 0
+    assert chitchat.wrong == 0
 
 
 def test_questions_about_the_user_recall_the_users_memories_and_only_them(scores) -> None:  # type: ignore[no-untyped-def]
     about = scores["about_user"]
-    assert about.precision == 1.0 and about.recall == 1.0, [f.query.text for f in about.failures]
+    assert about.precision == 1.0, [f.query.text for f in about.failures]
+    assert about.recall == 1.0, [f.query.text for f in about.failures]
 
 
 def test_overall_precision_and_recall(scores) -> None:  # type: ignore[no-untyped-def]

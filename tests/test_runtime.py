@@ -79,7 +79,8 @@ def test_a_related_memory_is_retrieved_and_injected_into_the_system_prompt(make_
     events = run(runtimes(app), "What programming language should I learn?")
     (memory_context,) = [e for e in events if isinstance(e, MemoryContext)]
     assert [m.text for m in memory_context.memories] == ["User likes Python"]
-    assert memory_context.memories[0].category == "preference" and memory_context.memories[0].score >= 0.5
+    assert memory_context.memories[0].category == "preference"
+    assert memory_context.memories[0].score >= 0.5
     sent = system_prompt(fake_openai.chat_requests()[-1])
     assert "## Recalled Memories" in sent
     assert '- "User likes Python" (preference, relevance: ' in sent
@@ -115,7 +116,8 @@ def test_disable_memory_per_request_makes_no_embedding_call(make_app, runtimes, 
     run(rt, "tell me about my friend there")  # retrieval on: one embedding call
     assert len(fake_openai.embedding_requests()) == before + 1
     events = run(rt, "hello again", disable_memory=True)
-    assert events[0].status == "disabled" and events[0].memories == ()
+    assert events[0].status == "disabled"
+    assert events[0].memories == ()
     assert len(fake_openai.embedding_requests()) == before + 1
     assert isinstance(events[-1], Done)
 
@@ -127,7 +129,8 @@ def test_a_greeting_is_never_embedded_as_a_query_even_with_episodes_searched(mak
     assert isinstance(run(rt, "hello there!")[-1], Done)
     assert isinstance(run(rt, "tell me about my friend there")[-1], Done)
     queries = [r["input"] for r in fake_openai.embedding_requests()]
-    assert ["hello there!"] not in queries and "hello there!" not in queries
+    assert ["hello there!"] not in queries
+    assert "hello there!" not in queries
     assert sum(q in (["tell me about my friend there"], "tell me about my friend there") for q in queries) == 1
 
 
@@ -153,7 +156,8 @@ def test_without_an_embedder_chat_works_with_no_retrieval_and_no_memory_tools(ma
 def test_an_empty_store_changes_nothing_in_the_prompt(make_app, runtimes, fake_openai) -> None:
     app = make_app()
     events = run(runtimes(app), "What programming language should I learn?")
-    assert events[0].memories == () and events[0].status == "ok"
+    assert events[0].memories == ()
+    assert events[0].status == "ok"
     request = fake_openai.chat_requests()[-1]
     assert system_prompt(request) == "You are fake, a test persona."
     assert request["messages"][-1] == {"role": "user", "content": "What programming language should I learn?"}
@@ -164,7 +168,8 @@ def test_a_slow_embedder_past_the_timeout_still_gets_a_reply_without_memories(ma
     app.memory.add("fake", GLOBAL, "hello there friend")
     fake_openai.embedding_delay = 1.5
     events = run(runtimes(app), "tell me about my friend there")
-    assert events[0].status == "timeout" and events[0].memories == ()
+    assert events[0].status == "timeout"
+    assert events[0].memories == ()
     assert not any(isinstance(e, Error) for e in events)
     assert isinstance(events[-1], Done)
     assert "Recalled Memories" not in system_prompt(fake_openai.chat_requests()[-1])
@@ -183,7 +188,8 @@ def test_an_embedder_error_is_not_an_error_for_the_user(make_app, runtimes, fake
         app.memory.add("fake", GLOBAL, "hello there friend")
         fake_openai.stop()
         events = run(rt, "tell me about my friend there")
-        assert events[0].status == "error" and events[0].memories == ()
+        assert events[0].status == "error"
+        assert events[0].memories == ()
         assert not any(isinstance(e, Error) for e in events)
         assert isinstance(events[-1], Done)
     finally:
@@ -201,8 +207,10 @@ def test_events_have_a_json_form_with_their_type(make_app, runtimes, fake_openai
     assert as_json[0]["type"] == "memory_context"
     assert set(as_json[0]["memories"][0]) >= {"text", "category", "score"}
     done = as_json[-1]
-    assert done["type"] == "done" and done["message_id"] > done["user_message_id"]
-    assert done["usage"]["total_tokens"] > 0 and done["budget"]["memories_included"] == 1
+    assert done["type"] == "done"
+    assert done["message_id"] > done["user_message_id"]
+    assert done["usage"]["total_tokens"] > 0
+    assert done["budget"]["memories_included"] == 1
     with pytest.raises(dataclasses.FrozenInstanceError):
         events[0].status = "x"  # type: ignore[misc]
 
@@ -213,12 +221,15 @@ def test_an_llm_error_ends_the_turn_with_error_and_the_message_stays(make_app, r
     fake_openai.queue(Turn(status=500), Turn(status=500), Turn(status=500))
     events = run(runtimes(app), "this will fail")
     error = events[-1]
-    assert isinstance(error, Error) and error.code == "llm_http_error"
+    assert isinstance(error, Error)
+    assert error.code == "llm_http_error"
     assert len(fake_openai.chat_requests()) == 3
     assert not any(isinstance(e, Done) for e in events)
     with app.store.read() as conn:
         msg = app.store.messages.get(conn, error.user_message_id)
-    assert msg is not None and msg.content == "this will fail" and msg.status == "failed"
+    assert msg is not None
+    assert msg.content == "this will fail"
+    assert msg.status == "failed"
 
 
 def test_a_real_model_without_credentials_names_the_missing_variable(make_app, runtimes, monkeypatch) -> None:
@@ -228,7 +239,8 @@ def test_a_real_model_without_credentials_names_the_missing_variable(make_app, r
     )
     events = run(runtimes(app), "hello", persona="claude")
     assert isinstance(events[-1], Error)
-    assert events[-1].code == "llm_auth" and "ANTHROPIC_API_KEY" in events[-1].message
+    assert events[-1].code == "llm_auth"
+    assert "ANTHROPIC_API_KEY" in events[-1].message
 
 
 def test_the_offline_model_shows_what_it_was_given_and_remembers_when_asked(make_app, runtimes) -> None:
@@ -239,7 +251,8 @@ def test_the_offline_model_shows_what_it_was_given_and_remembers_when_asked(make
     calls = [e for e in events if isinstance(e, ToolCall)]
     assert [c.name for c in calls] == ["remember"]
     results = [e for e in events if isinstance(e, ToolResult)]
-    assert results[0].result is not None and results[0].result["stored"] is True
+    assert results[0].result is not None
+    assert results[0].result["stored"] is True
     assert results[0].result["scope"] == "user:alice"
     answer = run(rt, "What programming language should I learn?", persona="buddy")
     text = "".join(e.text for e in answer if isinstance(e, TokenDelta))
@@ -269,7 +282,8 @@ def test_a_tool_call_round_trip_stores_and_recalls_a_memory(make_app, runtimes, 
     assert tool_results(stored)[0].result["stored"] is True  # type: ignore[index]
     recalled = run(rt, "what is my favorite color?", disable_memory=True)
     result = tool_results(recalled)[0].result
-    assert result is not None and result["total_found"] >= 1
+    assert result is not None
+    assert result["total_found"] >= 1
     first = result["results"][0]
     assert first["text"] == "User's favorite color is blue"
     assert set(first) == {"text", "category", "score", "created_at"}
@@ -285,7 +299,8 @@ def test_seed_002_recall_limit_default_empty_and_invalid(make_app, runtimes, fak
     rt = runtimes(app)
     fake_openai.queue(Turn(tool_calls=[("recall", {"query": "anything"})]), Turn(text="nothing"))
     empty = tool_results(run(rt, "q1", disable_memory=True))[0]
-    assert empty.error is None and empty.result == {
+    assert empty.error is None
+    assert empty.result == {
         "results": [],
         "total_found": 0,
         "message": "no memories are stored yet",
@@ -301,13 +316,18 @@ def test_seed_002_recall_limit_default_empty_and_invalid(make_app, runtimes, fak
         Turn(text="ok"),
     )
     one = tool_results(run(rt, "q2", disable_memory=True))[0].result
-    assert one is not None and one["total_found"] == 1 and len(one["results"]) == 1
+    assert one is not None
+    assert one["total_found"] == 1
+    assert len(one["results"]) == 1
     default = tool_results(run(rt, "q3", disable_memory=True))[0].result
-    assert default is not None and len(default["results"]) == 5
+    assert default is not None
+    assert len(default["results"]) == 5
     scores = [r["score"] for r in default["results"]]
     assert scores == sorted(scores, reverse=True)
     invalid = tool_results(run(rt, "q4", disable_memory=True))[0]
-    assert invalid.result is None and invalid.error is not None and invalid.error["code"] == "InvalidInput"
+    assert invalid.result is None
+    assert invalid.error is not None
+    assert invalid.error["code"] == "InvalidInput"
 
 
 def test_seed_002_cooking_memories_rank_higher_for_food_recipes(make_app, runtimes, fake_openai) -> None:
@@ -339,7 +359,8 @@ def test_seed_002_tool_definitions_and_recall_without_an_embedder(make_app, fake
     assert names == ["recall", "remember"]
     recall = next(d for d in registry.tool_definitions() if d["function"]["name"] == "recall")
     params = recall["function"]["parameters"]
-    assert params["required"] == ["query"] and set(params["properties"]) == {"query", "limit"}
+    assert params["required"] == ["query"]
+    assert set(params["properties"]) == {"query", "limit"}
     assert recall["type"] == "function"
     no_embedder = MemoryService(app.store, None, app.config.memory, ["fake"])
     assert build_registry(app.personas["fake"], no_embedder, app.personas).names() == []
@@ -373,11 +394,14 @@ def test_a_crashing_actor_is_restarted_and_the_next_message_is_answered(make_app
     app = make_app("[runtime]\nrestart_backoff_seconds = 0.05\nmax_restarts = 2\n")
     rt = runtimes(app, Exploding())
     crashed = run(rt, "explode now")
-    assert isinstance(crashed[-1], Error) and crashed[-1].code == "internal_error" and "kaboom" in crashed[-1].message
+    assert isinstance(crashed[-1], Error)
+    assert crashed[-1].code == "internal_error"
+    assert "kaboom" in crashed[-1].message
     answered = run(rt, "are you back?")
     assert isinstance(answered[-1], Done)
     actor = rt.health()["actors"][0]
-    assert actor["restarts"] == 1 and actor["healthy"] is True
+    assert actor["restarts"] == 1
+    assert actor["healthy"] is True
 
 
 def test_messages_queued_behind_a_crash_are_not_lost(make_app, runtimes, fake_openai) -> None:
@@ -388,7 +412,8 @@ def test_messages_queued_behind_a_crash_are_not_lost(make_app, runtimes, fake_op
         rt.submit("fake", "general", "alice", text, sink=sinks[i].append)
     assert rt.wait_idle(60)
     assert sinks[0][-1].code == "internal_error"  # type: ignore[attr-defined]
-    assert isinstance(sinks[1][-1], Done) and isinstance(sinks[2][-1], Done)
+    assert isinstance(sinks[1][-1], Done)
+    assert isinstance(sinks[2][-1], Done)
     assert sinks[1][-1].message_id < sinks[2][-1].message_id  # type: ignore[attr-defined]
 
 
@@ -398,10 +423,12 @@ def test_after_the_restart_cap_the_actor_is_reported_unhealthy(make_app, runtime
     for _ in range(3):
         run(rt, "explode")
     refused = run(rt, "hello?")
-    assert isinstance(refused[-1], Error) and refused[-1].code == "persona_unhealthy"
+    assert isinstance(refused[-1], Error)
+    assert refused[-1].code == "persona_unhealthy"
     health = rt.health()
     assert health["healthy"] is False
-    assert health["actors"][0]["healthy"] is False and "crashed 3 times" in health["actors"][0]["reason"]
+    assert health["actors"][0]["healthy"] is False
+    assert "crashed 3 times" in health["actors"][0]["reason"]
     with app.store.read() as conn:
         assert app.store.messages.get(conn, refused[-1].user_message_id).status == "failed"  # type: ignore[union-attr]
     # Other channels are unaffected.
@@ -446,11 +473,13 @@ def test_twenty_channels_all_answered_none_lost(make_app, runtimes, fake_openai)
         rt.submit("fake", f"room{c}", "alice", f"hello {c}-{i}", sink=sink) for i in range(3) for c in range(20)
     ]
     assert rt.wait_idle(180)
-    assert len(finals) == 60 and all(isinstance(e, Done) for e in finals)
+    assert len(finals) == 60
+    assert all(isinstance(e, Done) for e in finals)
     with app.store.read() as conn:
         for a in accepted:
             msg = app.store.messages.get(conn, a.message_id)
-            assert msg is not None and msg.status == "answered"
+            assert msg is not None
+            assert msg.status == "answered"
     assert len({a.channel for a in accepted}) == 20
 
 
@@ -480,7 +509,8 @@ def test_the_context_record_keeps_memories_scores_budget_and_usage(make_app, run
     assert isinstance(done, Done)
     with app.store.read() as conn:
         record = app.store.contexts.for_message(conn, done.message_id)
-    assert record is not None and record.model == "openai/fake-model"
+    assert record is not None
+    assert record.model == "openai/fake-model"
     assert record.data["memories"][0]["text"] == "User likes Python"
     assert record.data["memories"][0]["score"] >= 0.5
     assert record.data["budget"]["memories_included"] == 1

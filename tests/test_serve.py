@@ -35,7 +35,8 @@ def test_serve_refuses_to_bind_beyond_loopback_without_a_key(tmp_path) -> None:
     home = write_home(tmp_path)
     result = agentd_process("serve", "--host", "0.0.0.0", "--port", "0", config=home, timeout=60)
     assert result.returncode == 2
-    assert "refusing to listen on '0.0.0.0'" in result.stderr and "api_key" in result.stderr
+    assert "refusing to listen on '0.0.0.0'" in result.stderr
+    assert "api_key" in result.stderr
     assert "listening" not in result.stdout
 
 
@@ -103,7 +104,8 @@ def test_sigterm_while_the_daemon_writes_a_log_line_still_stops_it(tmp_path) -> 
         [exe, "--config", str(home), "serve", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )
     try:
-        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout is not None
+        assert proc.stderr is not None
         url = proc.stdout.readline().decode().split("listening on ")[1].split()[0]
         # Within a page of the pipe's capacity: a short write that does not fit waits for a reader.
         nearly_full = fcntl.fcntl(proc.stderr, fcntl.F_GETPIPE_SZ) - 4096
@@ -128,7 +130,8 @@ def test_sigterm_while_the_daemon_writes_a_log_line_still_stops_it(tmp_path) -> 
             proc.kill()
             proc.wait(10)
     assert proc.returncode == 0, err[-3000:]
-    assert b'"event": "shutdown_requested"' in err and b'"signal": "SIGTERM"' in err
+    assert b'"event": "shutdown_requested"' in err
+    assert b'"signal": "SIGTERM"' in err
 
 
 def test_sigterm_sent_as_soon_as_the_daemon_says_it_listens_stops_it_gracefully(tmp_path) -> None:
@@ -183,18 +186,28 @@ def test_sigterm_during_a_streamed_reply_stores_the_message_and_the_reply(
             waiting = app.store.messages.get(conn, queued.json()["id"])
     finally:
         app.close()
-    assert user_msg is not None and user_msg.content == "tell me a long story"
+    assert user_msg is not None
+    assert user_msg.content == "tell me a long story"
     reply = replies[user_id]
     streamed = "".join(e.data["text"] for e in events if e.event == "token_delta")
     if outcome == "complete":
-        assert last.event == "done" and last.data["message_id"] == reply.id
-        assert reply.status == "complete" and reply.content == LONG_REPLY and user_msg.status == "answered"
+        assert last.event == "done"
+        assert last.data["message_id"] == reply.id
+        assert reply.status == "complete"
+        assert reply.content == LONG_REPLY
+        assert user_msg.status == "answered"
     else:
-        assert last.event == "error" and last.data["code"] == "interrupted" and last.data["message_id"] == reply.id
-        assert reply.status == "interrupted" and user_msg.status == "interrupted"
-        assert reply.content and LONG_REPLY.startswith(reply.content) and reply.content != LONG_REPLY
+        assert last.event == "error"
+        assert last.data["code"] == "interrupted"
+        assert last.data["message_id"] == reply.id
+        assert reply.status == "interrupted"
+        assert user_msg.status == "interrupted"
+        assert reply.content
+        assert LONG_REPLY.startswith(reply.content)
+        assert reply.content != LONG_REPLY
         assert streamed == reply.content  # the client saw exactly what was stored
-    assert waiting is not None and waiting.content == "and then?"
+    assert waiting is not None
+    assert waiting.content == "and then?"
     if outcome == "complete":  # accepted behind it and answered within the grace period
         assert waiting.status == "answered"
     else:  # grace is over before it started: kept pending, and answered after the next start
@@ -240,7 +253,8 @@ def test_a_dotenv_file_where_the_daemon_runs_lends_no_key_to_a_persona(tmp_path,
         assert [(m["role"], m["status"]) for m in stored] == [("user", "failed")], stored
         daemon.proc.send_signal(signal.SIGTERM)
         assert daemon.proc.wait(30) == 0
-        assert '"code": "llm_auth"' in "".join(daemon.stderr) and "needs DOTENV_ONLY_KEY" in "".join(daemon.stderr)
+        assert '"code": "llm_auth"' in "".join(daemon.stderr)
+        assert "needs DOTENV_ONLY_KEY" in "".join(daemon.stderr)
         assert fake_openai.authorizations == []
     finally:
         daemon.stop()
@@ -258,9 +272,11 @@ def test_agentd_post_prints_the_reply_of_a_running_daemon(daemons, fake_openai) 
         ("assistant", "Hello from the daemon."),
     ]
     refused = agentd_cli("post", "nowhere", "hi", "--url", d.url, config=d.home)
-    assert refused.returncode == 2 and "bound to no persona" in refused.stderr
+    assert refused.returncode == 2
+    assert "bound to no persona" in refused.stderr
     down = agentd_cli("post", "general", "hi", "--url", "http://127.0.0.1:9", config=d.home)
-    assert down.returncode == 1 and "cannot reach agentd" in down.stderr
+    assert down.returncode == 1
+    assert "cannot reach agentd" in down.stderr
 
 
 def test_the_example_terminal_adapter_bridges_stdin_to_a_channel(daemons, fake_openai) -> None:
@@ -283,6 +299,7 @@ def test_the_example_terminal_adapter_bridges_stdin_to_a_channel(daemons, fake_o
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    assert "fake> First answer." in result.stdout and "fake> Second answer." in result.stdout
+    assert "fake> First answer." in result.stdout
+    assert "fake> Second answer." in result.stdout
     assert result.stdout.index("First answer.") < result.stdout.index("Second answer.")
     assert [m["author"] for m in d.messages("general") if m["role"] == "user"] == ["tess", "tess"]

@@ -13,7 +13,7 @@ from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.runtime import Done, Event, HistoryContext, MemoryContext, Runtime
-from agentd.runtime.record import ContextRecord
+from agentd.runtime.pipeline.record import ContextRecord
 from agentd.scopes import Scope
 from tests.conftest import write_home
 
@@ -88,7 +88,8 @@ def test_the_budget_preview_is_what_the_real_turn_then_uses(make_runtime) -> Non
     # the same accounting to the token.
     assert record.retrieval.query == preview.query == message
     assert [m.id for m in record.memories] == [h.memory.id for h in preview.context.memories]
-    assert record.memories and record.memories[0].text == PYTHON
+    assert record.memories
+    assert record.memories[0].text == PYTHON
     assert record.user_history.message_ids == tuple(i for s in preview.context.user_history for i in s.message_ids)
     assert record.user_history.message_ids, "the earlier exchange about generators was recalled"
     assert record.budget == preview.context.budget
@@ -129,16 +130,23 @@ def test_opting_out_of_memory_recalls_neither_memories_nor_earlier_exchanges(
     assert (memory.status, memory.memories) == ("disabled", ())
     assert (history.status, history.snippets, history.seeds) == ("disabled", (), ())
     record = stored_record(rt, events)
-    assert record.memories == () and record.user_history.message_ids == () and record.user_history.seeds == ()
-    assert record.budget.memory_tokens == 0 and record.budget.user_history_tokens == 0
+    assert record.memories == ()
+    assert record.user_history.message_ids == ()
+    assert record.user_history.seeds == ()
+    assert record.budget.memory_tokens == 0
+    assert record.budget.user_history_tokens == 0
     # Nothing recalled reached the model either: the offline model says what it was given.
     done = events[-1]
-    assert isinstance(done, Done) and "no stored memories" in done.text and "talked about this before" not in done.text
+    assert isinstance(done, Done)
+    assert "no stored memories" in done.text
+    assert "talked about this before" not in done.text
 
 
 def test_history_off_turns_off_earlier_exchanges_alone(make_runtime) -> None:
     rt = make_runtime("[history]\nrecent_window = 0\nenabled = false\n")
     channel_with_history(rt)
     memory, history = events_of(say(rt, "What should I learn next about Python generators?"))
-    assert [m.text for m in memory.memories] == [PYTHON] and memory.status == "ok"
-    assert history.status == "disabled" and history.snippets == ()
+    assert [m.text for m in memory.memories] == [PYTHON]
+    assert memory.status == "ok"
+    assert history.status == "disabled"
+    assert history.snippets == ()

@@ -304,11 +304,13 @@ def test_postgresql_persona_wide_search_through_hnsw_keeps_to_its_persona(postgr
             approx = index.nearest(conn, query, "p", (), 20, exact_limit=0)
             exact = index.nearest(conn, query, "p", (), 20, exact=True)
             assert approx[0][0] == exact[0][0] == target
-            assert len(approx) == 20 and all(mid % 2 == 1 and mid != 5 for mid, _ in approx)
+            assert len(approx) == 20
+            assert all(mid % 2 == 1 and mid != 5 for mid, _ in approx)
             assert len({m for m, _ in approx} & {m for m, _ in exact}) >= 18
             scoped = index.nearest(conn, query, "p", ["channel:c1", "channel:c4"], 5)
             members = {i + 1 for i in range(len(vecs)) if i % 2 == 0 and i % 7 in (1, 4)}
-            assert {m for m, _ in scoped} <= members and len(scoped) == 5
+            assert {m for m, _ in scoped} <= members
+            assert len(scoped) == 5
     store.close()
 
 
@@ -352,8 +354,10 @@ def test_a_bulk_fill_on_postgresql_leaves_rows_vectors_and_words_consistent_and_
         placed += store.memories.add(conn, items[700:], vecs[700:])
     ids = [mid for mid, _ in placed]
     assert [created for _, created in placed] == [True] * 1500 + [False, True, True, False]
-    assert ids[1500] == before and ids[-1] == ids[1501]
-    assert ids[:1500] == sorted(ids[:1500]) and len(set(ids)) == len(ids) - 1
+    assert ids[1500] == before
+    assert ids[-1] == ids[1501]
+    assert ids[:1500] == sorted(ids[:1500])
+    assert len(set(ids)) == len(ids) - 1
     with store.read() as conn:
         assert store.memories.count(conn) == store.vectors.count(conn) == store.words.count(conn) == 1503
         assert store.vectors.missing(conn) == []
@@ -375,7 +379,8 @@ def test_a_bulk_fill_on_postgresql_leaves_rows_vectors_and_words_consistent_and_
     assert scoped[0].memory.id == ids[1501]
     assert {str(h.memory.scope) for h in scoped} <= {"global", "channel:c2"}
     everywhere = service.search("When does the team deploy?", Reach("p", everywhere=True), limit=3, min_relevance=0.0)
-    assert everywhere[0].memory.id == ids[1502] and {h.memory.persona for h in everywhere} == {"p"}
+    assert everywhere[0].memory.id == ids[1502]
+    assert {h.memory.persona for h in everywhere} == {"p"}
 
     class Interrupted(RuntimeError):
         pass

@@ -88,7 +88,8 @@ def test_a_newcomer_adds_a_memory_in_the_panel_and_the_default_channel_recalls_i
     assert browser.find_element(By.ID, "user").get_attribute("value") == me
     assert browser.find_element(By.ID, "channel").get_attribute("value") == f"dm-{me}"
     where = browser.find_element(By.ID, "where").text
-    assert f"#dm-{me} is your direct channel" in where and f"only you ({me}) and buddy" in where
+    assert f"#dm-{me} is your direct channel" in where
+    assert f"only you ({me}) and buddy" in where
     # Nothing clipped: the empty list's text starts inside its list.
     empty, box = (browser.find_element(By.CSS_SELECTOR, css) for css in ("#memory-list .empty", "#memory-list"))
     assert empty.text == "no memories yet"
@@ -171,9 +172,8 @@ def test_chat_streams_shows_recalled_memories_and_forgets(daemons, fake_openai, 
         30,
         "the memory to disappear",
     )
-    assert d.app.memory.list_memories("fake", Scope.user("web")) and all(
-        m.id != blue.id for m in d.app.memory.list_memories("fake", Scope.user("web"))
-    )
+    assert d.app.memory.list_memories("fake", Scope.user("web"))
+    assert all(m.id != blue.id for m in d.app.memory.list_memories("fake", Scope.user("web")))
     # Add one from the panel, then find it by searching.
     browser.find_element(By.ID, "memory-text").send_keys("The user keeps bees")
     browser.find_element(By.CSS_SELECTOR, "#memory-add button").click()

@@ -19,7 +19,7 @@ import pytest
 
 from agentd.app import App
 from agentd.config import load_config
-from agentd.runtime.workers import shard_of
+from agentd.runtime.scaleout.workers import shard_of
 from agentd.store import Store
 from tests.conftest import write_home
 from tests.support import read_sse, wait_for
@@ -132,12 +132,15 @@ def test_every_message_is_answered_once_in_order_by_the_worker_that_owns_its_cha
         assert reply_ids == sorted(reply_ids)
     health = httpx.get(running.url + "/healthz", timeout=30).json()
     workers = health["workers"]
-    assert [w["worker"] for w in workers] == [0, 1] and all(w["running"] and w["answered"] for w in workers)
+    assert [w["worker"] for w in workers] == [0, 1]
+    assert all(w["running"] and w["answered"] for w in workers)
     pids = {w["pid"] for w in workers}
-    assert len(pids) == 2 and running.proc.pid not in pids
+    assert len(pids) == 2
+    assert running.proc.pid not in pids
     # Forked by one fork server (which imported what they need once), itself the daemon's child.
     parents = {_parent(pid) for pid in pids}
-    assert len(parents) == 1 and running.proc.pid not in parents
+    assert len(parents) == 1
+    assert running.proc.pid not in parents
     fork_server = parents.pop()
     assert _parent(fork_server) == running.proc.pid
     # The one the daemon started first thing (agentd serve: start_fork_server), not a second one.
@@ -160,7 +163,8 @@ def test_a_streamed_chat_recalls_a_memory_a_worker_learned(daemon: Any) -> None:
             json={"persona": "buddy", "channel": "general", "user": "ann", "message": "remember that I like Python"},
         )
         assert stored.status_code == 200
-        assert "event: tool_result" in stored.text and "event: done" in stored.text
+        assert "event: tool_result" in stored.text
+        assert "event: done" in stored.text
         with client.stream(
             "POST",
             "/v1/chat",
@@ -170,7 +174,9 @@ def test_a_streamed_chat_recalls_a_memory_a_worker_learned(daemon: Any) -> None:
         # The daemon's own process (the memory API) reads what the worker wrote.
         found = client.post("/v1/memory/search", json={"query": "python", "persona": "buddy", "userId": "ann"})
     names = [e.event for e in events]
-    assert names[0] == "memory_context" and names[-1] == "done" and "token_delta" in names
+    assert names[0] == "memory_context"
+    assert names[-1] == "done"
+    assert "token_delta" in names
     assert any("Python" in m["text"] for m in events[0].data["memories"])
     assert any("Python" in r["text"] for r in found.json()["results"])
 
@@ -237,7 +243,8 @@ def test_sigterm_to_the_whole_process_group_still_lets_the_daemon_stop_its_worke
     finally:
         running.stop()
     log = "".join(running.stderr)
-    assert "worker_died" not in log and "worker_orphaned" not in log, log
+    assert "worker_died" not in log, log
+    assert "worker_orphaned" not in log, log
     home = Path(running.proc.args[2])
     found = replies_of(home)
     pending = pending_in(home)
@@ -434,7 +441,7 @@ def test_a_worker_whose_process_cannot_be_made_is_tried_again_until_it_runs(tmp_
 
     from structlog.testing import capture_logs
 
-    from agentd.runtime.workers import RESTART_PAUSES, Workers
+    from agentd.runtime.scaleout.workers import RESTART_PAUSES, Workers
 
     config = load_config(write_home(tmp_path, "[runtime]\nworkers = 1\n"), environ={})
     pool = Workers(config, 1, lambda _request, _event: None, lambda _index: None)

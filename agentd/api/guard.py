@@ -21,9 +21,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentd._exceptions import ConfigError, ErrorCode
 from agentd.api.errors import error_body
+from agentd.api.keys import KeyBook
 from agentd.api.roles import PRINCIPAL_KEY
 from agentd.api.web import PUBLIC_PATHS
-from agentd.runtime.keys import KeyBook
 
 #: Threads that look keys up in the store.
 KEY_THREADS = 4
@@ -137,7 +137,7 @@ class KeyGuard:
     """Finds the caller from ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``.
 
     A valid key (the config's, or one made with ``agentd keys create`` and not
-    revoked) puts its :class:`~agentd.runtime.keys.Principal` in the scope for the
+    revoked) puts its :class:`~agentd.api.keys.Principal` in the scope for the
     routes' role checks (:mod:`agentd.api.roles`). When no key is configured or
     stored (a loopback daemon) every caller is the local admin, whatever it sends; else
     only :data:`OPEN_PATHS` answer (``/healthz`` then says only that the daemon

@@ -1,7 +1,7 @@
 """Who may call what: each operation declares the roles it admits, and is checked against the caller.
 
 The door (:class:`agentd.api.guard.KeyGuard`) finds the caller from its key and
-puts the :class:`~agentd.runtime.keys.Principal` in the request's scope; each
+puts the :class:`~agentd.api.keys.Principal` in the request's scope; each
 route's dependency (:func:`allow`) refuses a role it does not admit with 403
 ``forbidden`` and the reason, before the body is looked at. Routes that name a
 channel (in the path, or in the body for chat) also check that an adapter key's
@@ -20,7 +20,7 @@ from typing import Any
 from fastapi import Depends, Request
 
 from agentd._exceptions import Forbidden, UnauthorizedCaller
-from agentd.runtime.keys import Principal, Role
+from agentd.api.keys import Principal, Role
 from agentd.scopes import DELEGATION_MARK
 
 #: The scope key the door stores the caller under.

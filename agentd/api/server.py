@@ -123,7 +123,7 @@ class DaemonServer:
     ) -> None:
         """``sock``: a socket already listening on ``host:port`` (``agentd serve`` binds first).
         ``workers``: answer turns in that many worker processes (``agentd serve`` passes
-        ``[runtime] workers``; see :mod:`agentd.runtime.workers`)."""
+        ``[runtime] workers``; see :mod:`agentd.runtime.scaleout.workers`)."""
         cfg = app.config
         check_bind(host, cfg.daemon.api_key)
         for channel, entry in cfg.channels.items():

@@ -13,10 +13,10 @@ from fastapi import Request
 from agentd._exceptions import InvalidInput
 from agentd.api.addressing import addressed_to
 from agentd.api.feed import ChannelHub
+from agentd.api.keys import KeyBook
 from agentd.app import App
 from agentd.embedders.guard import waiting_since
 from agentd.runtime import Runtime
-from agentd.runtime.keys import KeyBook
 from agentd.scopes import check_identifier
 
 T = TypeVar("T")

@@ -11,7 +11,7 @@ from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
 from agentd.prompt.budget import ContextBudget
-from agentd.runtime.turn import TurnPreparer
+from agentd.runtime.pipeline.turn import TurnPreparer
 from agentd.scopes import check_identifier
 
 BAR_WIDTH = 30

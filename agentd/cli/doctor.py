@@ -195,6 +195,25 @@ def _mcp_servers(app: App) -> list[Check]:
     return checks
 
 
+def _embedder(app: App) -> str:
+    """The embedder: loaded, its weights checked, one query timed."""
+    emb = app.embedder
+    if emb is None:
+        return "none configured: automatic retrieval and recall are off"
+    start = time.perf_counter()
+    load = getattr(emb, "load", None)
+    if load is not None:  # a local model: loaded (and its weights checked) on first use
+        load()
+    loaded = (time.perf_counter() - start) * 1000
+    start = time.perf_counter()
+    emb.embed(["doctor probe"])
+    ms = (time.perf_counter() - start) * 1000
+    return (
+        f"{emb.model_id}, {emb.dimension}-d, loaded in {loaded:.0f} ms (weights checked by sha256), "
+        f"one query in {ms:.1f} ms"
+    )
+
+
 def checks(app: App, ping_timeout: float | None = None) -> list[Check]:
     """Every check, in order; later ones are skipped when what they need failed.
 
@@ -218,24 +237,7 @@ def checks(app: App, ping_timeout: float | None = None) -> list[Check]:
         _run("sqlite-vec", _sqlite_vec),
     ]
 
-    def embedder() -> str:
-        emb = app.embedder
-        if emb is None:
-            return "none configured: automatic retrieval and recall are off"
-        start = time.perf_counter()
-        load = getattr(emb, "load", None)
-        if load is not None:  # a local model: loaded (and its weights checked) on first use
-            load()
-        loaded = (time.perf_counter() - start) * 1000
-        start = time.perf_counter()
-        emb.embed(["doctor probe"])
-        ms = (time.perf_counter() - start) * 1000
-        return (
-            f"{emb.model_id}, {emb.dimension}-d, loaded in {loaded:.0f} ms (weights checked by sha256), "
-            f"one query in {ms:.1f} ms"
-        )
-
-    found.append(_run("embedder", embedder))
+    found.append(_run("embedder", lambda: _embedder(app)))
 
     def database() -> str:
         # Only read: a missing database is not created, an old one is not upgraded, the

@@ -9,7 +9,7 @@ from agentd.app import App
 from agentd.cli.budget import budget_table
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
-from agentd.runtime.record import ContextRecord
+from agentd.runtime.pipeline.record import ContextRecord
 
 
 @click.command()

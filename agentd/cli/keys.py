@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
+from agentd.api.keys import KeyBook, Role
 from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
-from agentd.runtime.keys import KeyBook, Role
 
 
 @click.group()

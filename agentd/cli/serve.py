@@ -60,7 +60,7 @@ def serve(app: App, host: str | None, port: int | None) -> None:
         sys.exit(1)
     workers = app.config.runtime.worker_count(app.store.backend)
     if workers:  # its imports run on another core while this process loads the rest
-        from agentd.runtime.workers import start_fork_server
+        from agentd.runtime.scaleout.workers import start_fork_server
 
         start_fork_server(app.turn_modules())
     # The embedding model and the tokenizers load (native code, mostly) while the web

@@ -20,95 +20,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from agentd._exceptions import LLMAuthError, LLMError, LLMMalformed, LLMTruncated
 from agentd.llm import litellm_module
 from agentd.llm.errors import backoff, is_transient, map_error, retry_after
 from agentd.llm.models import missing_credentials, request_key
 from agentd.llm.offline import OfflineChat, is_offline
+from agentd.llm.types import ChatModel, ModelSettings, ModelTurn, ToolCallRequest, Usage
 from agentd.log import get_logger
 
 log = get_logger("agentd.llm")
-
-
-@dataclass(frozen=True)
-class ToolCallRequest:
-    """One tool call the model asked for; ``arguments`` is the raw JSON text."""
-
-    id: str
-    name: str
-    arguments: str
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Token usage of one model call (or the sum over a turn's rounds)."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        """Prompt plus completion tokens."""
-        return self.prompt_tokens + self.completion_tokens
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
-
-    def as_json(self) -> dict[str, int]:
-        """A JSON-ready dict."""
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": self.total_tokens,
-        }
-
-
-@dataclass(frozen=True)
-class ModelTurn:
-    """What one streamed call produced."""
-
-    text: str
-    tool_calls: tuple[ToolCallRequest, ...] = ()
-    usage: Usage = field(default_factory=Usage)
-    finish_reason: str | None = None
-    #: True when ``should_stop`` ended the stream early.
-    interrupted: bool = False
-
-
-@dataclass(frozen=True)
-class ModelSettings:
-    """How to call one persona's model."""
-
-    model: str
-    max_tokens: int
-    temperature: float | None = None
-    api_base: str | None = None
-    api_key_env: str | None = None
-    timeout: float = 120.0
-    #: Further tries after a transient failure before the first token ([models] retries).
-    retries: int = 0
-    retry_backoff: float = 0.5
-    retry_max_wait: float = 20.0
-    #: Who is calling (for the logs).
-    persona: str = ""
-
-
-class ChatModel(Protocol):
-    """Streams one chat completion."""
-
-    def stream(
-        self,
-        settings: ModelSettings,
-        messages: Sequence[dict[str, Any]],
-        tools: Sequence[dict[str, Any]],
-        on_text: Callable[[str], None],
-        should_stop: Callable[[], bool] = lambda: False,
-    ) -> ModelTurn:
-        """Call the model; ``on_text`` receives each text delta as it arrives."""
-        ...
 
 
 class LitellmChat:
@@ -286,3 +208,6 @@ def _sleep(seconds: float, should_stop: Callable[[], bool]) -> bool:
         if left <= 0:
             return True
         time.sleep(min(left, 0.05))
+
+
+__all__ = ["ChatModel", "LitellmChat", "ModelSettings", "ModelTurn", "ToolCallRequest", "Usage"]

@@ -15,10 +15,9 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # agentd.llm.chat imports this module: its types are imported where used
-    from agentd.llm.chat import ModelSettings, ModelTurn, Usage
+from agentd.llm.types import ModelSettings, ModelTurn, ToolCallRequest, Usage
 
 PROVIDER = "offline"
 #: Its context window, in tokens (counted as litellm counts unknown models: cl100k_base).
@@ -143,7 +142,6 @@ def plan(
 
 def _usage(messages: Sequence[dict[str, Any]], text: str, calls: list[tuple[str, dict[str, Any]]]) -> Usage:
     """Token usage as litellm's ``token_counter`` frames a chat request (4 per message, 3 to prime)."""
-    from agentd.llm.chat import Usage
     from agentd.llm.tokens import counter_for
 
     counter = counter_for(PROVIDER)
@@ -168,8 +166,6 @@ class OfflineChat:
         should_stop: Callable[[], bool] = lambda: False,
     ) -> ModelTurn:
         """Answer deterministically from ``messages`` (see :func:`plan`)."""
-        from agentd.llm.chat import ModelTurn, ToolCallRequest
-
         text, calls = plan(list(messages), list(tools))
         said: list[str] = []
         for word in re.findall(r"\S+\s*|\s+", text):

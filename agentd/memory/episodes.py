@@ -16,7 +16,7 @@ episode's text is the user's line (``keep = "user"``; the reply is indexed with 
 context) or the user's line and the reply (``keep = "exchange"``). Its time is its user
 message's; the channel's earlier messages (``context_messages``) are indexed with it
 as context (never shown). Indexing runs
-in the background (:class:`agentd.runtime.background.JobWorker`), a batch at a
+in the background (:class:`agentd.memory.background.JobWorker`), a batch at a
 time: the episodes and the job's cursor are written in one transaction, so after
 a crash indexing resumes where it stopped, skipping nothing and adding nothing
 twice (the content hash dedupes even a replayed batch).
@@ -24,7 +24,7 @@ twice (the content hash dedupes even a replayed batch).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -243,8 +243,3 @@ class Episodes:
             for persona, scope in sorted(touched, key=lambda t: (t[0], str(t[1]))):
                 for mid in self._store.memories.expired(conn, persona, scope, before, cfg.max_per_scope):
                     self._store.memories.delete(conn, mid)
-
-
-def episode_message_ids(hits: Sequence[MemoryHit]) -> list[int | None]:
-    """The user message each episode hit was made from."""
-    return [h.memory.source_message_id for h in hits]

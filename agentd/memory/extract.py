@@ -1,6 +1,6 @@
 """Facts extracted from each exchange by a model, kept current (``[memory] extract = "model"``).
 
-After an exchange, a background job (:class:`agentd.runtime.background.JobWorker`)
+After an exchange, a background job (:class:`agentd.memory.background.JobWorker`)
 asks a model for the durable facts the user's message states, in one call that
 also carries the user's most similar stored memories (mem0's design, folded into
 one call: the model extracts and decides at once). Each fact comes back as one
@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from agentd._exceptions import AgentdError, InvalidInput, NotFound
+from agentd._exceptions import InvalidInput, NotFound
 from agentd.config import MemoryConfig
 from agentd.llm.chat import ChatModel, ModelSettings
 from agentd.log import get_logger
@@ -226,16 +226,10 @@ class Extractor:
         with self._store.write() as conn:
             self._store.cursors.advance(conn, JOB, channel, start, cursor)
 
-    def _apply(
-        self,
-        channel: str,
-        start: int,
-        cursor: int,
-        exchange: Exchange,
-        candidates: Sequence[Memory],
-        decisions: Sequence[Decision],
-    ) -> bool:
-        """Write the decisions and move the cursor in one transaction; False if another worker did it."""
+    def _writes(
+        self, exchange: Exchange, candidates: Sequence[Memory], decisions: Sequence[Decision]
+    ) -> list[tuple[Decision, Memory | None, NewMemory | None]]:
+        """The decisions that can be applied: each with its target memory and its validated new text."""
         msg = exchange.message
         persona = exchange.reply.persona or exchange.reply.author
         scope = Scope.user(msg.author)
@@ -255,6 +249,22 @@ class Extractor:
                     log.info("extraction_decision_skipped", decision=d.event, reason=str(exc))
                     continue
             writes.append((d, target, item))
+        return writes
+
+    def _apply(
+        self,
+        channel: str,
+        start: int,
+        cursor: int,
+        exchange: Exchange,
+        candidates: Sequence[Memory],
+        decisions: Sequence[Decision],
+    ) -> bool:
+        """Write the decisions and move the cursor in one transaction; False if another worker did it."""
+        msg = exchange.message
+        persona = exchange.reply.persona or exchange.reply.author
+        scope = Scope.user(msg.author)
+        writes = self._writes(exchange, candidates, decisions)
         texts = [item.text for _d, _t, item in writes if item is not None]
         vecs = self._memory.embed_passages(texts)
         memories, history = self._store.memories, self._store.memory_history
@@ -308,8 +318,3 @@ class Extractor:
                     note(target.id, "NONE", None, target.text)
         log.info("facts_extracted", message_id=msg.id, decisions=[d.event for d, _t, _i in writes])
         return True
-
-
-def extraction_error(exc: Exception) -> str:
-    """How an extraction failure is logged."""
-    return exc.message if isinstance(exc, AgentdError) else f"{type(exc).__name__}: {exc}"

@@ -14,7 +14,9 @@ Priority, highest first:
 7. recent channel history — whole messages, newest first, until one does not
    fit; sent in chronological order.
 
-The budget is the model's window minus the output reserve, minus the tool
+Sections 3 to 7 are data: :data:`SECTIONS`, an ordered list of plain callables, each
+fitting itself into what the ones before it left (:class:`Fitting`); the list order is
+the priority. The budget is the model's window minus the output reserve, minus the tool
 definitions. Counts come from the model's tokenizer (:mod:`agentd.prompt.tokens`)
 with message framing included, so the sum is never below what litellm counts
 for the assembled request. The assembler is pure: same inputs, same output.
@@ -147,11 +149,177 @@ class AssembledContext:
         return [m.for_llm() for m in self.messages]
 
 
+@dataclass
+class Fitting:
+    """One assembly under way: what is left of the budget, and what each section has kept so far.
+
+    A section reads what it needs of the request, fits itself into :attr:`left`, takes what it
+    used off it, and records what it kept and dropped here.
+    """
+
+    count: Callable[[str], int]
+    #: Tokens still free for the sections after this one.
+    left: int
+    #: The system message's blocks, in order (the system prompt first).
+    blocks: list[str]
+    project_tokens: int = 0
+    project_truncated: bool = False
+    profile: list[Memory] = field(default_factory=list)
+    profile_tokens: int = 0
+    profile_dropped: int = 0
+    memories: list[MemoryHit] = field(default_factory=list)
+    memory_tokens: int = 0
+    memories_dropped: int = 0
+    episodes: list[MemoryHit] = field(default_factory=list)
+    episode_tokens: int = 0
+    episodes_dropped: int = 0
+    #: Recalled exchanges with this user kept, newest first, and what each costs.
+    snippets: list[Snippet] = field(default_factory=list)
+    snippet_costs: list[int] = field(default_factory=list)
+    #: What the user_history message costs besides its snippets.
+    snippet_header: int = 0
+    #: Snippets dropped because the recent history carries what they quote.
+    snippets_redundant: int = 0
+    #: The recent history kept, newest first.
+    history: Sequence[HistoryItem] = ()
+    history_tokens: int = 0
+
+
+#: One section of the prompt: fits what ``request`` offers for it into what ``fitting`` has left.
+Section = Callable[[PromptRequest, Fitting], None]
+
+
+def fit_project(request: PromptRequest, fitting: Fitting) -> None:
+    """Project context: whole, or truncated with a marker."""
+    if request.project is None or not request.project.text.strip():
+        return
+    block, tokens, truncated = _project(fitting.count, request.project, fitting.left)
+    fitting.project_tokens, fitting.project_truncated = tokens, truncated
+    if block:
+        fitting.blocks.append(block)
+        fitting.left -= tokens
+
+
+def fit_profile(request: PromptRequest, fitting: Fitting) -> None:
+    """The user's profile: whole memories, newest first, within its own cap."""
+    if request.profile and request.profile_budget > 0:
+        block, tokens, n = _whole_lines(
+            fitting.count,
+            PROFILE_HEADING,
+            (profile_line(m.text, m.category) for m in request.profile),
+            min(fitting.left, request.profile_budget),
+        )
+        fitting.profile, fitting.profile_tokens = list(request.profile[:n]), tokens
+        if block:
+            fitting.blocks.append(block)
+            fitting.left -= tokens
+    if request.profile_budget > 0:
+        fitting.profile_dropped = len(request.profile) - len(fitting.profile)
+
+
+def fit_memories(request: PromptRequest, fitting: Fitting) -> None:
+    """Memories: whole ones, best first, stop at the first that does not fit (one the profile
+    carries is not repeated)."""
+    in_profile = {m.id for m in fitting.profile}
+    recalled = [hit for hit in request.memories if hit.memory.id not in in_profile]
+    if recalled:
+        left = fitting.left
+        block, tokens, n = _whole_lines(
+            fitting.count,
+            MEMORIES_HEADING,
+            (memory_line(h.memory.text, h.memory.category, h.relevance) for h in recalled),
+            left if request.memory_budget is None else min(left, request.memory_budget),
+        )
+        fitting.memories, fitting.memory_tokens = recalled[:n], tokens
+        if block:
+            fitting.blocks.append(block)
+            fitting.left -= tokens
+    fitting.memories_dropped = len(recalled) - len(fitting.memories)
+
+
+def fit_episodes(request: PromptRequest, fitting: Fitting) -> None:
+    """Episodes: whole ones, best first, in what the memories left of their budget."""
+    if request.episodes:
+        left = fitting.left
+        block, tokens, n = _whole_lines(
+            fitting.count,
+            EPISODES_HEADING,
+            (episode_line(h.memory.text, h.memory.created_at, h.relevance) for h in request.episodes),
+            left if request.memory_budget is None else min(left, request.memory_budget - fitting.memory_tokens),
+        )
+        fitting.episodes, fitting.episode_tokens = list(request.episodes[:n]), tokens
+        if block:
+            fitting.blocks.append(block)
+            fitting.left -= tokens
+    fitting.episodes_dropped = len(request.episodes) - len(fitting.episodes)
+
+
+def fit_user_history(request: PromptRequest, fitting: Fitting) -> None:
+    """Recalled exchanges with this user: one system message of whole snippets, newest first."""
+    count = fitting.count
+    fitting.snippet_header = header = PER_MESSAGE + count(USER_HISTORY_HEADING)
+    if not request.user_history:
+        return
+    cost = header
+    for snippet in request.user_history:
+        snippet_cost = count(snippet.text) + JOIN
+        if cost + snippet_cost > fitting.left:
+            break
+        cost += snippet_cost
+        fitting.snippets.append(snippet)
+        fitting.snippet_costs.append(snippet_cost)
+    if fitting.snippets:
+        fitting.left -= cost
+
+
+def fit_recent_history(request: PromptRequest, fitting: Fitting) -> None:
+    """Recent history: newest first, whole messages, contiguous. A snippet that quotes a message the
+    history carries anyway is dropped and its tokens go to more history."""
+    history = request.history
+    snippets, costs = fitting.snippets, fitting.snippet_costs
+    left = fitting.left
+    # spent[j]: what history[:j] costs. Prefix sums and a bisection, not a loop in Python: a
+    # long channel's prompt carries thousands of messages.
+    spent = [0, *accumulate(item.tokens + PER_MESSAGE for item in history)]
+    taken = 0  # history[:taken] is kept
+    while True:
+        more = bisect_right(spent, spent[taken] + left, lo=taken) - 1 - taken
+        left -= spent[taken + more] - spent[taken]
+        taken += more
+        quoted = {i for s in snippets for i in s.message_ids}
+        in_history = {item.message_id for item in history[:taken] if item.message_id in quoted} if quoted else set()
+        redundant = [i for i, s in enumerate(snippets) if in_history.intersection(s.message_ids)]
+        if not redundant:
+            break
+        for i in reversed(redundant):
+            left += costs.pop(i)
+            snippets.pop(i)
+            fitting.snippets_redundant += 1
+        if not snippets:
+            left += fitting.snippet_header
+    fitting.left = left
+    fitting.history, fitting.history_tokens = history[:taken], spent[taken]
+
+
+#: The sections after the system prompt and the current message, highest priority first: each
+#: fits into what the ones before it left.
+SECTIONS: tuple[Section, ...] = (
+    fit_project,
+    fit_profile,
+    fit_memories,
+    fit_episodes,
+    fit_user_history,
+    fit_recent_history,
+)
+
+
 class ContextAssembler:
     """Builds prompts under a window with one tokenizer."""
 
-    def __init__(self, counter: TokenCounter) -> None:
+    def __init__(self, counter: TokenCounter, sections: Sequence[Section] = SECTIONS) -> None:
+        """``sections``: the prompt's sections in priority order (default :data:`SECTIONS`)."""
         self._counter = counter
+        self._sections = tuple(sections)
 
     @property
     def counter(self) -> TokenCounter:
@@ -174,196 +342,109 @@ class ContextAssembler:
                 f"definitions, the system prompt ({system:,} tokens) and the current message "
                 f"({current:,} tokens) do not fit in the {budget - tools - REPLY_PRIMING:,} tokens left"
             )
-        left = budget - fixed
-        sections = [request.system_prompt]
-
-        # Project context: whole, or truncated with a marker.
-        project_tokens, project_truncated = 0, False
-        if request.project is not None and request.project.text.strip():
-            block, project_tokens, project_truncated = self._project(request.project, left)
-            if block:
-                sections.append(block)
-                left -= project_tokens
-
-        # The user's profile: whole memories, newest first, within its own cap.
-        profile_tokens, kept_profile = 0, []
-        if request.profile and request.profile_budget > 0:
-            block, profile_tokens, n = _whole_lines(
-                count,
-                PROFILE_HEADING,
-                (profile_line(m.text, m.category) for m in request.profile),
-                min(left, request.profile_budget),
-            )
-            kept_profile = list(request.profile[:n])
-            if block:
-                sections.append(block)
-                left -= profile_tokens
-        profile_dropped = len(request.profile) - len(kept_profile) if request.profile_budget > 0 else 0
-        in_profile = {m.id for m in kept_profile}
-
-        # Memories: whole ones, best first, stop at the first that does not fit.
-        memory_tokens, kept_memories = 0, []
-        recalled = [hit for hit in request.memories if hit.memory.id not in in_profile]
-        if recalled:
-            block, memory_tokens, n = _whole_lines(
-                count,
-                MEMORIES_HEADING,
-                (memory_line(h.memory.text, h.memory.category, h.relevance) for h in recalled),
-                left if request.memory_budget is None else min(left, request.memory_budget),
-            )
-            kept_memories = recalled[:n]
-            if block:
-                sections.append(block)
-                left -= memory_tokens
-        memories_dropped = len(recalled) - len(kept_memories)
-
-        # Episodes: whole ones, best first, in what the memories left of their budget.
-        episode_tokens, kept_episodes = 0, []
-        if request.episodes:
-            block, episode_tokens, n = _whole_lines(
-                count,
-                EPISODES_HEADING,
-                (episode_line(h.memory.text, h.memory.created_at, h.relevance) for h in request.episodes),
-                left if request.memory_budget is None else min(left, request.memory_budget - memory_tokens),
-            )
-            kept_episodes = list(request.episodes[:n])
-            if block:
-                sections.append(block)
-                left -= episode_tokens
-        episodes_dropped = len(request.episodes) - len(kept_episodes)
-
-        # Recalled exchanges with this user: one system message of whole snippets.
-        snippet_costs: list[int] = []
-        kept_snippets: list[Snippet] = []
-        header = PER_MESSAGE + count(USER_HISTORY_HEADING)
-        if request.user_history:
-            cost = header
-            for snippet in request.user_history:
-                snippet_cost = count(snippet.text) + JOIN
-                if cost + snippet_cost > left:
-                    break
-                cost += snippet_cost
-                kept_snippets.append(snippet)
-                snippet_costs.append(snippet_cost)
-            if kept_snippets:
-                left -= cost
-
-        # Recent history: newest first, whole messages, contiguous. A snippet that quotes a
-        # message the history carries anyway is dropped and its tokens go to more history.
-        history = request.history
-        # spent[j]: what history[:j] costs. Prefix sums and a bisection, not a loop in Python: a
-        # long channel's prompt carries thousands of messages.
-        spent = [0, *accumulate(item.tokens + PER_MESSAGE for item in history)]
-        taken, redundant_count = 0, 0  # history[:taken] is kept
-        while True:
-            more = bisect_right(spent, spent[taken] + left, lo=taken) - 1 - taken
-            left -= spent[taken + more] - spent[taken]
-            taken += more
-            quoted = {i for s in kept_snippets for i in s.message_ids}
-            in_history = {item.message_id for item in history[:taken] if item.message_id in quoted} if quoted else set()
-            redundant = [i for i, s in enumerate(kept_snippets) if in_history.intersection(s.message_ids)]
-            if not redundant:
-                break
-            for i in reversed(redundant):
-                left += snippet_costs.pop(i)
-                kept_snippets.pop(i)
-                redundant_count += 1
-            if not kept_snippets:
-                left += header
-        kept_history, history_tokens = history[:taken], spent[taken]
-        history_summary_tokens = (header + sum(snippet_costs)) if kept_snippets else 0
-        # Only snippets that did not fit count as dropped; redundant ones are in the history.
-        snippets_dropped = len(request.user_history) - len(kept_snippets) - redundant_count
-        messages_dropped = max(request.history_available, len(request.history)) - len(kept_history)
-
-        system_message = PromptMessage("system", "\n\n".join(sections), "system")
-        messages = [system_message]
-        if kept_snippets:
-            # Oldest snippet first, so the recalled exchanges read in order.
-            body = "\n".join([USER_HISTORY_HEADING, *(s.text for s in reversed(kept_snippets))])
-            messages.append(PromptMessage("system", body, "user_history"))
-        messages.extend(
-            make(PromptMessage, (item.role, item.content, "history", item.message_id))
-            for item in reversed(kept_history)
+        fitting = Fitting(count, budget - fixed, [request.system_prompt])
+        for section in self._sections:
+            section(request, fitting)
+        kept_history = fitting.history
+        return AssembledContext(
+            messages=_messages(request, fitting),
+            budget=self._accounting(request, window, fitting, budget, system, current, tools),
+            memories=tuple(fitting.memories),
+            user_history=tuple(fitting.snippets),
+            history_ids=tuple(item.message_id for item in reversed(kept_history) if not item.synthetic),
+            profile=tuple(fitting.profile),
+            episodes=tuple(fitting.episodes),
         )
-        if request.current is not None:
-            messages.append(PromptMessage("user", request.current, "current"))
 
-        total = budget - left
-        accounting = ContextBudget(
+    def _accounting(
+        self, request: PromptRequest, window: Window, f: Fitting, budget: int, system: int, current: int, tools: int
+    ) -> ContextBudget:
+        """Where the tokens went, and what was dropped."""
+        # Only snippets that did not fit count as dropped; redundant ones are in the history.
+        snippets_dropped = len(request.user_history) - len(f.snippets) - f.snippets_redundant
+        available = max(request.history_available, len(request.history))
+        messages_dropped = available - len(f.history)
+        return ContextBudget(
             model=request.model,
             tokenizer=self._counter.name,
             window=window.tokens,
             window_source=window.source,
             output_reserve=request.output_reserve,
-            total_tokens=total,
+            total_tokens=budget - f.left,
             system_tokens=system + REPLY_PRIMING,
-            project_tokens=project_tokens,
-            memory_tokens=memory_tokens,
-            user_history_tokens=history_summary_tokens,
-            history_tokens=history_tokens,
+            project_tokens=f.project_tokens,
+            memory_tokens=f.memory_tokens,
+            user_history_tokens=(f.snippet_header + sum(f.snippet_costs)) if f.snippets else 0,
+            history_tokens=f.history_tokens,
             current_tokens=current,
             tools_tokens=tools,
-            history_messages=len(kept_history),
-            history_available=max(request.history_available, len(request.history)),
-            memories_included=len(kept_memories),
-            memories_dropped=memories_dropped,
+            history_messages=len(f.history),
+            history_available=available,
+            memories_included=len(f.memories),
+            memories_dropped=f.memories_dropped,
             messages_dropped=messages_dropped,
             snippets_dropped=snippets_dropped,
-            project_truncated=project_truncated,
+            project_truncated=f.project_truncated,
             exhausted=bool(
-                project_truncated
-                or profile_dropped
-                or memories_dropped
-                or episodes_dropped
+                f.project_truncated
+                or f.profile_dropped
+                or f.memories_dropped
+                or f.episodes_dropped
                 or snippets_dropped
                 or messages_dropped
             ),
-            profile_tokens=profile_tokens,
-            profile_included=len(kept_profile),
-            profile_dropped=profile_dropped,
-            episode_tokens=episode_tokens,
-            episodes_included=len(kept_episodes),
-            episodes_dropped=episodes_dropped,
-        )
-        return AssembledContext(
-            messages=tuple(messages),
-            budget=accounting,
-            memories=tuple(kept_memories),
-            user_history=tuple(kept_snippets),
-            history_ids=tuple(item.message_id for item in reversed(kept_history) if not item.synthetic),
-            profile=tuple(kept_profile),
-            episodes=tuple(kept_episodes),
+            profile_tokens=f.profile_tokens,
+            profile_included=len(f.profile),
+            profile_dropped=f.profile_dropped,
+            episode_tokens=f.episode_tokens,
+            episodes_included=len(f.episodes),
+            episodes_dropped=f.episodes_dropped,
         )
 
-    def _project(self, project: Project, left: int) -> tuple[str, int, bool]:
-        """The project block within ``left`` tokens: (text, tokens, truncated)."""
-        count = self._counter.count
-        full = f"{PROJECT_HEADING}\n{project.text.strip()}"
-        cost = count(full) + JOIN
-        if cost <= left:
-            return full, cost, False
-        if left < MIN_PROJECT_TOKENS:
-            return "", 0, True
-        body = project.text.strip()
-        total = count(body)
-        # Longest prefix (by characters, found by bisection) whose block still fits.
-        lo, hi, best = 0, len(body), ""
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            prefix = body[:mid]
-            cut = prefix.rfind("\n")
-            if cut > mid // 2:  # prefer ending at a line break when one is near
-                prefix = prefix[:cut]
-            marker = truncation_marker(count(prefix), total)
-            block = f"{PROJECT_HEADING}\n{prefix}\n{marker}"
-            if count(block) + JOIN <= left:
-                best, lo = block, mid + 1
-            else:
-                hi = mid - 1
-        if not best:
-            return "", 0, True
-        return best, count(best) + JOIN, True
+
+def _messages(request: PromptRequest, fitting: Fitting) -> tuple[PromptMessage, ...]:
+    """The prompt: the system message, the recalled exchanges, the recent history in chronological
+    order, the current message."""
+    messages = [PromptMessage("system", "\n\n".join(fitting.blocks), "system")]
+    if fitting.snippets:
+        # Oldest snippet first, so the recalled exchanges read in order.
+        body = "\n".join([USER_HISTORY_HEADING, *(s.text for s in reversed(fitting.snippets))])
+        messages.append(PromptMessage("system", body, "user_history"))
+    messages.extend(
+        make(PromptMessage, (item.role, item.content, "history", item.message_id)) for item in reversed(fitting.history)
+    )
+    if request.current is not None:
+        messages.append(PromptMessage("user", request.current, "current"))
+    return tuple(messages)
+
+
+def _project(count: Callable[[str], int], project: Project, left: int) -> tuple[str, int, bool]:
+    """The project block within ``left`` tokens: (text, tokens, truncated)."""
+    full = f"{PROJECT_HEADING}\n{project.text.strip()}"
+    cost = count(full) + JOIN
+    if cost <= left:
+        return full, cost, False
+    if left < MIN_PROJECT_TOKENS:
+        return "", 0, True
+    body = project.text.strip()
+    total = count(body)
+    # Longest prefix (by characters, found by bisection) whose block still fits.
+    lo, hi, best = 0, len(body), ""
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        prefix = body[:mid]
+        cut = prefix.rfind("\n")
+        if cut > mid // 2:  # prefer ending at a line break when one is near
+            prefix = prefix[:cut]
+        marker = truncation_marker(count(prefix), total)
+        block = f"{PROJECT_HEADING}\n{prefix}\n{marker}"
+        if count(block) + JOIN <= left:
+            best, lo = block, mid + 1
+        else:
+            hi = mid - 1
+    if not best:
+        return "", 0, True
+    return best, count(best) + JOIN, True
 
 
 def _whole_lines(count: Callable[[str], int], heading: str, lines: Iterable[str], room: int) -> tuple[str, int, int]:

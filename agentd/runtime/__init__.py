@@ -1,4 +1,11 @@
-"""The actor runtime: a supervisor, one actor per (persona, channel), and respond()."""
+"""The runtime: an intake and one dispatcher chosen at start-up.
+
+Directly here: the intake (:mod:`~agentd.runtime.intake`), the dispatcher protocol
+(:mod:`~agentd.runtime.dispatch`) and the choice (:mod:`~agentd.runtime.runtime`), the turns in
+flight, group commit, and the actor messages and events. In folders: ``pipeline/`` (prepare a
+turn, answer it, store it), ``actors/`` (the supervisor, the actors, the local dispatcher) and
+``scaleout/`` (worker processes, several daemons on one PostgreSQL).
+"""
 
 from agentd._exceptions import ShuttingDown
 from agentd.runtime.events import (

@@ -13,7 +13,7 @@ batch to fill.
 Two writes go through it: accepting user messages (every one durable before its
 caller hears ``202``; batches are committed and dispatched one at a time, so the
 actors receive messages in the order they were stored and a channel's replies
-keep their order), and storing replies (:class:`agentd.runtime.record.TurnWriter`).
+keep their order), and storing replies (:class:`agentd.runtime.pipeline.record.TurnWriter`).
 If a batch cannot be stored, every caller in it gets the error and none of its
 items was stored or dispatched.
 """

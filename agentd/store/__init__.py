@@ -158,7 +158,7 @@ class Store:
 
     def share_writes(self) -> None:
         """Take turns at writing with the other processes of this daemon (its worker processes,
-        :mod:`agentd.runtime.workers`) instead of meeting SQLite's busy timeout (SQLite only)."""
+        :mod:`agentd.runtime.scaleout.workers`) instead of meeting SQLite's busy timeout (SQLite only)."""
         if self._turns is not None:
             self._turns.share()
 

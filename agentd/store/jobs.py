@@ -1,6 +1,6 @@
 """Where each background job has got to in each channel, and the history of memories it changed.
 
-A background job (:mod:`agentd.runtime.background`) works through a channel's
+A background job (:mod:`agentd.memory.background`) works through a channel's
 exchanges in id order. Its cursor (``job_cursors``) is the last user message it
 finished with; the job writes its results and moves the cursor in one
 transaction, so after a crash it resumes exactly where it stopped.

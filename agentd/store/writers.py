@@ -5,7 +5,7 @@ that finds the lock taken sleep and retry (1, 2, 5, 10 … 100 ms), so under man
 writers each waits far longer than the write it waits for. :class:`WriteTurns`
 makes them queue instead: the threads of a process on a lock, handed over at
 once; and, once :meth:`WriteTurns.share` was called (the daemon and its worker
-processes, :mod:`agentd.runtime.workers`), the processes on an exclusive
+processes, :mod:`agentd.runtime.scaleout.workers`), the processes on an exclusive
 ``flock`` of a file beside the database (``<database>-writers``), which the
 kernel releases when its holder dies, so a killed worker never leaves it taken.
 Another process still waiting for that file looks again within a millisecond.
@@ -76,7 +76,8 @@ class WriteTurns:
             self._file = None
 
     def _lock_file(self, deadline: float) -> bool:
-        assert fcntl is not None and self._file is not None
+        assert fcntl is not None
+        assert self._file is not None
         pause = FIRST_PAUSE
         while True:
             try:

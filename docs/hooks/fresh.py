@@ -21,7 +21,8 @@ _GEN = Path(__file__).resolve().parent.parent / "gen_ref.py"
 def on_pre_build(config: Any) -> None:
     """Compare each generated page with what the code generates now."""
     spec = importlib.util.spec_from_file_location("agentd_docs_gen_ref", _GEN)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     for page in module.stale():

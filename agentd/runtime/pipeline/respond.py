@@ -1,12 +1,13 @@
 """respond(): answer one stored user message, end to end.
 
 1. the user message is already stored (the runtime persists before dispatch);
-2. the turn is prepared (:mod:`agentd.runtime.turn`): query, earlier exchanges,
+2. the turn is prepared (:mod:`agentd.runtime.pipeline.turn`): query, earlier exchanges,
    automatic retrieval within its timeout, tools, the prompt under the window;
 3. ``memory_context`` then ``history_context`` go out: what the prompt carries;
-4. the model streams, with tools, for a bounded number of rounds;
-5. the reply and its context record are stored (:mod:`agentd.runtime.record`),
-   then ``done`` goes out.
+4. the model streams, with tools, for a bounded number of rounds
+   (:meth:`Responder.model_rounds`);
+5. the reply and its context record are stored (:meth:`Responder.store`,
+   :mod:`agentd.runtime.pipeline.record`), then ``done`` goes out.
 
 Expected failures (LLM errors, an overflowing prompt, a store error) end the
 turn with an ``Error`` event; anything else is a bug and escapes to the actor.
@@ -40,19 +41,9 @@ from agentd.runtime.events import (
     ToolResult,
 )
 from agentd.runtime.messages import Turn, TurnState
-from agentd.runtime.record import (
-    ContextRecord,
-    HistoryInfo,
-    Reply,
-    RetrievalInfo,
-    ToolUse,
-    TurnWriter,
-    profile_memories,
-    quoted_message_ids,
-    recalled_episodes,
-    recalled_memories,
-)
-from agentd.runtime.turn import PreparedTurn, TurnPreparer
+from agentd.runtime.pipeline.context_record import ToolUse, context_record
+from agentd.runtime.pipeline.record import Reply, TurnWriter
+from agentd.runtime.pipeline.turn import PreparedTurn, TurnPreparer
 from agentd.skills import Caller, SkillRegistry
 
 #: A tool result longer than this (characters) is cut before it goes back to the model.
@@ -68,6 +59,19 @@ class Outcome:
     ok: bool
     #: What the prompt carried (``None`` when the turn ended before it was assembled).
     prepared: PreparedTurn | None = None
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """What the model-and-tool rounds of a turn produced (the reply's text is in the turn's draft)."""
+
+    usage: Usage
+    tools: tuple[ToolUse, ...]
+    #: How many times the model was called.
+    count: int
+    model_ms: float
+    #: True when shutdown cut the stream.
+    interrupted: bool = False
 
 
 class Responder:
@@ -102,7 +106,8 @@ class Responder:
         memory_limit: int | None = None,
         memory_budget: int | None = None,
     ) -> Outcome:
-        """Answer ``turn``, emitting its events to ``turn.sink``."""
+        """Answer ``turn``, emitting its events to ``turn.sink``: prepare it, run the model-and-tool
+        rounds (:meth:`model_rounds`), then store the reply and its record (:meth:`store`)."""
         log = get_logger("agentd.turn").bind(
             persona=self._persona.name, channel=self._channel, request_id=turn.request_id, message_id=turn.message_id
         )
@@ -110,150 +115,157 @@ class Responder:
         if not turn.draft.start():
             # Cancelled before it started (shutdown): the runtime keeps the message pending.
             return Outcome(None, "", False)
-        cfg = self._config
         prepared: PreparedTurn | None = None
         try:
-            try:
-                with self._slots:
-                    prepared = self._preparer.prepare(
-                        self._persona,
-                        self._channel,
-                        turn.user,
-                        turn.text,
-                        message_id=turn.message_id,
-                        disable_memory=turn.disable_memory,
-                        memory_limit=memory_limit,
-                        memory_budget=memory_budget,
-                    )
-            except AgentdError:
-                # memory_context is always a turn's first event, whatever happens after.
-                turn.sink(MemoryContext((), RecallStatus.OK, turn.message_id))
-                raise
-            except Exception:
-                # A bug: the actor crashes and the supervisor ends the turn, after this event.
-                turn.sink(MemoryContext((), RecallStatus.ERROR, turn.message_id))
-                raise
-            retrieval, ctx = prepared.retrieval, prepared.context
-            if retrieval.status not in (RecallStatus.OK, RecallStatus.DISABLED):
-                log.info("retrieval_skipped", status=retrieval.status, reason=retrieval.reason)
-            # What the user sees is what the prompt carries (the assembler may drop some).
-            turn.sink(
-                MemoryContext(
-                    tuple(_snippet(h) for h in ctx.memories),
-                    retrieval.status,
-                    turn.message_id,
-                    tuple(_snippet(h) for h in retrieval.near_misses),
-                    tuple(_snippet(h) for h in ctx.episodes),
+            prepared = self._prepare(turn, memory_limit, memory_budget)
+            self._announce(turn, prepared, log)
+            rounds = self.model_rounds(turn, prepared, chain)
+            if rounds.interrupted:
+                return self._end(
+                    turn, ErrorCode.INTERRUPTED, "the daemon stopped before the reply was complete", log, prepared
                 )
-            )
-            turn.sink(_history_event(prepared.recalled, ctx.user_history, prepared.history_status))
-            messages: list[dict[str, Any]] = list(ctx.for_llm())
-            settings = ModelSettings(
-                model=self._persona.model,
-                max_tokens=self._persona.max_tokens,
-                temperature=self._persona.temperature,
-                api_base=self._persona.api_base,
-                api_key_env=self._persona.api_key_env,
-                timeout=cfg.models.llm_timeout_seconds,
-                retries=cfg.models.retries,
-                retry_backoff=cfg.models.retry_backoff_seconds,
-                retry_max_wait=cfg.models.retry_max_wait_seconds,
-                persona=self._persona.name,
-            )
-            usage = Usage()
-            tool_log: list[ToolUse] = []
-            rounds = 0
-            tools = [] if turn.disable_tools else prepared.registry.tool_definitions()
-
-            def on_text(text: str) -> None:
-                turn.draft.append(text)
-                turn.sink(TokenDelta(text=text))
-
-            shared = prepared.visibility is not None and not prepared.visibility.private_to(turn.user)
-            caller = Caller(
-                self._persona.name,
-                self._channel,
-                turn.user,
-                turn.message_id,
-                chain or (self._persona.name,),
-                shared_channel=self._channel if shared else None,
-            )
-            model_started = time.perf_counter()
-            while True:
-                offer = tools if rounds < cfg.runtime.max_tool_rounds else []
-                result = self._llm.stream(settings, messages, offer, on_text, should_stop=turn.draft.cancel.is_set)
-                usage += result.usage
-                rounds += 1
-                if result.interrupted:
-                    return self._end(
-                        turn, ErrorCode.INTERRUPTED, "the daemon stopped before the reply was complete", log, prepared
-                    )
-                if not result.tool_calls or not offer:
-                    break
-                messages.append(_assistant_with_calls(result.text, result.tool_calls))
-                for call in result.tool_calls:
-                    messages.append(self._run_tool(call, prepared.registry, caller, turn, tool_log))
-            model_ms = (time.perf_counter() - model_started) * 1000
-            record = ContextRecord(
-                request_id=turn.request_id,
-                retrieval=RetrievalInfo(
-                    retrieval.status, round(retrieval.elapsed_ms, 2), retrieval.query, retrieval.reason
-                ),
-                memories=recalled_memories(ctx),
-                budget=ctx.budget,
-                history_ids=ctx.history_ids,
-                user_history=HistoryInfo(
-                    prepared.recalled.inspected,
-                    prepared.recalled.seeds,
-                    quoted_message_ids(ctx),
-                    prepared.history_status,
-                ),
-                usage=usage.as_json(),
-                tool_calls=tuple(tool_log),
-                rounds=rounds,
-                profile=profile_memories(ctx),
-                episodes=recalled_episodes(ctx),
-                privacy=_privacy_note(prepared, turn.user),
-            )
-            if not turn.draft.finish(TurnState.ANSWERED):
-                return Outcome(None, turn.draft.text(), False, prepared)  # shutdown stored it as interrupted
-            text = turn.draft.text()
-            summary = next((m.content for m in ctx.messages if m.source == "user_history"), None)
-            store_started = time.perf_counter()
-            try:
-                reply_id = self._writer.answered(
-                    self._persona, self._channel, turn.message_id, Reply(text, record, summary)
-                )
-            except AlreadyAnswered:
-                # Another daemon answered this message first (several daemons on one PostgreSQL):
-                # its reply stands, this one is dropped, and the turn ends without a second answer.
-                log.warning("turn_already_answered")
-                turn.sink(Error(ErrorCode.INTERRUPTED, "another daemon answered this message first", turn.message_id))
-                return Outcome(None, text, False, prepared)
-            except StoreError as exc:
-                return self._unstored(turn, exc, log, prepared)
-            store_ms = (time.perf_counter() - store_started) * 1000
-            turn.sink(Done(reply_id, turn.message_id, usage.as_json(), ctx.budget.as_json(), text))
-            log.info(
-                "turn",
-                outcome="answered",
-                reply_id=reply_id,
-                memories=len(ctx.memories),
-                retrieval=retrieval.status,
-                retrieval_ms=round(retrieval.elapsed_ms, 1),
-                history_ms=round(prepared.stages.history_ms, 1),
-                assemble_ms=round(prepared.stages.assemble_ms, 1),
-                model_ms=round(model_ms, 1),
-                store_ms=round(store_ms, 1),
-                prompt_tokens=ctx.budget.total_tokens,
-                history_messages=ctx.budget.history_messages,
-                rounds=rounds,
-                tools=[t.name for t in tool_log],
-                ms=round((time.perf_counter() - started) * 1000, 1),
-            )
-            return Outcome(reply_id, text, True, prepared)
+            return self.store(turn, prepared, rounds, log, started)
         except AgentdError as exc:
             return self._end(turn, exc.code, exc.message, log, prepared)
+
+    def model_rounds(self, turn: Turn, prepared: PreparedTurn, chain: tuple[str, ...] = ()) -> Rounds:
+        """Stream the model on the prepared prompt; run the tools it calls and stream it again, for
+        at most ``[runtime] max_tool_rounds`` rounds with tools (the last round is offered none)."""
+        cfg = self._config
+        messages: list[dict[str, Any]] = list(prepared.context.for_llm())
+        settings = self._settings()
+        usage = Usage()
+        tool_log: list[ToolUse] = []
+        rounds = 0
+        tools = [] if turn.disable_tools else prepared.registry.tool_definitions()
+
+        def on_text(text: str) -> None:
+            turn.draft.append(text)
+            turn.sink(TokenDelta(text=text))
+
+        shared = prepared.visibility is not None and not prepared.visibility.private_to(turn.user)
+        caller = Caller(
+            self._persona.name,
+            self._channel,
+            turn.user,
+            turn.message_id,
+            chain or (self._persona.name,),
+            shared_channel=self._channel if shared else None,
+        )
+        model_started = time.perf_counter()
+        while True:
+            offer = tools if rounds < cfg.runtime.max_tool_rounds else []
+            result = self._llm.stream(settings, messages, offer, on_text, should_stop=turn.draft.cancel.is_set)
+            usage += result.usage
+            rounds += 1
+            if result.interrupted:
+                return Rounds(usage, tuple(tool_log), rounds, 0.0, interrupted=True)
+            if not result.tool_calls or not offer:
+                break
+            messages.append(_assistant_with_calls(result.text, result.tool_calls))
+            for call in result.tool_calls:
+                messages.append(self._run_tool(call, prepared.registry, caller, turn, tool_log))
+        return Rounds(usage, tuple(tool_log), rounds, (time.perf_counter() - model_started) * 1000)
+
+    def store(self, turn: Turn, prepared: PreparedTurn, rounds: Rounds, log: Any, started: float) -> Outcome:
+        """Store the reply and its context record, then send ``done`` (one call, one transaction)."""
+        ctx, retrieval = prepared.context, prepared.retrieval
+        record = context_record(
+            turn.request_id, turn.user, prepared, rounds.usage.as_json(), rounds.tools, rounds.count
+        )
+        if not turn.draft.finish(TurnState.ANSWERED):
+            return Outcome(None, turn.draft.text(), False, prepared)  # shutdown stored it as interrupted
+        text = turn.draft.text()
+        summary = next((m.content for m in ctx.messages if m.source == "user_history"), None)
+        store_started = time.perf_counter()
+        try:
+            reply_id = self._writer.answered(
+                self._persona, self._channel, turn.message_id, Reply(text, record, summary)
+            )
+        except AlreadyAnswered:
+            # Another daemon answered this message first (several daemons on one PostgreSQL):
+            # its reply stands, this one is dropped, and the turn ends without a second answer.
+            log.warning("turn_already_answered")
+            turn.sink(Error(ErrorCode.INTERRUPTED, "another daemon answered this message first", turn.message_id))
+            return Outcome(None, text, False, prepared)
+        except StoreError as exc:
+            return self._unstored(turn, exc, log, prepared)
+        store_ms = (time.perf_counter() - store_started) * 1000
+        turn.sink(Done(reply_id, turn.message_id, rounds.usage.as_json(), ctx.budget.as_json(), text))
+        log.info(
+            "turn",
+            outcome="answered",
+            reply_id=reply_id,
+            memories=len(ctx.memories),
+            retrieval=retrieval.status,
+            retrieval_ms=round(retrieval.elapsed_ms, 1),
+            history_ms=round(prepared.stages.history_ms, 1),
+            assemble_ms=round(prepared.stages.assemble_ms, 1),
+            model_ms=round(rounds.model_ms, 1),
+            store_ms=round(store_ms, 1),
+            prompt_tokens=ctx.budget.total_tokens,
+            history_messages=ctx.budget.history_messages,
+            rounds=rounds.count,
+            tools=[t.name for t in rounds.tools],
+            ms=round((time.perf_counter() - started) * 1000, 1),
+        )
+        return Outcome(reply_id, text, True, prepared)
+
+    def _prepare(self, turn: Turn, memory_limit: int | None, memory_budget: int | None) -> PreparedTurn:
+        """The turn prepared (under a slot); on failure ``memory_context`` still goes out first."""
+        try:
+            with self._slots:
+                return self._preparer.prepare(
+                    self._persona,
+                    self._channel,
+                    turn.user,
+                    turn.text,
+                    message_id=turn.message_id,
+                    disable_memory=turn.disable_memory,
+                    memory_limit=memory_limit,
+                    memory_budget=memory_budget,
+                )
+        except AgentdError:
+            # memory_context is always a turn's first event, whatever happens after.
+            turn.sink(MemoryContext((), RecallStatus.OK, turn.message_id))
+            raise
+        except Exception:
+            # A bug: the actor crashes and the supervisor ends the turn, after this event.
+            turn.sink(MemoryContext((), RecallStatus.ERROR, turn.message_id))
+            raise
+
+    def _announce(self, turn: Turn, prepared: PreparedTurn, log: Any) -> None:
+        """``memory_context`` then ``history_context``: what the prompt carries."""
+        retrieval, ctx = prepared.retrieval, prepared.context
+        if retrieval.status not in (RecallStatus.OK, RecallStatus.DISABLED):
+            log.info("retrieval_skipped", status=retrieval.status, reason=retrieval.reason)
+        # What the user sees is what the prompt carries (the assembler may drop some).
+        turn.sink(
+            MemoryContext(
+                tuple(_snippet(h) for h in ctx.memories),
+                retrieval.status,
+                turn.message_id,
+                tuple(_snippet(h) for h in retrieval.near_misses),
+                tuple(_snippet(h) for h in ctx.episodes),
+            )
+        )
+        turn.sink(_history_event(prepared.recalled, ctx.user_history, prepared.history_status))
+
+    def _settings(self) -> ModelSettings:
+        """How to call this persona's model."""
+        cfg = self._config
+        return ModelSettings(
+            model=self._persona.model,
+            max_tokens=self._persona.max_tokens,
+            temperature=self._persona.temperature,
+            api_base=self._persona.api_base,
+            api_key_env=self._persona.api_key_env,
+            timeout=cfg.models.llm_timeout_seconds,
+            retries=cfg.models.retries,
+            retry_backoff=cfg.models.retry_backoff_seconds,
+            retry_max_wait=cfg.models.retry_max_wait_seconds,
+            persona=self._persona.name,
+        )
 
     def _run_tool(
         self,
@@ -343,22 +355,6 @@ def _still_pending(why: str, exc: StoreError) -> str:
         f"{why}; its outcome could not be stored either ({exc.message}): the message stays pending "
         "and is answered again after the daemon restarts"
     )
-
-
-def _privacy_note(prepared: PreparedTurn, user: str | None) -> dict[str, Any]:
-    """What the context record keeps of the channel's visibility and the user memories it ruled out."""
-    seen = prepared.visibility
-    if seen is None:
-        return {}
-    if seen.private_to(user):
-        rule = f"direct channel of {user}: all of {user}'s user memories are eligible"
-    else:
-        rule = f"shared channel: {user}'s user memories are eligible only if learned in #{seen.channel}"
-    return {
-        **seen.as_json(),
-        "rule": rule,
-        "ineligible": [i.as_json() for i in prepared.retrieval.ineligible],
-    }
 
 
 def _snippet(hit: Any) -> MemorySnippet:

@@ -9,7 +9,7 @@ says a turn would use is what the turn uses:
 2. the user's earlier exchanges in this channel (:mod:`agentd.prompt.user_history`)
    that the prompt's recent history no longer carries, and the search seeds all
    matches give, which join a sparse query;
-3. automatic retrieval, bounded in time (:mod:`agentd.runtime.retrieval`): memories,
+3. automatic retrieval, bounded in time (:mod:`agentd.runtime.pipeline.retrieval`): memories,
    and earlier exchanges of this channel (or of the user's direct channels) recalled by
    meaning (:mod:`agentd.memory.episodes`), less those the recent history carries;
 4. the user's profile memories (``[memory] profile_tokens``, off by default);
@@ -36,11 +36,11 @@ from agentd.prompt.assembler import AssembledContext
 from agentd.prompt.builder import ContextBuilder
 from agentd.prompt.user_history import HistoryRecall, UserHistory, normalise, seeded_query
 from agentd.runtime.events import RecallStatus
-from agentd.runtime.retrieval import Retrieval, Retriever
-from agentd.runtime.visibility import ChannelVisibility, resolve
+from agentd.runtime.pipeline.retrieval import Retrieval, Retriever
 from agentd.skills import DelegateRunner, SkillRegistry, ToolSource, build_registry
 from agentd.store import Store
 from agentd.store.memories import Memory
+from agentd.visibility import ChannelVisibility, resolve
 
 #: How many of the user's messages since the last reply make up the retrieval query.
 TRIGGER_MESSAGES = 3

@@ -8,7 +8,7 @@ from typing import Any
 import pykka
 
 from agentd.runtime.messages import ActorCrashed, ActorKey, Turn, TurnFinished
-from agentd.runtime.respond import Responder
+from agentd.runtime.pipeline.respond import Responder
 
 
 class PersonaActor(pykka.ThreadingActor):

@@ -1,4 +1,4 @@
-"""Imported first by the worker processes' fork server (:mod:`agentd.runtime.workers`), and
+"""Imported first by the worker processes' fork server (:mod:`agentd.runtime.scaleout.workers`), and
 nowhere else: from then on the fork server, and every worker it forks, ignores SIGTERM.
 
 A service manager may signal the daemon's whole process group at once (systemd's default,

@@ -1,8 +1,8 @@
 """What the daemon learns from conversations in the background: episodes and extracted facts.
 
 :class:`Learning` owns the two background jobs (``[episodes]`` and ``[memory]
-extract``), is told of every stored reply (a runtime listener on ``done``: the
-reply is out before any of this starts) and hands the turn preparer the episodes
+extract``), is nudged with the channel of every stored reply (by the runtime, on ``done``:
+the reply is out before any of this starts) and hands the turn preparer the episodes
 to recall from.
 """
 
@@ -10,34 +10,47 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agentd.app import App
+from agentd.config import Config
 from agentd.llm.chat import ChatModel, ModelSettings
 from agentd.llm.offline import is_offline
+from agentd.memory.background import JobWorker
 from agentd.memory.episodes import JOB as EPISODES_JOB
 from agentd.memory.episodes import Episodes
 from agentd.memory.extract import JOB as EXTRACT_JOB
 from agentd.memory.extract import Extractor
-from agentd.runtime.background import JobWorker
-from agentd.runtime.events import Done, Event
-from agentd.runtime.messages import Turn
+from agentd.memory.service import MemoryService
+from agentd.personas import Personas
+from agentd.store import Store
 
 
 class Learning:
     """The background jobs of one runtime (none when their config turns them off)."""
 
-    def __init__(self, app: App, llm: ChatModel, owns: Callable[[str], bool] | None = None) -> None:
-        """``owns``: the channels whose work left from before the jobs catch up with (default: all)."""
-        self._app = app
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        memory: MemoryService,
+        personas: Personas,
+        llm: ChatModel,
+        *,
+        embeds: bool,
+        owns: Callable[[str], bool] | None = None,
+    ) -> None:
+        """``embeds``: an embedder is configured (episodes need one). ``owns``: the channels whose
+        work left from before the jobs catch up with (default: all)."""
+        self._config = config
+        self._personas = personas
         self._workers: list[JobWorker] = []
         self.episodes: Episodes | None = None
-        cfg = app.config
-        if cfg.episodes.enabled and app.embedder is not None:
-            episodes = Episodes(app.store, app.memory, cfg.episodes)
+        cfg = config
+        if cfg.episodes.enabled and embeds:
+            episodes = Episodes(store, memory, cfg.episodes)
             self.episodes = episodes
-            self._workers.append(JobWorker(EPISODES_JOB, app.store, episodes.index, owns))
+            self._workers.append(JobWorker(EPISODES_JOB, store, episodes.index, owns))
         if cfg.memory.extract == "model":
-            worker = JobWorker(EXTRACT_JOB, app.store, lambda channel, stop: extractor.index(channel, stop), owns)
-            extractor = Extractor(app.store, app.memory, llm, cfg.memory, self._settings_for, worker.stop_event)
+            worker = JobWorker(EXTRACT_JOB, store, lambda channel, stop: extractor.index(channel, stop), owns)
+            extractor = Extractor(store, memory, llm, cfg.memory, self._settings_for, worker.stop_event)
             self._workers.append(worker)
 
     def start(self) -> Learning:
@@ -46,15 +59,10 @@ class Learning:
             worker.start()
         return self
 
-    def listener(self) -> Callable[[Turn, Event], None]:
-        """The runtime listener: a stored reply nudges the jobs for its channel."""
-
-        def on_event(turn: Turn, event: Event) -> None:
-            if isinstance(event, Done):
-                for worker in self._workers:
-                    worker.nudge(turn.channel)
-
-        return on_event
+    def nudge(self, channel: str) -> None:
+        """A reply in ``channel`` was stored: the jobs have new work there."""
+        for worker in self._workers:
+            worker.nudge(channel)
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until every job has nothing left to do (tests, benchmarks)."""
@@ -69,8 +77,8 @@ class Learning:
 
     def _settings_for(self, persona_name: str) -> ModelSettings | None:
         """How to call the extraction model for ``persona_name``'s exchanges (None: not extracted)."""
-        cfg = self._app.config
-        personas = self._app.personas
+        cfg = self._config
+        personas = self._personas
         if persona_name not in personas:
             return None
         persona = personas[persona_name]

@@ -11,7 +11,7 @@ keeps the HTTP API and accepting messages: each message is stored (durable
 before its ``202``, as always) and then handed to the worker that owns its
 channel: ``crc32(root channel) % N``, so a channel (and a delegation's child
 channel with it) is always answered by the same worker, in order. A worker is
-a process running an ordinary in-process :class:`~agentd.runtime.Runtime` over
+a process (:mod:`agentd.runtime.scaleout.worker`) running local actors over
 its own :class:`~agentd.app.App` (its own store connections and embedding
 model); it answers the turns it is given and indexes the episodes of its own
 channels. Each turn's events come back over the worker's pipe, in order and a
@@ -46,38 +46,28 @@ until their worker is there.
 
 from __future__ import annotations
 
-import gc
 import itertools
 import multiprocessing
-import os
 import queue
-import signal
-import sys
 import threading
 import time
-import zlib
-from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
 from agentd.config import Config
 from agentd.log import get_logger
-from agentd.runtime.events import Done, Error, Event, TokenDelta
+from agentd.runtime.events import Event
 from agentd.runtime.messages import Turn
-from agentd.scopes import root_channel
+from agentd.runtime.scaleout import worker
+from agentd.runtime.scaleout.pipe import ASK_TIMEOUT, Answer, Answered, Ask, Events, Stop, Stopped, shard_of
 
 log = get_logger("agentd.workers")
 
 #: Seconds a worker gets to stop beyond the grace period before it is killed.
 STOP_MARGIN = 15.0
-#: Seconds the daemon waits for a worker's answer to a question (health, idle).
-ASK_TIMEOUT = 10.0
-#: Events sent per message on a worker's pipe, at most.
-BATCH = 512
 #: A worker that dies within this many seconds of its start died young: each further young death
 #: in a row waits longer before the next start.
 YOUNG = 10.0
@@ -90,64 +80,6 @@ RESTART_PAUSES = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 def restart_pause(n: int) -> float:
     """The ``n``-th pause (from 1) of :data:`RESTART_PAUSES`; the last repeats."""
     return RESTART_PAUSES[min(n, len(RESTART_PAUSES)) - 1]
-
-
-def shard_of(channel: str, count: int) -> int:
-    """The worker (``0 .. count-1``) that answers ``channel``: its root channel's crc32 modulo ``count``."""
-    return zlib.crc32(root_channel(channel).encode()) % count
-
-
-# -- what goes over a worker's pipe ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Answer:
-    """Daemon → worker: answer this stored user message."""
-
-    request_id: str
-    persona: str
-    channel: str
-    user: str
-    message_id: int
-    text: str
-    disable_memory: bool
-    disable_tools: bool
-
-
-@dataclass(frozen=True)
-class Ask:
-    """Daemon → worker: a question (``health``, ``learning_idle``) answered with :class:`Answered`."""
-
-    ident: int
-    what: str
-    timeout: float = ASK_TIMEOUT
-
-
-@dataclass(frozen=True)
-class Stop:
-    """Daemon → worker: stop the runtime within ``grace`` seconds, then exit."""
-
-    grace: float
-
-
-@dataclass(frozen=True)
-class Events:
-    """Worker → daemon: ``(request_id, event)`` pairs, in the order the turns emitted them."""
-
-    items: list[tuple[str, Event]]
-
-
-@dataclass(frozen=True)
-class Answered:
-    """Worker → daemon: the answer to :class:`Ask` ``ident``."""
-
-    ident: int
-    value: Any
-
-
-@dataclass(frozen=True)
-class Stopped:
-    """Worker → daemon: the runtime stopped; the worker exits."""
 
 
 # -- the daemon's side --------------------------------------------------------------------------
@@ -247,7 +179,7 @@ def _context(preload: Sequence[str]) -> Any:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["agentd.runtime.fork_server", __name__, *preload])
+    context.set_forkserver_preload(["agentd.runtime.scaleout.fork_server", __name__, worker.__name__, *preload])
     return context
 
 
@@ -287,7 +219,7 @@ class _Shard:
         context = self._owner._context
         here, there = context.Pipe(duplex=True)
         process = context.Process(
-            target=serve_worker,
+            target=worker.serve_worker,
             args=(self._owner._config, self.index, self._owner.count, there),
             name=f"agentd-worker-{self.index}",
             daemon=True,
@@ -424,235 +356,4 @@ class _Shard:
             self._owner._restarted(self.index)
 
 
-# -- the worker's side --------------------------------------------------------------------------
-
-
-def serve_worker(config: Config, index: int, count: int, conn: Connection) -> None:
-    """A worker process: answer the turns the daemon sends until it says stop (or is gone).
-
-    The runtime is built on a thread of its own (opening the store may ask a remote
-    embedding model its dimension, which may hang) while this loop already reads
-    the pipe: turns wait for it in order, and a stop is obeyed at once.
-    """
-    # Ctrl-C, and a service manager's SIGTERM, may reach the whole process group: the daemon
-    # stops its workers itself (agentd.runtime.fork_server), and a worker whose daemon is gone
-    # stops on its own.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    # What the fork server imported lives as long as the worker: out of the collector's passes,
-    # which would otherwise also copy the pages the workers share.
-    gc.freeze()
-    # Before any thread starts: on Linux a thread's priority is its own, inherited by the
-    # threads it starts (the runtime's, onnxruntime's).
-    not_niced = _lower_priority(config.runtime.worker_niceness)
-    from agentd.log import configure
-
-    configure(config.logging)
-    worker = _Worker(config, index, count, conn)
-    if not_niced:
-        worker.log.warning("worker_niceness_not_set", niceness=config.runtime.worker_niceness, error=not_niced)
-    grace = config.daemon.shutdown_grace_seconds
-    try:
-        while True:
-            try:
-                message = conn.recv()
-            except (EOFError, OSError):
-                worker.log.warning("worker_orphaned")  # the daemon is gone: stop as it would have asked
-                break
-            if isinstance(message, Answer):
-                worker.answer(message)
-            elif isinstance(message, Ask):
-                threading.Thread(target=worker.reply, args=(message,), daemon=True).start()
-            elif isinstance(message, Stop):
-                grace = message.grace
-                break
-    finally:
-        worker.stop(grace)
-        conn.close()
-        # As agentd serve does: no interpreter finalization, which a thread stuck in a dependency
-        # (a hung embedder) could hold up forever.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
-
-
-def _lower_priority(niceness: int) -> str | None:
-    """Run below the daemon's process, so that its accepting and relaying come first when turns
-    fill the cores; why not, if it could not."""
-    if niceness > 0:
-        try:
-            os.nice(niceness)
-        except (OSError, AttributeError) as exc:  # not permitted, or no nice() on this platform
-            return f"{type(exc).__name__}: {exc}"
-    return None
-
-
-class _Worker:
-    """A worker's runtime (built in the background), its outbox of events, and what it answers."""
-
-    def __init__(self, config: Config, index: int, count: int, conn: Connection) -> None:
-        self._config = config
-        self._index = index
-        self._count = count
-        self._conn = conn
-        self.log = get_logger("agentd.workers").bind(worker=index)
-        self._send_lock = threading.Lock()
-        self._outbox: queue.SimpleQueue[tuple[str, Event] | None] = queue.SimpleQueue()
-        self._answering = _Answering()
-        self._lock = threading.Lock()
-        self._waiting: list[Answer] = []
-        self._ready = threading.Event()
-        self._app: Any = None
-        self._runtime: Any = None
-        self._sender = threading.Thread(target=self._relay, name="agentd-worker-relay", daemon=True)
-        self._sender.start()
-        threading.Thread(target=self._start, name="agentd-worker-start", daemon=True).start()
-
-    def answer(self, message: Answer) -> None:
-        """Answer a turn now, or once the runtime is ready (in the order received)."""
-        with self._lock:
-            if self._runtime is None:
-                self._waiting.append(message)
-                return
-            self._dispatch(message)
-
-    def reply(self, ask: Ask) -> None:
-        """Answer the daemon's question (a worker still starting has no actors and is idle)."""
-        self._ready.wait(ask.timeout)
-        runtime = self._runtime
-        value: Any = None
-        if runtime is None:
-            value = {"healthy": True, "actors": [], "starting": True} if ask.what == "health" else False
-        elif ask.what == "health":
-            value = runtime.health(ask.timeout)
-        elif ask.what == "learning_idle":
-            value = runtime.learning_idle(ask.timeout)
-        self._send(Answered(ask.ident, value))
-
-    def stop(self, grace: float) -> None:
-        """Stop the runtime within ``grace`` (if it was built), send what is left, say so."""
-        with self._lock:
-            runtime, self._runtime = self._runtime, _STOPPED
-        if runtime is not None and runtime is not _STOPPED:
-            runtime.stop(grace)
-        self._outbox.put(None)
-        self._sender.join(10)
-        self._send(Stopped())
-        if self._app is not None:
-            self._app.close()
-
-    def _start(self) -> None:
-        from agentd.app import App
-        from agentd.runtime.runtime import Runtime
-
-        try:
-            app = App(self._config)
-            app.store.share_writes()  # the daemon and the other workers write to the same database
-            app.preload_models()
-            runtime = Runtime(app, owns=lambda channel: shard_of(channel, self._count) == self._index)
-        except Exception as exc:  # the daemon sees the worker exit and starts it again
-            self.log.error("worker_start_failed", error=f"{type(exc).__name__}: {exc}")
-            os._exit(1)
-        with self._lock:
-            if self._runtime is _STOPPED:  # stopped while starting: nothing was answered here
-                return
-            self._app, self._runtime = app, runtime
-            for message in self._waiting:
-                self._dispatch(message)
-            self._waiting.clear()
-        self._ready.set()
-        self.log.info("worker_ready", pid=os.getpid())
-        # litellm takes seconds to import: meanwhile turns on the offline model are answered.
-        app.preload_litellm()
-
-    def _dispatch(self, message: Answer) -> None:
-        if self._answering.begin(message.request_id):
-            self._runtime.dispatch(_turn(message, self._outbox, self._answering))
-
-    def _send(self, message: object) -> None:
-        with self._send_lock:
-            try:
-                self._conn.send(message)
-            except (OSError, EOFError, ValueError):
-                pass  # the daemon is gone: the command loop sees it and stops
-
-    def _relay(self) -> None:
-        """Send the turns' events to the daemon, as many as are waiting in one message; a turn's
-        text pieces that waited together go as one (the same text, in fewer events)."""
-        outbox = self._outbox
-        while True:
-            item = outbox.get()
-            if item is None:
-                return
-            items = [item]
-            while len(items) < BATCH:
-                try:
-                    more = outbox.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    self._send(Events(items))
-                    return
-                last = items[-1]
-                if last[0] == more[0] and isinstance(last[1], TokenDelta) and isinstance(more[1], TokenDelta):
-                    items[-1] = (last[0], TokenDelta(text=last[1].text + more[1].text))
-                else:
-                    items.append(more)
-            self._send(Events(items))
-
-
-#: What a worker's runtime is once it stopped.
-_STOPPED: Any = object()
-
-
-class _Answering:
-    """The request ids a worker is answering, and the last :data:`REMEMBERED` it answered: after a
-    worker restarts, the daemon may send a pending message again that the new worker already has."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._active: set[str] = set()
-        self._done: deque[str] = deque()
-        self._done_set: set[str] = set()
-
-    def begin(self, request_id: str) -> bool:
-        """True for a request id not seen yet (answer it), False for one seen already."""
-        with self._lock:
-            if request_id in self._active or request_id in self._done_set:
-                return False
-            self._active.add(request_id)
-            return True
-
-    def end(self, request_id: str) -> None:
-        """The turn of ``request_id`` ended."""
-        with self._lock:
-            self._active.discard(request_id)
-            self._done.append(request_id)
-            self._done_set.add(request_id)
-            if len(self._done) > REMEMBERED:
-                self._done_set.discard(self._done.popleft())
-
-
-#: Request ids a worker remembers having answered.
-REMEMBERED = 10_000
-
-
-def _turn(message: Answer, outbox: queue.SimpleQueue[tuple[str, Event] | None], answering: _Answering) -> Turn:
-    request_id = message.request_id
-
-    def sink(event: Event) -> None:
-        outbox.put((request_id, event))
-        if isinstance(event, Done | Error):
-            answering.end(request_id)
-
-    return Turn(
-        request_id,
-        message.persona,
-        message.channel,
-        message.user,
-        message.message_id,
-        message.text,
-        sink,
-        message.disable_memory,
-        disable_tools=message.disable_tools,
-    )
+__all__ = ["RESTART_PAUSES", "Workers", "restart_pause", "shard_of", "start_fork_server"]

@@ -1,7 +1,8 @@
 """Several daemons on one PostgreSQL: which daemon answers which (persona, channel).
 
 Only on PostgreSQL (a SQLite store has one daemon, and this module is never
-loaded there). The runtime hands every accepted turn to :meth:`Cluster.route`:
+loaded there). The runtime's dispatcher there is a :class:`ClusterRouter`: it hands
+every accepted turn to :meth:`Cluster.route`:
 
 * if this daemon owns the (persona, channel) — it holds its advisory lock
   (:mod:`agentd.store.cluster`) — the turn goes to the local actor;
@@ -28,11 +29,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Collection, Mapping
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from agentd._exceptions import StoreError
 from agentd.config import ClusterConfig
 from agentd.log import get_logger
+from agentd.runtime.actors.local import LocalActors
+from agentd.runtime.dispatch import Parts
 from agentd.runtime.events import Done, Error, Event, event_from_json
 from agentd.runtime.messages import ActorKey, Sink, Turn, resumed_turn
 from agentd.store import Store
@@ -255,4 +259,76 @@ class Cluster:
                 del self._remote[request_id]
 
 
-__all__ = ["Cluster", "Host"]
+class ClusterRouter:
+    """A :class:`~agentd.runtime.dispatch.Dispatcher`: local actors for the channels this daemon owns,
+    the owner's for the others (the :class:`Host` of this daemon's :class:`Cluster`)."""
+
+    #: Routing a message of a channel this daemon takes over dispatches every pending message of
+    #: that channel, so each message is committed and routed on its own (a batch's later messages
+    #: would be dispatched twice).
+    batch = 1
+
+    def __init__(self, parts: Parts) -> None:
+        self._inflight = parts.inflight
+        self._local = LocalActors(parts)
+        self._accepting = True
+        app = parts.app
+        try:
+            self._cluster = Cluster(app.store, app.config.cluster, tuple(app.personas), self).start()
+        except BaseException:
+            self._local.stop(0.0)
+            raise
+        self._inflight.add_outward(self._cluster.publish)
+
+    def serial(self) -> AbstractContextManager[Any]:
+        """The cluster's lock: no sweep of the pending messages runs between storing and routing."""
+        return self._cluster.serial
+
+    def route(self, turn: Turn) -> None:
+        """Here, or by the daemon that owns the channel."""
+        self._cluster.route(turn)
+
+    def resume_pending(self, sink: Sink) -> int:
+        """The pending messages of the channels this daemon owns or can take."""
+        return self._cluster.sweep()
+
+    def health(self, timeout: float) -> dict[str, Any]:
+        """The local actors', and this daemon's part in the cluster."""
+        answer = self._local.health(timeout)
+        return {**answer, "cluster": {"daemon": self._cluster.name, "channels": len(self._cluster.owned())}}
+
+    def learning_idle(self, timeout: float) -> bool:
+        """The local background jobs'."""
+        return self._local.learning_idle(timeout)
+
+    def worker_pids(self) -> list[int | None]:
+        """None: turns are answered in this process."""
+        return []
+
+    def stop(self, grace: float) -> None:
+        """Stop the local actors, then leave the cluster (the others take this daemon's channels)."""
+        self._accepting = False
+        self._local.stop(grace)
+        self._cluster.close()
+
+    # -- the cluster's host -------------------------------------------------------------------
+
+    @property
+    def accepting(self) -> bool:
+        """False once :meth:`stop` began."""
+        return self._accepting
+
+    def dispatch(self, turn: Turn) -> None:
+        """Send a turn to its local actor (the cluster decided this daemon answers it)."""
+        self._local.route(turn)
+
+    def inflight_messages(self) -> set[int]:
+        """The message ids of the turns in flight here."""
+        return self._inflight.message_ids()
+
+    def deliver(self, turn: Turn, event: Event) -> None:
+        """Another daemon's event: to this runtime's listeners, as if the turn ran here."""
+        self._inflight.deliver(turn, event)
+
+
+__all__ = ["Cluster", "ClusterRouter", "Host"]

@@ -1,0 +1,291 @@
+"""The intake: the one place outside the actors that talks to them.
+
+``submit`` validates a message, stores it (durable before anything else
+happens), and hands its turn to the dispatcher; the reply arrives as events on
+the sink. ``chat`` does the same and yields the events. ``stop`` shuts down
+without losing anything accepted: replies in flight may finish within a grace
+period, then are cut and stored as ``interrupted``; messages not yet started
+stay ``pending`` and are answered by ``resume_pending`` after the next start.
+
+The stages of a message, in order (a stage added later, such as admission
+control or per-stage metrics, goes where its comment stands in :meth:`Intake.submit`):
+
+1. validate (:meth:`Intake.submit`);
+2. admit (nothing is refused yet beyond shutdown);
+3. group-commit: stored with concurrent submits in one transaction
+   (:class:`~agentd.runtime.group_commit.GroupCommit`), then routed in id order;
+4. dispatch: the turn goes to the :class:`~agentd.runtime.dispatch.Dispatcher`
+   chosen at start-up, which tracks it in :class:`~agentd.runtime.inflight.InFlight`
+   while it runs here;
+5. fan out: each event to the listeners, the sink, and the cluster's other daemons.
+
+A turn's lifecycle (accepted → started → answered | failed | interrupted) lives
+in its :class:`~agentd.runtime.messages.Draft`: the responder starts and ends it,
+shutdown may end it first, and whoever ends it first stores the outcome.
+"""
+
+from __future__ import annotations
+
+import queue
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from agentd._exceptions import ErrorCode, InvalidInput, ShuttingDown
+from agentd.app import App
+from agentd.llm.chat import ChatModel
+from agentd.log import get_logger
+from agentd.memory.learning import Learning
+from agentd.runtime.dispatch import DispatcherFactory, Parts
+from agentd.runtime.events import Done, Error, Event
+from agentd.runtime.group_commit import GroupCommit
+from agentd.runtime.inflight import InFlight, Listener
+from agentd.runtime.messages import Sink, Turn
+from agentd.runtime.pipeline.record import Incoming
+from agentd.runtime.pipeline.runner import TurnRunner
+from agentd.runtime.pipeline.turn import PreparedTurn
+from agentd.scopes import DELEGATION_MARK, check_identifier
+from agentd.store.messages import Message
+from agentd.visibility import VISIBILITIES
+
+log = get_logger("agentd.runtime")
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A stored user message and the request that will answer it."""
+
+    message_id: int
+    request_id: str
+    persona: str
+    channel: str
+
+
+class Intake:
+    """Accepts messages, stores them, and hands their turns to one dispatcher; a small synchronous API."""
+
+    def __init__(
+        self,
+        app: App,
+        dispatcher: DispatcherFactory,
+        llm: ChatModel | None = None,
+        listeners: tuple[Listener, ...] = (),
+        *,
+        owns: Callable[[str], bool] | None = None,
+    ) -> None:
+        """``dispatcher``: builds what answers the turns from this runtime's parts. ``owns``: the
+        channels whose background jobs this runtime catches up with at start (a worker's own;
+        default all)."""
+        if llm is None:
+            from agentd.llm.chat import LitellmChat
+
+            llm = LitellmChat()
+        self._app = app
+        self._config = app.config
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentd-retrieval")
+        self._inflight = InFlight(listeners)
+        learning = Learning(
+            app.config, app.store, app.memory, app.personas, llm, embeds=app.embedder is not None, owns=owns
+        )
+        self._runner = TurnRunner(app, llm, self._pool, self._inflight, learning.episodes)
+        self._accepting = True
+        self._dispatcher = dispatcher(Parts(app, llm, self._runner, self._inflight, learning, self._pool))
+        self._commit: GroupCommit[Incoming, Message, _Delivery] = GroupCommit(
+            self._runner.writer.accept_many,
+            self._route_stored,
+            max_batch=self._dispatcher.batch,
+            guard=self._dispatcher.serial,
+        )
+
+    # -- the public API -------------------------------------------------------------------
+
+    def add_listener(self, listener: Listener) -> None:
+        """Also send every event of every turn to ``listener`` (called from actor threads)."""
+        self._inflight.add_listener(listener)
+
+    def submit(
+        self,
+        persona: str,
+        channel: str,
+        user: str,
+        text: str,
+        *,
+        disable_memory: bool = False,
+        sink: Sink | None = None,
+        source: str = "chat",
+        disable_tools: bool = False,
+        at: datetime | None = None,
+        visibility: str | None = None,
+    ) -> Accepted:
+        """Validate and store a user message, then hand it to its actor.
+
+        ``disable_tools``: the persona's skills are not offered to the model for this turn.
+        ``at``: when the message was said (a conversation replayed with its times; UTC-aware),
+        default now.
+        ``visibility``: what the caller says of the channel (``direct``: only this user
+        and the persona read it; ``shared``); config's ``[channels.NAME] visibility``
+        wins, and the first declaration of a channel stands.
+        """
+        # 1. validate
+        if not self._accepting:
+            raise ShuttingDown("agentd is shutting down and accepts no new messages")
+        p = self._app.personas[persona]
+        check_identifier("channel", channel)
+        check_identifier("user", user)
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput("message", "must not be empty or whitespace")
+        limit = self._config.runtime.max_message_chars
+        if len(text) > limit:
+            raise InvalidInput(
+                "message", f"is {len(text)} characters; the limit is {limit} ([runtime] max_message_chars)"
+            )
+        if at is not None and at.tzinfo is None:
+            raise InvalidInput("at", "must be a timezone-aware time")
+        if visibility is not None and visibility not in VISIBILITIES:
+            raise InvalidInput("visibility", f"must be one of {', '.join(VISIBILITIES)}")
+        declared = self._config.channel_visibility(channel) or visibility
+        # 2. admit: nothing beyond shutdown yet (admission control goes here).
+        # 3. group-commit: stored together with concurrent submits, then routed in id order: a
+        # channel's messages are answered in the order they were stored. Several daemons: no
+        # sweep of the pending messages runs between storing and routing (the dispatcher's serial).
+        item = self._runner.writer.incoming(
+            p,
+            channel,
+            user,
+            text,
+            request_id=uuid.uuid4().hex,
+            source=source,
+            options=_options(disable_memory, disable_tools),
+            at=at,
+            visibility=declared if DELEGATION_MARK not in channel else None,
+        )
+        stored = self._commit.submit(item, _Delivery(sink or _discard, disable_memory, disable_tools))
+        assert stored.request_id is not None
+        return Accepted(stored.id, stored.request_id, p.name, channel)
+
+    def chat(
+        self,
+        persona: str,
+        channel: str,
+        user: str,
+        text: str,
+        *,
+        disable_memory: bool = False,
+        timeout: float = 300.0,
+        disable_tools: bool = False,
+        visibility: str | None = None,
+    ) -> Iterator[Event]:
+        """Submit and yield the turn's events until ``Done`` or ``Error``."""
+        events: queue.Queue[Event] = queue.Queue()
+        self.submit(
+            persona,
+            channel,
+            user,
+            text,
+            disable_memory=disable_memory,
+            sink=events.put,
+            disable_tools=disable_tools,
+            visibility=visibility,
+        )
+        while True:
+            try:
+                event = events.get(timeout=timeout)
+            except queue.Empty:
+                yield Error(ErrorCode.REPLY_TIMEOUT, f"no reply within {timeout:g} s")
+                return
+            yield event
+            if isinstance(event, Done | Error):
+                return
+
+    def preview(self, persona: str, channel: str, user: str | None, message: str | None) -> PreparedTurn:
+        """What ``persona``'s next turn in ``channel`` would be given (the same preparation as a turn)."""
+        return self._runner.preparer.prepare(self._app.personas[persona], channel, user, message)
+
+    def resume_pending(self, sink: Sink | None = None) -> int:
+        """Answer user messages that were accepted but never answered (e.g. before a crash).
+
+        Several daemons on one PostgreSQL: only those of the channels this daemon owns or
+        can take (the others' owners answer theirs).
+        """
+        resumed = self._dispatcher.resume_pending(sink or _discard)
+        if resumed:
+            log.info("resumed_pending", count=resumed)
+        return resumed
+
+    def health(self, timeout: float = 5.0) -> dict[str, Any]:
+        """Every actor's state (asked of the supervisor, or of every worker, with a timeout)."""
+        return self._dispatcher.health(timeout)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no turn is in flight; False if ``timeout`` passed first."""
+        return self._inflight.wait_idle(timeout)
+
+    def learning_idle(self, timeout: float) -> bool:
+        """Wait until the background jobs (episodes, extraction) have caught up; False on timeout."""
+        return self._dispatcher.learning_idle(timeout)
+
+    @property
+    def accepting(self) -> bool:
+        """False once :meth:`stop` began."""
+        return self._accepting
+
+    @property
+    def worker_pids(self) -> list[int | None]:
+        """The worker processes' ids (empty: turns are answered in this process)."""
+        return self._dispatcher.worker_pids()
+
+    def dispatch(self, turn: Turn) -> None:
+        """Answer an already stored turn (a worker process is given its turns so)."""
+        self._dispatcher.route(turn)
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stop accepting, let in-flight replies finish within ``grace`` seconds, store
+        the rest as interrupted, and stop every actor."""
+        grace = self._config.daemon.shutdown_grace_seconds if grace is None else grace
+        self._accepting = False
+        self._dispatcher.stop(grace)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _route_stored(self, stored: Message, delivery: _Delivery) -> None:
+        """A submitted message is stored: 4. dispatch its turn (called in id order)."""
+        assert stored.request_id is not None
+        assert stored.persona is not None
+        turn = Turn(
+            stored.request_id,
+            stored.persona,
+            stored.channel,
+            stored.author,
+            stored.id,
+            stored.content,
+            delivery.sink,
+            delivery.disable_memory,
+            disable_tools=delivery.disable_tools,
+        )
+        self._dispatcher.route(turn)
+
+
+@dataclass(frozen=True)
+class _Delivery:
+    """How a submitted message's turn is run, once the message is stored."""
+
+    sink: Sink
+    disable_memory: bool
+    disable_tools: bool
+
+
+def _discard(_event: Event) -> None:
+    pass
+
+
+def _options(disable_memory: bool, disable_tools: bool) -> dict[str, Any] | None:
+    """The per-message options stored with a user message (so a resumed turn keeps them)."""
+    options = {"disable_memory": disable_memory, "disable_tools": disable_tools}
+    return {k: True for k, v in options.items() if v} or None
+
+
+__all__ = ["Accepted", "Intake"]
