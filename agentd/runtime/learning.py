@@ -32,7 +32,7 @@ class Learning:
         self.episodes: Episodes | None = None
         cfg = app.config
         if cfg.episodes.enabled and app.embedder is not None:
-            episodes = Episodes(app.store, app.memory, cfg.episodes)
+            episodes = Episodes(app.store, app.memory, cfg.episodes, cfg.channel_visibility)
             self.episodes = episodes
             self._workers.append(JobWorker(EPISODES_JOB, app.store, episodes.index, owns))
         if cfg.memory.extract == "model":
