@@ -69,10 +69,14 @@ class CachedEmbedder:
         return self._inner.embed_queries(texts)
 
     def save(self) -> None:
-        """Write the cache file (atomically) when something was added."""
+        """Write the cache file (atomically, merged with what it holds now) when something was added."""
         if self._path is None or not self._dirty:
             return
         self._path.parent.mkdir(parents=True, exist_ok=True)
+        if self._path.is_file():  # another run may have added to it meanwhile: keep its vectors too
+            with np.load(self._path) as data:
+                for key, vec in zip(data["keys"], data["vectors"], strict=True):
+                    self._vectors.setdefault(bytes(key), vec)
         keys = np.array(list(self._vectors), dtype="S32")
         vectors = np.stack(list(self._vectors.values())).astype(np.float32)
         tmp = self._path.with_name(f".{self._path.name}.{os.getpid()}.tmp.npz")

@@ -73,8 +73,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from embedcache import CachedEmbedder  # noqa: E402
+
+from agentd.cache import cache_dir  # noqa: E402
 from agentd.config import MemoryConfig  # noqa: E402
+from agentd.embedders import Embedder  # noqa: E402
 from agentd.embedders.local import DEFAULT_MODEL, MODELS, LocalEmbedder  # noqa: E402
 from agentd.memory import MemoryService, NewMemory  # noqa: E402
 from agentd.scopes import Reach, Scope  # noqa: E402
@@ -285,7 +290,7 @@ GRID_SATURATIONS = (5.0, 10.0, 20.0, 30.0)
 
 def grid(
     store: Store,
-    embedder: LocalEmbedder,
+    embedder: Embedder,
     conversations: Sequence[Conversation],
     dias: Sequence[dict[int, list[str]]],
     dev: set[int],
@@ -316,7 +321,7 @@ def run(
     modes: Sequence[str],
     dev: set[int] | None,
     workdir: Path,
-    embedder: LocalEmbedder | None = None,
+    embedder: Embedder | None = None,
     context_turns: int = 2,
     url: str | None = None,
     with_grid: bool = False,
@@ -331,6 +336,8 @@ def run(
         t = time.perf_counter()
         dias = [ingest(service, c, context_turns) for c in conversations]
         ingest_s = time.perf_counter() - t
+        if isinstance(embedder, CachedEmbedder):
+            embedder.save()
         n_turns = sum(len(c.turns) for c in conversations)
         # As `agentd serve` does once loaded: what lives for the whole run stays out of the
         # collector's full passes, which otherwise land on random searches.
@@ -420,7 +427,7 @@ def run_real(
     ks: Sequence[int],
     dev: set[int] | None,
     workdir: Path,
-    embedder: LocalEmbedder,
+    embedder: Embedder,
     keep: str = "user",
     context_turns: int = 2,
     url: str | None = None,
@@ -471,6 +478,8 @@ def run_real(
         if not rt.learning_idle(3600):
             raise SystemExit("episodic indexing did not finish within an hour")
         index_s = time.perf_counter() - t
+        if isinstance(embedder, CachedEmbedder):
+            embedder.save()
         for conv in conversations:
             channel = f"locomo-{conv.sample_id}"
             names = ["all"] if dev is None else ["all", "dev" if conv.index in dev else "held-out"]
@@ -533,6 +542,12 @@ def main() -> None:
     )
     parser.add_argument("--limit", type=int, help="only the first N conversations")
     parser.add_argument(
+        "--cache",
+        default="",
+        help="stored texts' vectors kept in this directory between runs (bench/embedcache.py; default: agentd's "
+        "cache directory, bench-embeddings/; 'none': no cache)",
+    )
+    parser.add_argument(
         "--model",
         default=DEFAULT_MODEL,
         choices=sorted(MODELS),
@@ -550,7 +565,12 @@ def main() -> None:
         if s not in ("sqlite", "postgres"):
             parser.error(f"unknown store {s!r}; use sqlite, postgres")
     workdir = Path(args.dir or tempfile.mkdtemp(prefix="agentd-locomo-"))
-    embedder = LocalEmbedder(args.model)
+    if args.cache == "none":
+        embedder: Embedder = LocalEmbedder(args.model)
+    else:
+        embedder = CachedEmbedder(
+            LocalEmbedder(args.model), Path(args.cache) if args.cache else cache_dir() / "bench-embeddings"
+        )
     for name in stores:
         with ExitStack() as stack:
             url = None

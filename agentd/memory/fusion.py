@@ -22,14 +22,19 @@ to every candidate created that day (agentd/memory/dates.py).
 The weights are in cosine units, so they belong to the embedding model (how
 spread out its cosines are): each embedder carries its own
 (:class:`agentd.relevance.WordWeights`), and ``[memory]`` settings override
-them. All were chosen on LoCoMo dev conversations 0-2 only (bench/locomo.py);
-held-out conversations 3-4 were only measured, never used to choose:
+them. They were chosen on dev data only (LoCoMo conversations 0-2 with
+bench/locomo.py, LongMemEval-S dev with bench/longmemeval.py); held-out parts
+were only measured, never used to choose:
 
-- e5-small-v2 (the default): ``lexical_weight = 0.25``, ``lexical_saturation
-  = 20``, ``date_weight = 0.25 / 3``: the best dev (R@5 + R@10) / 2, smoothed
-  over its grid neighbours, of lexical_weight 0.05-0.3 x saturation 5-20, with
-  the date weight kept at a third of the word weight as for MiniLM (README,
-  "Retrieval").
+- e5-small-v2 (the default): ``lexical_weight = 0.125``, ``lexical_saturation
+  = 20``, ``date_weight = 0.25 / 3``. LoCoMo dev's (R@5 + R@10) / 2 over
+  lexical_weight 0.05-0.3 x saturation 5-20 is flat (0.777-0.780) for weights
+  0.125-0.3 at saturation 20 (docs/retrieval.md); 0.25 was first picked there.
+  LongMemEval-S dev (bench/longmemeval.py, 81 questions) then showed the
+  larger weights let word matches outrank the dense side's better session
+  (ndcg_any@5 0.927 at 0.25 against 0.936 for dense alone, 0.938 at 0.125), so
+  the weight is the low end of LoCoMo's flat region (docs/notes/recall-tuning.md).
+  The date weight is as first chosen (a third of 0.25).
 - all-MiniLM-L6-v2: ``lexical_weight = 1.5``, ``lexical_saturation = 10``,
   ``date_weight = 0.5`` (grid over lexical_weight 0.5-2.5, saturation 3-25,
   date_weight 0-1).
