@@ -29,6 +29,12 @@ def _key(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
+def _stored(key: np.ndarray) -> bytes:
+    """A key as read back: 32 raw bytes (older files hold "S32" strings, their trailing NULs cut)."""
+    raw = key.tobytes() if key.dtype == np.uint8 else bytes(key)
+    return raw.ljust(32, b"\0")
+
+
 class CachedEmbedder:
     """An :class:`agentd.embedders.Embedder` that reads stored texts' vectors from a file when it can."""
 
@@ -46,7 +52,7 @@ class CachedEmbedder:
         if self._path is not None and self._path.is_file():
             with np.load(self._path) as data:
                 for key, vec in zip(data["keys"], data["vectors"], strict=True):
-                    self._vectors[bytes(key)] = vec
+                    self._vectors[_stored(key)] = vec
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Stored texts' vectors: cached ones read, the others embedded (and kept)."""
@@ -76,8 +82,9 @@ class CachedEmbedder:
         if self._path.is_file():  # another run may have added to it meanwhile: keep its vectors too
             with np.load(self._path) as data:
                 for key, vec in zip(data["keys"], data["vectors"], strict=True):
-                    self._vectors.setdefault(bytes(key), vec)
-        keys = np.array(list(self._vectors), dtype="S32")
+                    self._vectors.setdefault(_stored(key), vec)
+        # Raw bytes, not numpy's "S32" strings: those drop a digest's trailing NUL bytes.
+        keys = np.frombuffer(b"".join(self._vectors), dtype=np.uint8).reshape(-1, 32)
         vectors = np.stack(list(self._vectors.values())).astype(np.float32)
         tmp = self._path.with_name(f".{self._path.name}.{os.getpid()}.tmp.npz")
         np.savez(tmp, keys=keys, vectors=vectors)

@@ -326,12 +326,14 @@ def run(
     url: str | None = None,
     with_grid: bool = False,
     limit: int | None = None,
+    config: MemoryConfig | None = None,
+    rounds: int = 3,
 ) -> str:
     """Ingest and ask; return the printed report (into the store at ``url``, default a SQLite file in ``workdir``)."""
     conversations = load(path)[:limit]
     embedder = embedder or LocalEmbedder()
     store = Store.open(url or f"sqlite:///{workdir / 'locomo.db'}", dimension=embedder.dimension)
-    service = MemoryService(store, embedder, MemoryConfig(), personas=[PERSONA])
+    service = MemoryService(store, embedder, config or MemoryConfig(), personas=[PERSONA])
     try:
         t = time.perf_counter()
         dias = [ingest(service, c, context_turns) for c in conversations]
@@ -361,7 +363,7 @@ def run(
                     for key, vals in res.recall.items():
                         target.recall[key].extend(vals)
                     target.latency_ms.extend(res.latency_ms)
-        latency = latency_pass(service, conversations, modes, max(ks))
+        latency = latency_pass(service, conversations, modes, max(ks), rounds)
         grid_report = grid(store, embedder, conversations, dias, dev) if with_grid and dev is not None else None
     finally:
         store.close()
@@ -384,7 +386,7 @@ def run(
     for name, results in splits.items():
         if any(r.latency_ms for r in results.values()):
             out.append(table(name, results, ks))
-    out.append(f"## search latency, query embedding included ({LATENCY_ROUNDS} interleaved rounds of every question)")
+    out.append(f"## search latency, query embedding included ({rounds} interleaved rounds of every question)")
     for mode, samples in latency.items():
         out.append(f"{mode:<8} p50 {percentile(samples, 0.5):.2f} ms   p95 {percentile(samples, 0.95):.2f} ms")
     if grid_report:
@@ -397,7 +399,11 @@ LATENCY_ROUNDS = 3
 
 
 def latency_pass(
-    service: MemoryService, conversations: Sequence[Conversation], modes: Sequence[str], pool: int
+    service: MemoryService,
+    conversations: Sequence[Conversation],
+    modes: Sequence[str],
+    pool: int,
+    rounds: int = LATENCY_ROUNDS,
 ) -> dict[str, list[float]]:
     """Time every question in every mode, interleaved (the modes of one question back to back, in
     rotating order), so a slower or busier stretch of the machine does not land on one mode.
@@ -410,7 +416,7 @@ def latency_pass(
     runs.append(("recall", {}))
     samples: dict[str, list[float]] = {name: [] for name, _ in runs}
     turn = 0
-    for _ in range(LATENCY_ROUNDS):
+    for _ in range(rounds):
         for conv in conversations:
             reach = reach_of(conv)
             for q in conv.questions:
@@ -541,6 +547,8 @@ def main() -> None:
         "--keep", default="user", choices=("user", "exchange"), help="with --path real: [episodes] keep"
     )
     parser.add_argument("--limit", type=int, help="only the first N conversations")
+    parser.add_argument("--rounds", type=int, default=LATENCY_ROUNDS, help="rounds of the latency pass (0: none)")
+    parser.add_argument("--lexical-weight", type=float, help="[memory] lexical_weight (default: the embedder's)")
     parser.add_argument(
         "--cache",
         default="",
@@ -579,10 +587,22 @@ def main() -> None:
             else:
                 (workdir / "locomo.db").unlink(missing_ok=True)
             if args.path in ("direct", "both"):
-                print(
-                    run(args.file, ks, modes, dev, workdir, embedder, args.context_turns, url, args.grid, args.limit),
-                    flush=True,
+                config = MemoryConfig(lexical_weight=args.lexical_weight)
+                report = run(
+                    args.file,
+                    ks,
+                    modes,
+                    dev,
+                    workdir,
+                    embedder,
+                    args.context_turns,
+                    url,
+                    args.grid,
+                    args.limit,
+                    config,
+                    args.rounds,
                 )
+                print(report, flush=True)
             if args.path in ("real", "both"):
                 real_url = None
                 if name == "postgres":
