@@ -213,13 +213,18 @@ class EpisodesConfig(_Section):
     top_k: int = Field(default=3, ge=0, le=50)
     #: Relevance below which an episode is not recalled (unset: ``[memory] min_score``).
     min_score: float | None = Field(default=None, ge=0.0, le=1.0)
-    #: A channel whose name starts with one of these is direct (one user): its episodes are the
-    #: user's own, recalled in any of their direct channels and never in a group channel.
+    #: A channel named one of these followed by a user's id (``dm-alice``) is that user's direct
+    #: channel, unless config or its first post says otherwise (agentd/runtime/visibility.py):
+    #: their user memories are recalled there, and its episodes are the user's own, recalled in
+    #: any of their direct channels and never in a group channel.
     direct_prefixes: list[str] = Field(default_factory=lambda: ["dm-"])
 
-    def is_direct(self, channel: str) -> bool:
-        """Whether ``channel`` is a direct (one-user) channel."""
-        return any(channel.startswith(p) for p in self.direct_prefixes if p)
+    def named_owner(self, channel: str) -> str | None:
+        """The user whose direct channel ``channel`` is by its name (``dm-alice``: alice), if any."""
+        for prefix in self.direct_prefixes:
+            if prefix and channel.startswith(prefix) and len(channel) > len(prefix):
+                return channel[len(prefix) :]
+        return None
 
 
 class HistoryConfig(_Section):

@@ -26,10 +26,18 @@ class Calibration:
 
     def relevance(self, cosine: float) -> float:
         """The calibrated relevance of one cosine similarity."""
-        z = (cosine - self.midpoint) / self.scale
-        if z < -60:
-            return 0.0
-        return 1.0 / (1.0 + math.exp(-z))
+        return sigmoid(self.logit(cosine))
+
+    def logit(self, cosine: float) -> float:
+        """The log-odds of relevance of one cosine similarity (what :meth:`relevance` maps to [0, 1])."""
+        return (cosine - self.midpoint) / self.scale
+
+
+def sigmoid(z: float) -> float:
+    """1 / (1 + exp(-z)), 0 far below zero."""
+    if z < -60:
+        return 0.0
+    return 1.0 / (1.0 + math.exp(-z))
 
 
 #: Identity-like default for models nobody calibrated: relevance 0.5 at cosine 0.5.
@@ -60,11 +68,18 @@ DEFAULT_WORDS = WordWeights(lexical_weight=1.5, lexical_saturation=10.0, date_we
 
 @dataclass(frozen=True)
 class Recency:
-    """score = relevance * (1 - weight + weight * 0.5 ** (age_days / half_life_days)).
+    """factor = 1 - weight + weight * 0.5 ** (age_days / half_life_days); age scales the odds.
 
-    ``weight`` bounds what age can take away (0.2: a year-old memory keeps 80% of
-    its relevance), so an old fact that matches well still outranks a fresh one
-    that matches poorly.
+    A hit's score is its relevance with its *odds* scaled by the factor
+    (:meth:`decayed`): ``odds(score) = odds(relevance) * factor``. For a weak or
+    middling match that is about ``relevance * factor``; a strong match keeps
+    nearly all of it, so among memories that all match strongly (relevance near
+    1, where the calibration saturates) age no longer decides the order, their
+    evidence does. Scaling the relevance itself made a fresh, weaker match
+    outrank an older, stronger one whenever both saturated (LongMemEval,
+    docs/notes/recall-tuning.md). ``weight`` bounds what age can take away
+    (0.2: a year-old memory keeps at least 80% of its relevance), so an old fact
+    that matches well still outranks a fresh one that matches poorly.
     """
 
     half_life_days: float
@@ -74,3 +89,8 @@ class Recency:
         """The multiplier for a memory created at ``created_at``."""
         age_days = max(0.0, (now - created_at).total_seconds() / SECONDS_PER_DAY)
         return float(1.0 - self.weight + self.weight * 0.5 ** (age_days / self.half_life_days))
+
+    def decayed(self, logit: float, created_at: datetime, now: datetime) -> float:
+        """The score of a hit whose relevance has log-odds ``logit`` (at least ``factor * relevance``)."""
+        factor = self.factor(created_at, now)
+        return sigmoid(logit + math.log(factor)) if factor > 0 else 0.0

@@ -2,8 +2,10 @@
 
 Config decides first (``[channels.NAME] visibility``, NAME may be a glob), then
 what the first post declared (adapters say: an IRC query is direct, a #room is
-shared), else the channel is shared. A delegation's child channel
-(``general~researcher``) has its parent's visibility.
+shared), then the channel's name (``[episodes] direct_prefixes``: ``dm-alice``
+is alice's direct channel, as episodic memory also holds), else the channel is
+shared. A delegation's child channel (``general~researcher``) has its parent's
+visibility.
 
 In a shared channel, and in a direct channel for anyone but its user, a user's
 user-scoped memories are eligible only when they were learned in that channel
@@ -30,7 +32,7 @@ class ChannelVisibility:
     channel: str
     visibility: str
     owner: str | None
-    #: ``config`` | ``declared`` | ``default``.
+    #: ``config`` | ``declared`` | ``name`` | ``default``.
     source: str
 
     def private_to(self, user: str | None) -> bool:
@@ -56,4 +58,7 @@ def resolve(config: Config, store: Store, channel: str) -> ChannelVisibility:
         return ChannelVisibility(root, configured, owner if configured == "direct" else None, "config")
     if declared is not None:
         return ChannelVisibility(root, declared, owner if declared == "direct" else None, "declared")
+    named = config.episodes.named_owner(root)
+    if named is not None:
+        return ChannelVisibility(root, "direct", named, "name")
     return ChannelVisibility(root, "shared", None, "default")

@@ -73,8 +73,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from embedcache import CachedEmbedder  # noqa: E402
+
+from agentd.cache import cache_dir  # noqa: E402
 from agentd.config import MemoryConfig  # noqa: E402
+from agentd.embedders import Embedder  # noqa: E402
 from agentd.embedders.local import DEFAULT_MODEL, MODELS, LocalEmbedder  # noqa: E402
 from agentd.memory import MemoryService, NewMemory  # noqa: E402
 from agentd.scopes import Reach, Scope  # noqa: E402
@@ -285,7 +290,7 @@ GRID_SATURATIONS = (5.0, 10.0, 20.0, 30.0)
 
 def grid(
     store: Store,
-    embedder: LocalEmbedder,
+    embedder: Embedder,
     conversations: Sequence[Conversation],
     dias: Sequence[dict[int, list[str]]],
     dev: set[int],
@@ -316,21 +321,25 @@ def run(
     modes: Sequence[str],
     dev: set[int] | None,
     workdir: Path,
-    embedder: LocalEmbedder | None = None,
+    embedder: Embedder | None = None,
     context_turns: int = 2,
     url: str | None = None,
     with_grid: bool = False,
     limit: int | None = None,
+    config: MemoryConfig | None = None,
+    rounds: int = 3,
 ) -> str:
     """Ingest and ask; return the printed report (into the store at ``url``, default a SQLite file in ``workdir``)."""
     conversations = load(path)[:limit]
     embedder = embedder or LocalEmbedder()
     store = Store.open(url or f"sqlite:///{workdir / 'locomo.db'}", dimension=embedder.dimension)
-    service = MemoryService(store, embedder, MemoryConfig(), personas=[PERSONA])
+    service = MemoryService(store, embedder, config or MemoryConfig(), personas=[PERSONA])
     try:
         t = time.perf_counter()
         dias = [ingest(service, c, context_turns) for c in conversations]
         ingest_s = time.perf_counter() - t
+        if isinstance(embedder, CachedEmbedder):
+            embedder.save()
         n_turns = sum(len(c.turns) for c in conversations)
         # As `agentd serve` does once loaded: what lives for the whole run stays out of the
         # collector's full passes, which otherwise land on random searches.
@@ -354,7 +363,7 @@ def run(
                     for key, vals in res.recall.items():
                         target.recall[key].extend(vals)
                     target.latency_ms.extend(res.latency_ms)
-        latency = latency_pass(service, conversations, modes, max(ks))
+        latency = latency_pass(service, conversations, modes, max(ks), rounds)
         grid_report = grid(store, embedder, conversations, dias, dev) if with_grid and dev is not None else None
     finally:
         store.close()
@@ -377,7 +386,7 @@ def run(
     for name, results in splits.items():
         if any(r.latency_ms for r in results.values()):
             out.append(table(name, results, ks))
-    out.append(f"## search latency, query embedding included ({LATENCY_ROUNDS} interleaved rounds of every question)")
+    out.append(f"## search latency, query embedding included ({rounds} interleaved rounds of every question)")
     for mode, samples in latency.items():
         out.append(f"{mode:<8} p50 {percentile(samples, 0.5):.2f} ms   p95 {percentile(samples, 0.95):.2f} ms")
     if grid_report:
@@ -390,7 +399,11 @@ LATENCY_ROUNDS = 3
 
 
 def latency_pass(
-    service: MemoryService, conversations: Sequence[Conversation], modes: Sequence[str], pool: int
+    service: MemoryService,
+    conversations: Sequence[Conversation],
+    modes: Sequence[str],
+    pool: int,
+    rounds: int = LATENCY_ROUNDS,
 ) -> dict[str, list[float]]:
     """Time every question in every mode, interleaved (the modes of one question back to back, in
     rotating order), so a slower or busier stretch of the machine does not land on one mode.
@@ -403,7 +416,7 @@ def latency_pass(
     runs.append(("recall", {}))
     samples: dict[str, list[float]] = {name: [] for name, _ in runs}
     turn = 0
-    for _ in range(LATENCY_ROUNDS):
+    for _ in range(rounds):
         for conv in conversations:
             reach = reach_of(conv)
             for q in conv.questions:
@@ -420,7 +433,7 @@ def run_real(
     ks: Sequence[int],
     dev: set[int] | None,
     workdir: Path,
-    embedder: LocalEmbedder,
+    embedder: Embedder,
     keep: str = "user",
     context_turns: int = 2,
     url: str | None = None,
@@ -471,6 +484,8 @@ def run_real(
         if not rt.learning_idle(3600):
             raise SystemExit("episodic indexing did not finish within an hour")
         index_s = time.perf_counter() - t
+        if isinstance(embedder, CachedEmbedder):
+            embedder.save()
         for conv in conversations:
             channel = f"locomo-{conv.sample_id}"
             names = ["all"] if dev is None else ["all", "dev" if conv.index in dev else "held-out"]
@@ -532,6 +547,14 @@ def main() -> None:
         "--keep", default="user", choices=("user", "exchange"), help="with --path real: [episodes] keep"
     )
     parser.add_argument("--limit", type=int, help="only the first N conversations")
+    parser.add_argument("--rounds", type=int, default=LATENCY_ROUNDS, help="rounds of the latency pass (0: none)")
+    parser.add_argument("--lexical-weight", type=float, help="[memory] lexical_weight (default: the embedder's)")
+    parser.add_argument(
+        "--cache",
+        default="",
+        help="stored texts' vectors kept in this directory between runs (bench/embedcache.py; default: agentd's "
+        "cache directory, bench-embeddings/; 'none': no cache)",
+    )
     parser.add_argument(
         "--model",
         default=DEFAULT_MODEL,
@@ -550,7 +573,12 @@ def main() -> None:
         if s not in ("sqlite", "postgres"):
             parser.error(f"unknown store {s!r}; use sqlite, postgres")
     workdir = Path(args.dir or tempfile.mkdtemp(prefix="agentd-locomo-"))
-    embedder = LocalEmbedder(args.model)
+    if args.cache == "none":
+        embedder: Embedder = LocalEmbedder(args.model)
+    else:
+        embedder = CachedEmbedder(
+            LocalEmbedder(args.model), Path(args.cache) if args.cache else cache_dir() / "bench-embeddings"
+        )
     for name in stores:
         with ExitStack() as stack:
             url = None
@@ -559,10 +587,22 @@ def main() -> None:
             else:
                 (workdir / "locomo.db").unlink(missing_ok=True)
             if args.path in ("direct", "both"):
-                print(
-                    run(args.file, ks, modes, dev, workdir, embedder, args.context_turns, url, args.grid, args.limit),
-                    flush=True,
+                config = MemoryConfig(lexical_weight=args.lexical_weight)
+                report = run(
+                    args.file,
+                    ks,
+                    modes,
+                    dev,
+                    workdir,
+                    embedder,
+                    args.context_turns,
+                    url,
+                    args.grid,
+                    args.limit,
+                    config,
+                    args.rounds,
                 )
+                print(report, flush=True)
             if args.path in ("real", "both"):
                 real_url = None
                 if name == "postgres":

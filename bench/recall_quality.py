@@ -2,6 +2,7 @@
 
     python bench/recall_quality.py                                   # the set in tests/data, both local models
     python bench/recall_quality.py --set tests/data/recall_heldout.json --model e5-small-v2 -v
+    python bench/recall_quality.py --everyday --model e5-small-v2   # the everyday set (bench/everyday.py)
 
 The set (JSON, see tests/data/recall_set.json) has a small store of memories of
 several users, persona-wide and channel memories, and labelled queries: what
@@ -33,6 +34,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from everyday import DEFAULT_EVERYDAY, evaluate_everyday, everyday_report, load_everyday  # noqa: E402
 
 from agentd.config import HistoryConfig, MemoryConfig  # noqa: E402
 from agentd.embedders import Embedder  # noqa: E402
@@ -243,7 +247,22 @@ def main() -> None:
     parser.add_argument("--set", type=Path, default=DEFAULT_SET, help="a labelled set (JSON)")
     parser.add_argument("--model", action="append", choices=sorted(MODELS), help="local model(s); default: all")
     parser.add_argument("-v", "--verbose", action="store_true", help="list the queries that missed or overshot")
+    parser.add_argument(
+        "--everyday",
+        nargs="?",
+        const=DEFAULT_EVERYDAY,
+        type=Path,
+        help="measure the everyday set instead (default tests/data/everyday_set.json)",
+    )
     args = parser.parse_args()
+    if args.everyday is not None:
+        everyday = load_everyday(args.everyday)
+        print(f"everyday set: {args.everyday} ({everyday.cases} cases, {len(everyday.silent)} silent questions)")
+        for model in args.model or list(MODELS):
+            with tempfile.TemporaryDirectory(prefix="agentd-everyday-") as tmp:
+                tallies = evaluate_everyday(everyday, LocalEmbedder(model), Path(tmp))
+            print(everyday_report(model, tallies, args.verbose), flush=True)
+        return
     labelled = load_set(args.set)
     print(f"set: {args.set} ({len(labelled.queries)} queries, {len(labelled.memories)} memories)")
     for model in args.model or list(MODELS):

@@ -56,7 +56,7 @@ def main() -> None:
         # The same database bench/daemon.py seeds (and the same name in --cache).
         seed_cached(config_path, channels, args.history, args.memories, rng, args.cache, args.seed)
         app = App(load_config(config_path, environ={}))
-        episodes = Episodes(app.store, app.memory, app.config.episodes)
+        episodes = Episodes(app.store, app.memory, app.config.episodes, app.config.channel_visibility)
         limit = app.config.memory.top_k
         episode_limit = 2 * app.config.episodes.top_k  # as a turn asks
         print(

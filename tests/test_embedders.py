@@ -53,7 +53,7 @@ def test_minilm_is_selectable_with_its_own_calibration_and_word_weights(tmp_path
 
 
 def test_memory_settings_override_the_embedders_word_weights(app: App, tmp_path: Path, embedder: LocalEmbedder) -> None:
-    assert app.memory.fusion.lexical_weight == embedder.words.lexical_weight == 0.25
+    assert app.memory.fusion.lexical_weight == embedder.words.lexical_weight == 0.2
     assert app.memory.fusion.date_weight == embedder.words.date_weight
     config = load_config(
         write_home(tmp_path / "other", "[memory]\nlexical_weight = 0.0\ndate_weight = 0.4\n"), environ={}

@@ -224,6 +224,24 @@ def test_a_direct_channel_is_direct_for_its_user_only(daemons, fake_openai: Fake
     assert request["messages"][-1]["content"] == ABOUT_ME
 
 
+def test_a_channel_named_for_a_user_is_their_direct_channel_undeclared(daemons, fake_openai: FakeOpenAI) -> None:
+    """``dm-alice`` with nothing declared is alice's direct channel by its name: what an operator stored
+    for her is recalled there, for her; bob posting there is not alice, and gets none of it."""
+    d = daemons(personas=_personas(fake_openai))
+    d.app.memory.add("fake", Scope.user("alice"), OPERATOR, "fact")
+    own = _chat(d, {}, channel="dm-alice", message=ABOUT_ME)
+    assert own[0].event == "memory_context"
+    assert SECRETS["operator"] in json.dumps(own[0].data)
+    before = len(fake_openai.chat_requests())
+    fake_openai.queue(Turn(tool_calls=[("recall", {"query": ASK, "limit": 50})]), Turn(text="ok"))
+    bobs = _chat(d, {}, user="bob", channel="dm-alice", message=ASK)
+    _chat(d, {}, user="bob", channel="dm-alice", message=ABOUT_ME)
+    assert _found(_requests_text(fake_openai, before) + json.dumps([e.data for e in bobs])) == []
+    # A name that is not the user's own (dm-alice-2) stays shared for her.
+    elsewhere = _chat(d, {}, channel="dm-alice-2", message=ABOUT_ME)
+    assert SECRETS["operator"] not in json.dumps([e.data for e in elsewhere])
+
+
 def test_shared_history_names_its_speakers_and_a_failed_turn_leaves_no_two_user_turns(
     daemons, fake_openai: FakeOpenAI
 ) -> None:

@@ -18,6 +18,7 @@ from agentd.app import App
 from agentd.config import Config, MemoryConfig
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory import MemoryService, NewMemory
+from agentd.memory.subjects import indexed_text
 from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.store import Store, migrate, vectors
 from agentd.store.engine import create_engine
@@ -91,7 +92,8 @@ def test_a_multi_scope_search_merges_partitions_into_one_exact_top_k(app: App, e
 
     qvec = embedder.embed_queries([QUERY])[0]
     ids = list(stored)
-    sims = embedder.embed([stored[i] for i in ids]) @ qvec
+    # A user's memory is embedded without a subject naming the user (agentd/memory/subjects.py).
+    sims = embedder.embed([indexed_text(stored[i], app.memory.get(i).scope) for i in ids]) @ qvec
     k = 4
     expected = [ids[j] for j in np.argsort(-sims, kind="stable")[:k]]
     with app.store.read() as conn:

@@ -86,7 +86,7 @@ class MemoryHitOut(_Out):
     id: int
     text: str
     category: str
-    score: float = Field(description="relevance × recency: what ranks.")
+    score: float = Field(description="relevance, time-decayed (its odds scaled by recency): what ranks.")
     relevance: float = Field(description="Calibrated match quality in [0, 1]: what thresholds apply to.")
     created_at: str
     scope: str

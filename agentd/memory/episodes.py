@@ -107,10 +107,18 @@ def exchanges(
 class Episodes:
     """Indexes a channel's exchanges as episodes, prunes them, and searches them."""
 
-    def __init__(self, store: Store, memory: MemoryService, config: EpisodesConfig) -> None:
+    def __init__(
+        self,
+        store: Store,
+        memory: MemoryService,
+        config: EpisodesConfig,
+        configured: Callable[[str], str | None] = lambda _channel: None,
+    ) -> None:
+        """``configured``: the visibility config sets for a channel (``Config.channel_visibility``)."""
         self._store = store
         self._memory = memory
         self._config = config
+        self._configured = configured
 
     @property
     def config(self) -> EpisodesConfig:
@@ -123,17 +131,23 @@ class Episodes:
             return self._scope(conn, channel, user)
 
     def is_direct(self, channel: str, user: str | None, conn: Connection | None = None) -> bool:
-        """Whether ``channel`` is ``user``'s direct channel: named so (``[episodes]
-        direct_prefixes``), or declared direct for that user by whoever posted first
-        (an adapter's private message, the web page, the OpenAI endpoint's default channel).
-        ``conn``: a read transaction to use (else one of its own)."""
-        if self._config.is_direct(channel):
-            return True
+        """Whether ``channel`` is ``user``'s direct channel, decided as visibility decides it
+        (agentd/runtime/visibility.py): by config (``[channels.NAME] visibility``), else as
+        declared for that user by whoever posted first (an adapter's private message, the web
+        page, the OpenAI endpoint's default channel), else by its name (``[episodes]
+        direct_prefixes``: ``dm-alice`` is alice's). ``conn``: a read transaction to use (else
+        one of its own)."""
+        if user is None:
+            return False
         if conn is None:
             with self._store.read() as own:
                 return self.is_direct(channel, user, own)
-        declared, owner = self._store.messages.visibility(conn, root_channel(channel))
-        return declared == "direct" and user is not None and owner in (None, user)
+        root = root_channel(channel)
+        declared, owner = self._store.messages.visibility(conn, root)
+        decided = self._configured(root) or declared
+        if decided is not None:
+            return decided == "direct" and owner in (None, user)
+        return self._config.named_owner(root) == user
 
     def _scope(self, conn: Connection, channel: str, user: str) -> Scope:
         if self.is_direct(channel, user, conn):

@@ -37,6 +37,7 @@ from agentd.llm.chat import ChatModel, ModelSettings
 from agentd.log import get_logger
 from agentd.memory.episodes import Exchange, exchanges
 from agentd.memory.service import MemoryService
+from agentd.memory.subjects import indexed_text
 from agentd.scopes import Reach, Scope
 from agentd.store import Store
 from agentd.store.memories import Memory, NewMemory
@@ -265,7 +266,7 @@ class Extractor:
         persona = exchange.reply.persona or exchange.reply.author
         scope = Scope.user(msg.author)
         writes = self._writes(exchange, candidates, decisions)
-        texts = [item.text for _d, _t, item in writes if item is not None]
+        texts = [indexed_text(item.text, item.scope) for _d, _t, item in writes if item is not None]
         vecs = self._memory.embed_passages(texts)
         memories, history = self._store.memories, self._store.memory_history
         with self._store.write() as conn:

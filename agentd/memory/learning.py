@@ -45,7 +45,7 @@ class Learning:
         self.episodes: Episodes | None = None
         cfg = config
         if cfg.episodes.enabled and embeds:
-            episodes = Episodes(store, memory, cfg.episodes)
+            episodes = Episodes(store, memory, cfg.episodes, cfg.channel_visibility)
             self.episodes = episodes
             self._workers.append(JobWorker(EPISODES_JOB, store, episodes.index, owns))
         if cfg.memory.extract == "model":

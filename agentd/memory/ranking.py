@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from agentd.memory.fusion import Evidence, Fusion, best_bm25
-from agentd.relevance import Calibration, Recency
+from agentd.relevance import Calibration, Recency, sigmoid
 from agentd.store.memories import Memory
 
 #: The relevance of a memory recalled because of what the query asks rather than its words:
@@ -100,8 +100,9 @@ def rank(
 
     Only ids and creation times are needed (``created``: a candidate missing there
     was deleted and is skipped), so the caller loads whole rows for the winners
-    alone. relevance = calibration(fusion's effective cosine); score = relevance x
-    recency. ``days``: calendar days the query names (a memory created on one
+    alone. relevance = calibration(fusion's effective cosine); score = relevance with
+    its odds scaled by recency (:meth:`agentd.relevance.Recency.decayed`).
+    ``days``: calendar days the query names (a memory created on one
     gets the fusion's date boost). Ties break on the effective cosine (strong word
     matches can push the calibrated relevance to exactly 1.0 in floating point),
     then on newer memory, then on id, so results are deterministic.
@@ -115,10 +116,11 @@ def rank(
             continue
         on_day = bool(days) and _utc_day(when) in days
         effective = fusion.effective_cosine(evidence, best, on_day)
-        relevance = calibration.relevance(effective)
+        logit = calibration.logit(effective)
+        relevance = sigmoid(logit)
         if relevance < min_relevance:
             continue
-        score = relevance * recency.factor(when, now)
+        score = recency.decayed(logit, when, now)
         similarity = evidence.cosine if evidence.dense_known else None
         key = (-score, -effective, -when.timestamp(), -mid)
         ranked.append((key, Ranked(mid, relevance, score, similarity, evidence.bm25)))

@@ -25,6 +25,7 @@ from agentd.memory.importer import ImportReport, parse_line, read_lines
 from agentd.memory.intent import Facet, analyse, has_content, states_preference
 from agentd.memory.query import lexical_terms
 from agentd.memory.ranking import INTENT_RELEVANCE, MemoryHit, Ranked, rank
+from agentd.memory.subjects import indexed_text
 from agentd.relevance import DEFAULT_WORDS, Recency
 from agentd.scopes import Reach, Scope, is_blank
 from agentd.store import Store
@@ -199,10 +200,15 @@ class MemoryService:
         """Store already-validated memories in one transaction; embeds them in one batch.
 
         A memory's ``metadata["context"]`` is indexed for full-text search with
-        it, never shown (see :func:`agentd.store.lexical.context_of`). ``also(conn)``
+        it, never shown (see :func:`agentd.store.lexical.context_of`). A user's memory is
+        embedded without a leading subject that names the user (:mod:`agentd.memory.subjects`). ``also(conn)``
         runs in the same transaction (a background job moves its cursor there).
         """
-        vecs = self._embed([i.text for i in items]) if self._embedder is not None and items else None
+        vecs = (
+            self._embed([indexed_text(i.text, i.scope) for i in items])
+            if self._embedder is not None and items
+            else None
+        )
         with self._store.write() as conn:
             added = self._store.memories.add(conn, items, vecs) if items else []
             if also is not None:
@@ -278,7 +284,7 @@ class MemoryService:
         with self._store.read() as reader:
             batches = list(self._store.memories.iter_all(reader, batch))
         for mems in batches:
-            vecs = self._embed([m.text for m in mems])
+            vecs = self._embed([indexed_text(m.text, m.scope) for m in mems])
             with self._store.write() as conn:
                 vectors.insert_staged(
                     conn, [(m.id, m.persona, str(m.scope), v) for m, v in zip(mems, vecs, strict=True)]
@@ -291,7 +297,7 @@ class MemoryService:
             late = vectors.missing(conn)
             if late:
                 mems = list(self._store.memories.fetch(conn, late).values())
-                vecs = self._embed([m.text for m in mems])
+                vecs = self._embed([indexed_text(m.text, m.scope) for m in mems])
                 vectors.insert(conn, [(m.id, m.persona, str(m.scope), v) for m, v in zip(mems, vecs, strict=True)])
                 done += len(mems)
         return done
