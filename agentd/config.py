@@ -214,7 +214,7 @@ class EpisodesConfig(_Section):
     #: Relevance below which an episode is not recalled (unset: ``[memory] min_score``).
     min_score: float | None = Field(default=None, ge=0.0, le=1.0)
     #: A channel named one of these followed by a user's id (``dm-alice``) is that user's direct
-    #: channel, unless config or its first post says otherwise (agentd/runtime/visibility.py):
+    #: channel, unless config or its first post says otherwise (agentd/visibility.py):
     #: their user memories are recalled there, and its episodes are the user's own, recalled in
     #: any of their direct channels and never in a group channel.
     direct_prefixes: list[str] = Field(default_factory=lambda: ["dm-"])

@@ -132,7 +132,7 @@ class Episodes:
 
     def is_direct(self, channel: str, user: str | None, conn: Connection | None = None) -> bool:
         """Whether ``channel`` is ``user``'s direct channel, decided as visibility decides it
-        (agentd/runtime/visibility.py): by config (``[channels.NAME] visibility``), else as
+        (agentd/visibility.py): by config (``[channels.NAME] visibility``), else as
         declared for that user by whoever posted first (an adapter's private message, the web
         page, the OpenAI endpoint's default channel), else by its name (``[episodes]
         direct_prefixes``: ``dm-alice`` is alice's). ``conn``: a read transaction to use (else
