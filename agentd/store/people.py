@@ -281,7 +281,17 @@ def forget(
         erased.memory_history += conn.execute(sa.delete(_H).where(_H.c.memory_id.in_(chunk))).rowcount
     for chunk in _chunks(gone_messages):
         erased.memory_history += conn.execute(sa.delete(_H).where(_H.c.source_message_id.in_(chunk))).rowcount
-    # The messages: what still points at them first, then their channels' counts.
+    _erase_messages(conn, gone_messages, channels, erased)
+    _drop_empty_direct_channels(conn, user)
+    if quotes:
+        _redact_copies(conn, words, channels, reach, persona, quotes, memory_ids, erased)
+    if recalled:
+        _redact_recalled(conn, recalled, memory_ids, quotes, erased)
+    return erased
+
+
+def _erase_messages(conn: sa.Connection, gone_messages: list[int], channels: list[str], erased: Erased) -> None:
+    """Delete the messages (what still points at them first), then fix their channels' counts."""
     for chunk in _chunks(gone_messages):
         conn.execute(sa.update(_M).where(_M.c.reply_to.in_(chunk), _M.c.id.not_in(gone_messages)).values(reply_to=None))
         conn.execute(sa.update(_T).where(_T.c.source_message_id.in_(chunk)).values(source_message_id=None))
@@ -297,17 +307,15 @@ def forget(
     # Bumped so every process's kept history of these channels is read afresh (agentd.prompt.history_cache).
     if channels:
         conn.execute(sa.update(_C).where(_C.c.name.in_(channels)).values(erasures=_C.c.erasures + 1))
-    # A direct channel of theirs left empty goes with its background jobs' cursors.
+
+
+def _drop_empty_direct_channels(conn: sa.Connection, user: str) -> None:
+    """A direct channel of ``user``'s left empty goes, with its background jobs' cursors."""
     owned = conn.execute(sa.select(_C.c.name).where(_C.c.owner == user, _C.c.visibility == "direct")).scalars().all()
     for name in owned:
         if conn.execute(sa.select(_M.c.id).where(_M.c.channel == name).limit(1)).first() is None:
             conn.execute(sa.delete(_J).where(_J.c.channel == name))
             conn.execute(sa.delete(_C).where(_C.c.name == name))
-    if quotes:
-        _redact_copies(conn, words, channels, reach, persona, quotes, memory_ids, erased)
-    if recalled:
-        _redact_recalled(conn, recalled, memory_ids, quotes, erased)
-    return erased
 
 
 def _count(erased: Erased, kind: str, n: int = 1) -> None:
