@@ -137,7 +137,9 @@ def cli_reference() -> str:
     """Every ``agentd`` command, its usage, arguments and options, from click."""
     from agentd.cli.main import cli
 
-    ctx = click.Context(cli, info_name="agentd")
+    # With the group's own context settings, as `agentd` runs it (-h as well as --help): click
+    # caches each command's help option, so a bare Context would give what whoever asked first got.
+    ctx = click.Context(cli, info_name="agentd", **cli.context_settings)
     names = cli.list_commands(ctx)
     parts = [
         GENERATED_NOTE.format(source="the click commands (agentd/cli/)"),
