@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,21 +30,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # run as a script: the Chromium settings are the browser tests'
+
+from tests.support import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS  # noqa: E402
+
 DOCS = REPO / "docs"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-    "--hide-scrollbars",
-)
+FLAGS = (*CHROMIUM_FLAGS, "--hide-scrollbars")
 AGENTD = [sys.executable, "-m", "agentd"]
 
 

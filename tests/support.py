@@ -5,6 +5,7 @@ agentd's own client."""
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +17,23 @@ import httpx
 
 from agentd.api import DaemonServer
 from agentd.app import App
+
+#: Debian's Chromium and its driver (never a downloaded browser), and the flags every headless run
+#: here needs: without the background-networking ones Chromium keeps dialling hosts this machine
+#: cannot reach. Shared by tests/test_web.py and docs/pictures.py.
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:

@@ -6,7 +6,6 @@ Set ``AGENTD_SCREENSHOTS=docs/screenshots`` to save the screenshots the README s
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,21 +15,7 @@ from agentd.config import login_name
 from agentd.scopes import Scope
 from tests.conftest import BUDDY, REPO
 from tests.fakeopenai import Turn
-from tests.support import wait_for
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-)
+from tests.support import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS, wait_for
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is a test dependency: pip install -e '.[test]'")
 if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
@@ -50,7 +35,7 @@ from selenium.webdriver.common.keys import Keys  # noqa: E402
 def browser(tmp_path: Path) -> Iterator[object]:
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in (*FLAGS, f"--user-data-dir={tmp_path / 'chromium'}", "--window-size=1280,900"):
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium'}", "--window-size=1280,900"):
         options.add_argument(flag)
     service = webdriver.ChromeService(executable_path=CHROMEDRIVER)  # Debian's: selenium-manager never runs
     driver = webdriver.Chrome(options=options, service=service)
