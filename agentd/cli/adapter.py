@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -26,6 +28,15 @@ def _server(spec: str, tls: bool) -> tuple[str, int]:
         return host.strip("[]"), int(port)
     except ValueError:
         raise click.BadParameter(f"{spec!r}: expected HOST:PORT", param_hint="--server") from None
+
+
+def _run(banner: str, main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Say what the adapter bridges, then run it until it ends or Ctrl-C."""
+    click.echo(banner)
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
 
 
 @adapter.command()
@@ -105,11 +116,7 @@ def irc(
         )
         await run_adapter(bridge)
 
-    click.echo(f"agentd adapter irc: {host}:{port} {' '.join(mapping) or '(private messages only)'} -> {base}")
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        pass
+    _run(f"agentd adapter irc: {host}:{port} {' '.join(mapping) or '(private messages only)'} -> {base}", main)
 
 
 @adapter.command()
@@ -202,8 +209,4 @@ def matrix(
         )
         await run_adapter(bridge)
 
-    click.echo(f"agentd adapter matrix: {user} on {server} {' '.join(mapping) or '(invitations only)'} -> {base}")
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        pass
+    _run(f"agentd adapter matrix: {user} on {server} {' '.join(mapping) or '(invitations only)'} -> {base}", main)
