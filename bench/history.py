@@ -2,7 +2,7 @@
 
     python bench/history.py [--messages 10000] [--runs 200]
 
-One step = UserHistory.recall: read the recent window, read at most
+One step = EarlierExchanges.recall: read the recent window, read at most
 ``history.max_inspected`` of the user's newest earlier messages (index
 ``ix_messages_channel_author_id``), tokenise and match them against the query,
 fetch the replies of the accepted ones, condense, harvest seeds. The channel
@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentd.config import load_config  # noqa: E402
-from agentd.prompt.user_history import UserHistory  # noqa: E402
+from agentd.recall.earlier import EarlierExchanges  # noqa: E402
 from agentd.store import Store  # noqa: E402
 
 TOPICS = [
@@ -87,7 +87,7 @@ def main() -> None:
         f"in {time.perf_counter() - t:.1f}s",
         file=sys.stderr,
     )
-    history = UserHistory(store, cfg.history)
+    history = EarlierExchanges(store, cfg.history)
     h = cfg.history
     print(
         f"user messages {args.messages:,}; max_inspected {h.max_inspected}, max_snippets {h.max_snippets}, "

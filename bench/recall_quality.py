@@ -42,7 +42,7 @@ from agentd.config import HistoryConfig, MemoryConfig  # noqa: E402
 from agentd.embedders import Embedder  # noqa: E402
 from agentd.embedders.local import MODELS, LocalEmbedder  # noqa: E402
 from agentd.memory import MemoryService  # noqa: E402
-from agentd.prompt.user_history import UserHistory, seeded_query  # noqa: E402
+from agentd.recall.earlier import EarlierExchanges, seeded_query  # noqa: E402
 from agentd.scopes import Reach, Scope  # noqa: E402
 from agentd.store import Store  # noqa: E402
 from agentd.store.schema import utcnow  # noqa: E402
@@ -204,7 +204,7 @@ def evaluate(
                             status="complete",
                             reply_to=msg.id,
                         )
-                recalled = UserHistory(store, history).recall(channel, q.user, text, None)
+                recalled = EarlierExchanges(store, history).recall(channel, q.user, text, None)
                 text = seeded_query(text, recalled, history.seed_sparse_below)
             hits = service.search(text, reach, limit=config.top_k, now=now)
             outcomes.append(Outcome(q, tuple(keys[h.memory.id] for h in hits), reachable, config.top_k))

@@ -45,7 +45,7 @@ def main() -> None:
     from agentd.app import App
     from agentd.config import load_config
     from agentd.memory.episodes import Episodes
-    from agentd.runtime.pipeline.retrieval import Retriever
+    from agentd.recall.retrieval import Retriever
     from agentd.scopes import Reach
 
     rng = random.Random(args.seed)

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from agentd.memory.known_facts import KNOWN_FACTS_HEADING
+from agentd.recall.known_facts import KNOWN_FACTS_HEADING
 from agentd.scopes import Scope
 
 pytestmark = pytest.mark.both_backends

@@ -104,7 +104,7 @@ def test_add_update_delete_and_none_keep_the_users_facts_current(
     exchange(rt, fake_openai, "I gave my cat Tom to my sister; I have no cat now.", answer(delete))
     assert [m.text for m in memories_of(app, "alice")] == ["Lives in Berlin"]
 
-    events = [(e.event, e.old_text, e.new_text, e.reason) for e in app.memory.history(paris.id)]
+    events = [(e.event, e.old_text, e.new_text, e.reason) for e in app.memory.revisions(paris.id)]
     assert events == [
         ("ADD", None, "Lives in Paris", "stated"),
         ("UPDATE", "Lives in Paris", "Lives in Berlin", "moved"),

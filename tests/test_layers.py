@@ -1,4 +1,4 @@
-"""agentd's packages import one way: api/cli → runtime → prompt, memory, skills, visibility → store,
+"""agentd's packages import one way: api/cli → runtime → recall → prompt, memory, skills, visibility → store,
 llm, embedders → config, scopes, words, text, relevance, _exceptions; no two packages import
 each other (directly or around a cycle), no two files either, and runtime/'s parts import down
 its own layers. Every import counts: module level, inside functions,
@@ -23,7 +23,8 @@ LAYERS: dict[str, int] = {
         0,
     ),
     **dict.fromkeys(["store", "llm", "embedders", "client"], 1),
-    **dict.fromkeys(["prompt", "memory", "skills", "mcp", "visibility"], 2),
+    # recall imports memory and prompt (same layer; the cycle test keeps them from importing it back).
+    **dict.fromkeys(["prompt", "memory", "recall", "skills", "mcp", "visibility"], 2),
     **dict.fromkeys(["app", "runtime"], 3),
     **dict.fromkeys(["api", "cli", "adapters", "mcpserver"], 4),
     "__main__": 5,

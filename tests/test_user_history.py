@@ -15,7 +15,7 @@ import pytest
 from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
-from agentd.prompt.user_history import UserHistory, condense, seeded_query
+from agentd.recall.earlier import EarlierExchanges, condense, seeded_query
 from agentd.runtime import Done, Event, HistoryContext, MemoryContext, Runtime
 from agentd.scopes import Scope
 from tests.conftest import agentd_cli, write_home
@@ -155,7 +155,8 @@ def test_nothing_is_injected_when_nothing_matches(make_runtime) -> None:
 
 def recall_in(app: App, query: str, channel: str = "c", user: str = "alice") -> list[str]:
     return [
-        e.user_text for e in UserHistory(app.store, app.config.history).recall(channel, user, query, None).exchanges
+        e.user_text
+        for e in EarlierExchanges(app.store, app.config.history).recall(channel, user, query, None).exchanges
     ]
 
 
@@ -242,7 +243,7 @@ def test_a_literal_substring_match_is_kept_even_below_the_overlap_threshold(tmp_
             app.store.messages.add(
                 conn, channel="c", role="user", author="alice", persona="buddy", content="apple pie", status="answered"
             )
-        history = UserHistory(app.store, app.config.history)
+        history = EarlierExchanges(app.store, app.config.history)
         query = "tell me about pineapple pizza toppings and crust options"
         # one shared word of seven: far below a ratio of 1.0, but "pineapple" is a literal substring
         found = history.recall("c", "alice", query, None)
@@ -261,7 +262,7 @@ def test_seeds_are_deduplicated_case_insensitively(tmp_path, embedder) -> None:
                 app.store.messages.add(
                     conn, channel="c", role="user", author="alice", persona="buddy", content=text, status="answered"
                 )
-        found = UserHistory(app.store, app.config.history).recall("c", "alice", "rust help", None)
+        found = EarlierExchanges(app.store, app.config.history).recall("c", "alice", "rust help", None)
         assert list(found.seeds) == ["borrow", "checker", "compiler"]
     finally:
         app.close()
@@ -291,7 +292,7 @@ def test_inspection_is_bounded_by_max_inspected(tmp_path, embedder) -> None:
                     content=f"unrelated chatter {i}",
                     status="answered",
                 )
-        found = UserHistory(app.store, app.config.history).recall("c", "alice", "zebra topic", None)
+        found = EarlierExchanges(app.store, app.config.history).recall("c", "alice", "zebra topic", None)
         assert found.inspected == 5
         assert found.exchanges == ()  # the match is older than the newest five
     finally:
@@ -320,7 +321,7 @@ def test_cjk_history_is_matched_and_cut_to_the_rune_limit(tmp_path, embedder) ->
             app.store.messages.add(
                 conn, channel="c", role="user", author="alice", persona="buddy", content=long, status="answered"
             )
-        found = UserHistory(app.store, app.config.history).recall("c", "alice", "公园散步怎么样", None)
+        found = EarlierExchanges(app.store, app.config.history).recall("c", "alice", "公园散步怎么样", None)
         (exchange,) = found.exchanges
         assert len(exchange.user_text) <= 16
         assert exchange.user_text.endswith("…")
@@ -385,7 +386,7 @@ def test_an_exact_repeat_matches_although_no_content_word_is_shared(history_app)
     post(app, "what about it")
     post(app, "ok")
     post(app, "tell me about the Kyoto trip")
-    history = UserHistory(app.store, app.config.history)
+    history = EarlierExchanges(app.store, app.config.history)
     assert [e.user_text for e in history.recall("c", "alice", "What about it?", None).exchanges] == ["what about it"]
     # A one-word phrase recurs everywhere: "ok" again is not a match.
     assert history.recall("c", "alice", "ok", None).exchanges == ()
@@ -394,7 +395,7 @@ def test_an_exact_repeat_matches_although_no_content_word_is_shared(history_app)
 def test_seeds_stand_in_for_a_query_without_content_words(history_app) -> None:
     app = history_app()
     post(app, "so what about it, the Kyoto temples in April?")
-    recalled = UserHistory(app.store, app.config.history).recall("c", "alice", "what about it", None)
+    recalled = EarlierExchanges(app.store, app.config.history).recall("c", "alice", "what about it", None)
     assert list(recalled.seeds) == ["kyoto", "temples", "april"]
     assert seeded_query("what about it", recalled, 4) == "kyoto temples april"
     assert seeded_query("and the temples?", recalled, 4) == "and the temples? kyoto temples april"
@@ -407,7 +408,7 @@ def test_seeds_leave_out_the_words_the_query_already_has(history_app) -> None:
     """As the README says: seeds are the first five new words (not the first five tokens)."""
     app = history_app()
     post(app, "Kyoto trip planning: quiet temples, moss gardens and tofu restaurants")
-    recalled = UserHistory(app.store, app.config.history).recall("c", "alice", "the Kyoto trip?", None)
+    recalled = EarlierExchanges(app.store, app.config.history).recall("c", "alice", "the Kyoto trip?", None)
     assert list(recalled.seeds) == ["planning", "quiet", "temples", "moss", "gardens"]
 
 

@@ -41,8 +41,8 @@ from agentd.api.schemas import (
     SearchRequest,
 )
 from agentd.api.state import Daemon, daemon
-from agentd.memory import known_facts
 from agentd.memory.importer import parse_line, parse_timestamp
+from agentd.recall import known_facts
 from agentd.scopes import GLOBAL, Scope, check_identifier
 from agentd.store.memories import NewMemory
 
@@ -249,4 +249,4 @@ def forget(memory_id: Annotated[int, Path(ge=1, le=MAX_ID)], d: Annotated[Daemon
 def history(memory_id: Annotated[int, Path(ge=1, le=MAX_ID)], d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
     """How a memory changed through fact extraction (``[memory] extract``), oldest first; also for a
     memory since deleted (as ``agentd memory history ID``)."""
-    return {"memory_id": memory_id, "history": [e.as_json() for e in d.app.memory.history(memory_id)]}
+    return {"memory_id": memory_id, "history": [e.as_json() for e in d.app.memory.revisions(memory_id)]}

@@ -10,7 +10,7 @@ ChatOpenAI, litellm) talks to agentd's personas through these routes:
 * The last message must be the user's: it is the new message, stored and
   answered by the same runtime as every other (memory, history, budget,
   ``agentd inspect``). Earlier messages are reconciled with the channel's stored
-  history (:mod:`agentd.api.openai_history`), never blindly duplicated.
+  history (:mod:`agentd.api.client_messages`), never blindly duplicated.
 * ``tool_choice = "none"`` answers without the persona's tools; client-side
   ``tools`` are refused (a persona's tools run inside agentd). Sampling options
   (temperature, max_tokens, ...) are ignored: the persona file sets them.
@@ -34,8 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from agentd._exceptions import InvalidInput, NotFound
+from agentd.api.client_messages import Earlier, reconcile
 from agentd.api.openai_errors import openai_error
-from agentd.api.openai_history import Earlier, reconcile
 from agentd.api.responses import openai_error_responses
 from agentd.api.roles import Policy, allow, caller_of, check_channel
 from agentd.api.sse import HEADERS, KEEPALIVE, MEDIA_TYPE, EventBridge

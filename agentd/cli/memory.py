@@ -201,7 +201,7 @@ def forget(app: App, memory_id: int, as_json: bool) -> None:
 def history(app: App, memory_id: int, as_json: bool) -> None:
     """Show how memory MEMORY_ID changed: each decision of fact extraction (ADD, UPDATE with
     the old text, DELETE, NONE) and its reason, oldest first (also for a deleted memory)."""
-    entries = app.memory.history(memory_id)
+    entries = app.memory.revisions(memory_id)
     if as_json:
         print_json({"memory_id": memory_id, "history": [e.as_json() for e in entries]})
         return

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd._exceptions import AgentdError, ErrorCode, Forbidden, InvalidInput, NotFound, TurnError
-from agentd.memory import known_facts
+from agentd.recall import known_facts
 from agentd.runtime.events import Done, Error, Event, MemoryContext, ToolCall, ToolResult
 from agentd.scopes import DELEGATION_MARK, GLOBAL, Scope, check_identifier
 

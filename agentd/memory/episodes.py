@@ -6,7 +6,8 @@ as a memory of category ``episode`` in an episodes scope
 channel, ``episodes:user:ID`` for a direct channel (``[episodes]
 direct_prefixes``), so a user's direct exchanges are recalled in any of their
 direct channels and never in a group one. Memory search never looks in episodes
-scopes, and episode search looks nowhere else: each is its own prompt section.
+scopes, and episode search (:func:`agentd.recall.episodes.search`) looks nowhere else: each is
+its own prompt section.
 Living in the memories table, episodes get the vector and full-text indexes,
 hybrid ranking, recency and the isolation of reaches for free.
 
@@ -33,9 +34,8 @@ from agentd._exceptions import InvalidInput, NotFound
 from agentd.config import EpisodesConfig
 from agentd.log import get_logger
 from agentd.memory.intent import has_content
-from agentd.memory.ranking import MemoryHit
-from agentd.memory.service import MemoryService, QueryVector
-from agentd.scopes import Reach, Scope, root_channel
+from agentd.memory.service import MemoryService
+from agentd.scopes import Scope, root_channel
 from agentd.store import Store
 from agentd.store.lexical import CONTEXT_KEY
 from agentd.store.memories import NewMemory
@@ -43,7 +43,6 @@ from agentd.store.messages import Message
 from agentd.store.schema import utcnow
 
 if TYPE_CHECKING:
-    import numpy as np
     from sqlalchemy import Connection
 
 log = get_logger("agentd.episodes")
@@ -105,7 +104,7 @@ def exchanges(
 
 
 class Episodes:
-    """Indexes a channel's exchanges as episodes, prunes them, and searches them."""
+    """Indexes a channel's exchanges as episodes and prunes them (:mod:`agentd.recall.episodes` searches them)."""
 
     def __init__(
         self,
@@ -124,6 +123,11 @@ class Episodes:
     def config(self) -> EpisodesConfig:
         """The ``[episodes]`` settings."""
         return self._config
+
+    @property
+    def memory(self) -> MemoryService:
+        """The memory service episodes are stored (and searched) through."""
+        return self._memory
 
     def scope_of(self, channel: str, user: str) -> Scope:
         """Where an exchange of ``user`` in ``channel`` is kept."""
@@ -201,20 +205,6 @@ class Episodes:
         log.debug("episodes_indexed", channel=channel, added=created, cursor=cursor)
         # A short batch ended where the channel's finished exchanges end: nothing more for now.
         return created, len(batch) == self._config.batch_size
-
-    def search(
-        self, query: str, reach: Reach, limit: int, vector: np.ndarray | QueryVector | None = None
-    ) -> list[MemoryHit]:
-        """The best episodes for ``query`` a turn at ``reach`` may recall."""
-        # In a channel others read (``reach.shared_channel``) a user's private exchanges never surface.
-        direct = (
-            reach.channel is not None and reach.shared_channel is None and self.is_direct(reach.channel, reach.user)
-        )
-        scopes = reach.episode_scopes(direct)
-        if limit < 1 or not scopes or not query.strip():
-            return []
-        threshold = self._config.min_score if self._config.min_score is not None else self._memory.config.min_score
-        return self._memory.search(query, reach, limit, min_relevance=threshold, vector=vector, scopes=scopes)
 
     # -- internals ---------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from agentd.memory.subjects import indexed_text
 from agentd.relevance import DEFAULT_WORDS, Recency
 from agentd.scopes import Reach, Scope, is_blank
 from agentd.store import Store
-from agentd.store.jobs import HistoryEntry
+from agentd.store.jobs import Revision
 from agentd.store.lexical import CONTEXT_KEY
 from agentd.store.memories import Memory, NewMemory
 from agentd.store.schema import utcnow
@@ -320,9 +320,9 @@ class MemoryService:
         with self._store.read() as conn:
             return self._store.memories.page(conn, persona, scope, limit, offset)
 
-    def history(self, memory_id: int) -> list[HistoryEntry]:
-        """How a memory changed (fact extraction's decisions), oldest first; :class:`NotFound` when
-        there is neither such a memory nor any history of it."""
+    def revisions(self, memory_id: int) -> list[Revision]:
+        """A memory's revisions (fact extraction's decisions), oldest first; :class:`NotFound` when
+        there is neither such a memory nor any revision of it."""
         with self._store.read() as conn:
             entries = self._store.memory_history.of(conn, memory_id)
             if not entries and self._store.memories.get(conn, memory_id) is None:

@@ -102,22 +102,22 @@ class ContextBuilder:
     def recent(
         self, persona: Persona, channel: str, before_id: int | None = None, *, before_user: bool = True
     ) -> RecentHistory:
-        """The channel's recent history as ``persona``'s prompt could carry it (read once per turn:
-        pass it to :meth:`history_start` and :meth:`build`). ``before_user``: a user message
+        """The channel's transcript (its recent messages) as ``persona``'s prompt could carry it (read
+        once per turn: pass it to :meth:`transcript_start` and :meth:`build`). ``before_user``: a user message
         (the turn's own) follows it (see :meth:`history`)."""
         window = self.window(persona)
         return self.history(
             channel, before_id, self.counter(persona), window.tokens - persona.max_tokens, before_user=before_user
         )
 
-    def history_start(
+    def transcript_start(
         self, persona: Persona, channel: str, before_id: int | None = None, recent: RecentHistory | None = None
     ) -> int | None:
-        """The id of the oldest message the prompt's recent history can carry (``None``: none fits).
+        """The id of the oldest message the prompt's transcript can carry (``None``: none fits).
 
-        An upper bound: everything older is certainly out of the prompt, so history
-        recall summarises only older exchanges (the assembler may keep fewer, and drops
-        a recalled exchange that its kept history quotes anyway). ``recent``: what
+        An upper bound: everything older is certainly out of the prompt, so recall of
+        earlier exchanges summarises only older ones (the assembler may keep fewer, and drops
+        a recalled exchange that its kept transcript quotes anyway). ``recent``: what
         :meth:`recent` read for this turn (read now when not given).
         """
         window = self.window(persona)

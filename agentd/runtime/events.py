@@ -10,22 +10,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from dataclasses import fields as dataclass_fields
-from enum import StrEnum
 from typing import Any, ClassVar
 
 from agentd._exceptions import ErrorCode
-
-
-class RecallStatus(StrEnum):
-    """Why a recall step found what it found (``MemoryContext`` and ``HistoryContext`` carry one)."""
-
-    OK = "ok"
-    #: Turned off for this request (``disable_memory``) or by config.
-    DISABLED = "disabled"
-    #: No embedding model is configured.
-    UNAVAILABLE = "unavailable"
-    TIMEOUT = "timeout"
-    ERROR = "error"
+from agentd.recall.status import RecallStatus
 
 
 @dataclass(frozen=True)

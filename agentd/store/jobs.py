@@ -83,8 +83,8 @@ class CursorRepo:
 
 
 @dataclass(frozen=True)
-class HistoryEntry:
-    """One recorded change to a memory."""
+class Revision:
+    """One revision of a memory: a recorded change to its text (a row of ``memory_history``)."""
 
     id: int
     memory_id: int
@@ -146,7 +146,7 @@ class MemoryHistoryRepo:
             )
         )
 
-    def of(self, conn: sa.Connection, memory_id: int) -> list[HistoryEntry]:
+    def of(self, conn: sa.Connection, memory_id: int) -> list[Revision]:
         """A memory's changes, oldest first."""
         rows = conn.execute(sa.select(_H).where(_H.c.memory_id == memory_id).order_by(_H.c.id))
-        return [HistoryEntry(**{k: r._mapping[k] for k in HistoryEntry.__dataclass_fields__}) for r in rows]
+        return [Revision(**{k: r._mapping[k] for k in Revision.__dataclass_fields__}) for r in rows]

@@ -27,7 +27,8 @@ from agentd.config import Config
 from agentd.llm.chat import ChatModel, ModelSettings, ToolCallRequest, Usage
 from agentd.log import get_logger
 from agentd.personas import Persona
-from agentd.prompt.user_history import HistoryRecall
+from agentd.recall import RecallStatus
+from agentd.recall.earlier import EarlierRecall
 from agentd.runtime.events import (
     Done,
     Error,
@@ -35,7 +36,6 @@ from agentd.runtime.events import (
     HistorySnippet,
     MemoryContext,
     MemorySnippet,
-    RecallStatus,
     TokenDelta,
     ToolCall,
     ToolResult,
@@ -362,7 +362,7 @@ def _snippet(hit: Any) -> MemorySnippet:
     return MemorySnippet(m.text, m.category, round(hit.score, 4), round(hit.relevance, 4), m.id, str(m.scope))
 
 
-def _history_event(recalled: HistoryRecall, kept: Sequence[Any], status: RecallStatus) -> HistoryContext:
+def _history_event(recalled: EarlierRecall, kept: Sequence[Any], status: RecallStatus) -> HistoryContext:
     """The exchanges that made it into the prompt, and the seeds."""
     in_prompt = {s.message_ids[0] for s in kept}
     return HistoryContext(

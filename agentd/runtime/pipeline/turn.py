@@ -6,15 +6,13 @@ says a turn would use is what the turn uses:
 
 1. the query: the user's burst of messages since the last reply (at most
    :data:`TRIGGER_MESSAGES`), ending with the current message;
-2. the user's earlier exchanges in this channel (:mod:`agentd.prompt.user_history`)
-   that the prompt's recent history no longer carries, and the search seeds all
-   matches give, which join a sparse query;
-3. automatic retrieval, bounded in time (:mod:`agentd.runtime.pipeline.retrieval`): memories,
-   and earlier exchanges of this channel (or of the user's direct channels) recalled by
-   meaning (:mod:`agentd.memory.episodes`), less those the recent history carries;
-4. the user's profile memories (``[memory] profile_tokens``, off by default);
-5. the tools the persona may call here;
-6. the prompt, assembled by priority under the model's window.
+2. the channel's transcript (its recent messages), read once, and who reads the channel;
+3. recall, one call (:meth:`agentd.recall.Recaller.recall`): the user's earlier exchanges
+   the transcript no longer carries (their seeds join a sparse query), memories and
+   episodes by meaning, bounded in time, and the user's profile memories
+   (``[memory] profile_tokens``, off by default);
+4. the tools the persona may call here;
+5. the prompt, assembled by priority under the model's window.
 
 Opting out opts out: with ``disable_memory`` on the request or ``[memory]
 auto_retrieve = false`` nothing is recalled — no memories, no profile and no
@@ -29,17 +27,16 @@ from dataclasses import dataclass, field
 
 from agentd.app import App
 from agentd.config import Config
-from agentd.memory import MemoryHit, MemoryService
+from agentd.memory import MemoryService
 from agentd.memory.episodes import Episodes
 from agentd.personas import Persona, Personas
 from agentd.prompt.assembler import AssembledContext
 from agentd.prompt.builder import ContextBuilder
-from agentd.prompt.user_history import HistoryRecall, UserHistory, normalise, seeded_query
-from agentd.runtime.events import RecallStatus
-from agentd.runtime.pipeline.retrieval import Retrieval, Retriever
+from agentd.recall import Recalled, Recaller, RecallRequest, RecallStatus
+from agentd.recall.earlier import EarlierRecall, normalise
+from agentd.recall.retrieval import Retrieval, Retriever
 from agentd.skills import DelegateRunner, SkillRegistry, ToolSource, build_registry
 from agentd.store import Store
-from agentd.store.memories import Memory
 from agentd.visibility import ChannelVisibility, resolve
 
 #: How many of the user's messages since the last reply make up the retrieval query.
@@ -52,7 +49,7 @@ PREVIEW_LOOKBACK = 50
 class StageTimes:
     """Milliseconds each stage of preparing a turn took (the ``turn`` log line carries them)."""
 
-    #: Reading the query's burst and the channel's recent history; recalling the user's earlier exchanges.
+    #: Reading the query's burst and the channel's transcript; recalling the user's earlier exchanges.
     history_ms: float = 0.0
     #: Automatic retrieval (embedding the query and searching), as the caller waited for it.
     retrieval_ms: float = 0.0
@@ -62,17 +59,34 @@ class StageTimes:
 
 @dataclass(frozen=True)
 class PreparedTurn:
-    """A turn ready for the model: its query, what was recalled, its tools, and the prompt."""
+    """A turn ready for the model: what was recalled (and the query it used), its tools, and the prompt."""
 
-    query: str
-    recalled: HistoryRecall
-    history_status: RecallStatus
-    retrieval: Retrieval
+    recall: Recalled
     registry: SkillRegistry
     context: AssembledContext
     #: Who reads the channel, which decides which user memories may be used.
     visibility: ChannelVisibility | None = None
     stages: StageTimes = field(default_factory=StageTimes)
+
+    @property
+    def query(self) -> str:
+        """The memory query (seeded by the earlier exchanges when sparse)."""
+        return self.recall.query
+
+    @property
+    def recalled(self) -> EarlierRecall:
+        """The user's earlier exchanges that were recalled."""
+        return self.recall.earlier
+
+    @property
+    def history_status(self) -> RecallStatus:
+        """Why the earlier exchanges are what they are (the ``HistoryContext`` event's status)."""
+        return self.recall.earlier_status
+
+    @property
+    def retrieval(self) -> Retrieval:
+        """Memories, near misses and episodes found by meaning, with their status."""
+        return self.recall.retrieval
 
 
 class TurnPreparer:
@@ -85,10 +99,8 @@ class TurnPreparer:
         memory: MemoryService | None,
         builder: ContextBuilder,
         personas: Personas,
-        retriever: Retriever,
+        recaller: Recaller,
         delegate: DelegateRunner | None = None,
-        profiles: MemoryService | None = None,
-        episodes: Episodes | None = None,
         tools: ToolSource | None = None,
     ) -> None:
         self._config = config
@@ -96,11 +108,8 @@ class TurnPreparer:
         self._memory = memory
         self._builder = builder
         self._personas = personas
-        self._retriever = retriever
-        self._history = UserHistory(store, config.history)
+        self._recaller = recaller
         self._delegate = delegate
-        self._profiles = profiles if profiles is not None else memory
-        self._episodes = episodes
         #: Tools beyond the skills: the MCP servers' a persona lists.
         self._tools = tools
 
@@ -115,18 +124,8 @@ class TurnPreparer:
         """A preparer over an :class:`~agentd.app.App`'s parts (retrieval runs on ``pool``)."""
         memory = app.memory if app.embedder is not None else None
         retriever = Retriever(memory, app.config.memory.retrieval_timeout_seconds, pool, episodes)
-        return cls(
-            app.config,
-            app.store,
-            memory,
-            app.builder,
-            app.personas,
-            retriever,
-            delegate,
-            app.memory,
-            episodes,
-            app.mcp_tools,
-        )
+        recaller = Recaller(app.config, app.store, retriever, app.memory, episodes)
+        return cls(app.config, app.store, memory, app.builder, app.personas, recaller, delegate, app.mcp_tools)
 
     @property
     def builder(self) -> ContextBuilder:
@@ -171,60 +170,41 @@ class TurnPreparer:
         started = time.perf_counter()
         query = self.query(channel, user, text, message_id)
         recall_on = cfg.memory.auto_retrieve and not disable_memory
-        recalled = HistoryRecall()
-        history_status = RecallStatus.DISABLED
-        episode_limit = cfg.episodes.top_k if self._episodes is not None else 0
-        # The channel's recent history, read once: history recall and the prompt both use it.
+        # The channel's transcript, read once: recall and the prompt both use it.
         recent = self._builder.recent(persona, channel, message_id)
-        in_prompt: int | None = None
-        if recall_on and query and ((cfg.history.enabled and user is not None) or episode_limit):
-            # What the prompt's recent history carries is not recalled again (it still gives seeds).
-            in_prompt = self._builder.history_start(persona, channel, message_id, recent)
-        if recall_on and cfg.history.enabled and user is not None and query:
-            recalled = self._history.recall(channel, user, query, message_id, in_prompt)
-            history_status = RecallStatus.OK
-            query = seeded_query(query, recalled, cfg.history.seed_sparse_below)
+        transcript_from: int | None = None
+        if self._recaller.wants_transcript(query, user, recall_on):
+            # What the prompt's transcript carries is not recalled again (it still gives seeds).
+            transcript_from = self._builder.transcript_start(persona, channel, message_id, recent)
         visibility = resolve(cfg, self._store, channel)
         reach = visibility.reach(persona.name, channel, user)
+        request = RecallRequest(query, channel, user, reach, recall_on, memory_limit, message_id, transcript_from)
+        recalling = time.perf_counter()
+        recalled = self._recaller.recall(request)
         recalled_at = time.perf_counter()
-        retrieval = self._retriever.recall(
-            query,
-            reach,
-            memory_limit or cfg.memory.top_k,
-            enabled=recall_on,
-            # Some found may be in the recent history and left out: ask for a few more.
-            episode_limit=episode_limit * 2,
-        )
-        retrieved_at = time.perf_counter()
-        episodes = _not_in_history(retrieval.episodes, channel, in_prompt)[:episode_limit]
-        # The user's profile ([memory] profile_tokens), given whatever the message; memory too, so
-        # opting out leaves it out. It needs no embedder.
-        profile: tuple[Memory, ...] = ()
-        if recall_on and self._profiles is not None:
-            mine = self._profiles.profile(persona.name, user)
-            profile = tuple(self._profiles.eligible(reach, mine)) if mine else ()
         registry = build_registry(persona, self._memory, self._personas, self._delegate, self._tools)
         context = self._builder.build(
             persona,
             channel,
             text,
             before_id=message_id,
-            memories=retrieval.hits,
-            user_history=recalled.snippets(),
+            memories=recalled.retrieval.hits,
+            user_history=recalled.earlier.snippets(),
             tools=registry.tool_definitions(),
             memory_budget=memory_budget,
-            profile=profile,
-            episodes=episodes,
+            profile=recalled.profile,
+            episodes=recalled.episodes,
             # In a channel others read, the model is told who said what (when several speak).
             speaker=user if user is not None and not visibility.private_to(user) else None,
             recent=recent,
         )
+        times = recalled.times
         stages = StageTimes(
-            (recalled_at - started) * 1000,
-            (retrieved_at - recalled_at) * 1000,
-            (time.perf_counter() - retrieved_at) * 1000,
+            (recalling - started) * 1000 + times.earlier_ms,
+            times.retrieval_ms,
+            times.profile_ms + (time.perf_counter() - recalled_at) * 1000,
         )
-        return PreparedTurn(query, recalled, history_status, retrieval, registry, context, visibility, stages)
+        return PreparedTurn(recalled, registry, context, visibility, stages)
 
     def query(self, channel: str, user: str | None, text: str | None, before_id: int | None) -> str:
         """The retrieval query: ``user``'s burst of messages since the last reply, then ``text``.
@@ -252,16 +232,3 @@ class TurnPreparer:
             burst.append(content)
         parts = [*reversed(burst), *([text] if text is not None else [])]
         return normalise(" ".join(parts))
-
-
-def _not_in_history(hits: tuple[MemoryHit, ...], channel: str, oldest_in_prompt: int | None) -> tuple[MemoryHit, ...]:
-    """Episodes the prompt's recent history does not carry: from another channel (the user's other
-    direct channels), or older than its oldest message (``None``: it carries none)."""
-    if oldest_in_prompt is None:
-        return hits
-    return tuple(
-        h
-        for h in hits
-        if (h.memory.metadata.get("episode") or {}).get("channel") != channel
-        or (h.memory.source_message_id or 0) < oldest_in_prompt
-    )

@@ -1,4 +1,4 @@
-"""How the earlier messages of an OpenAI-style request meet the channel's stored history.
+"""Client messages: how the earlier messages of an OpenAI-style request meet the channel's stored transcript.
 
 OpenAI clients are stateless: every request carries the whole conversation. agentd
 is not: the channel already holds it. The rule, applied before the last user

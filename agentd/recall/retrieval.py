@@ -12,7 +12,8 @@ from agentd.log import get_logger
 from agentd.memory import MemoryHit, MemoryService
 from agentd.memory.episodes import Episodes
 from agentd.memory.service import Ineligible, QueryVector
-from agentd.runtime.events import RecallStatus
+from agentd.recall import episodes as episode_search
+from agentd.recall.status import RecallStatus
 from agentd.scopes import Reach
 
 log = get_logger("agentd.retrieval")
@@ -34,7 +35,7 @@ class Retrieval:
     reason: str = ""
     #: The best memories below the threshold (never injected; shown as near-misses).
     near_misses: tuple[MemoryHit, ...] = ()
-    #: Earlier exchanges recalled by meaning (:mod:`agentd.memory.episodes`), best first.
+    #: Earlier exchanges recalled by meaning (:mod:`agentd.recall.episodes`), best first.
     episodes: tuple[MemoryHit, ...] = ()
     #: Memories found but not eligible in this channel (``agentd inspect`` says why).
     ineligible: tuple[Ineligible, ...] = ()
@@ -147,7 +148,7 @@ def _search_with(
     found: list[MemoryHit] = []
     if episodes is not None:
         try:
-            found = episodes.search(query, reach, episode_limit, vector=vector)
+            found = episode_search.search(episodes, query, reach, episode_limit, vector=vector)
         except AgentdError as exc:  # episodes are best effort too: the memories found still count
             log.warning("episodes_skipped", reason="error", code=exc.code, error=exc.message, persona=reach.persona)
     return hits, near, found, ineligible

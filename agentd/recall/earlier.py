@@ -1,4 +1,4 @@
-"""User history recall: the user's own earlier exchanges, and search seeds.
+"""Earlier exchanges: the user's own earlier exchanges in this channel (``[history]``), and search seeds.
 
 Pipeline, per reply:
 
@@ -19,8 +19,8 @@ Pipeline, per reply:
    the assistant's reply to it, both cut to ``history.snippet_rune_limit``
    characters (grapheme clusters are never split: CJK and emoji stay whole).
    Only exchanges the prompt does not carry anyway are summarised: those older
-   than the oldest message its recent history can hold (``history_from``, from
-   :meth:`agentd.prompt.builder.ContextBuilder.history_start`) and than the
+   than the oldest message its transcript can hold (``transcript_from``, from
+   :meth:`agentd.prompt.builder.ContextBuilder.transcript_start`) and than the
    channel's last ``history.recent_window`` messages (default 0).
 4. **Seeds**: the first five de-duplicated (case-insensitive) words of all the
    accepted candidates, newest first — including those the prompt carries, since
@@ -70,8 +70,8 @@ class Exchange:
 
 
 @dataclass(frozen=True)
-class HistoryRecall:
-    """What history recall found: exchanges newest first, the seeds, how many messages it inspected."""
+class EarlierRecall:
+    """What earlier-exchange recall found: exchanges newest first, the seeds, how many messages it inspected."""
 
     exchanges: tuple[Exchange, ...] = ()
     seeds: tuple[str, ...] = ()
@@ -107,7 +107,7 @@ def is_sparse(query: str, below: int) -> bool:
     return len(dedupe(content_words(query))) < below
 
 
-def seeded_query(query: str, recalled: HistoryRecall, sparse_below: int) -> str:
+def seeded_query(query: str, recalled: EarlierRecall, sparse_below: int) -> str:
     """The memory query: ``query`` with the recalled seeds appended when it is sparse, or the
     seeds alone when it has no content word (seeds supply the base query when the goal is
     empty); ``query`` unchanged otherwise."""
@@ -120,7 +120,7 @@ def seeded_query(query: str, recalled: HistoryRecall, sparse_below: int) -> str:
     return query
 
 
-class UserHistory:
+class EarlierExchanges:
     """Recalls a user's earlier exchanges from the store."""
 
     def __init__(self, store: Store, config: HistoryConfig) -> None:
@@ -128,25 +128,25 @@ class UserHistory:
         self._config = config
 
     def recall(
-        self, channel: str, user: str, query: str, before_id: int | None, history_from: int | None = None
-    ) -> HistoryRecall:
+        self, channel: str, user: str, query: str, before_id: int | None, transcript_from: int | None = None
+    ) -> EarlierRecall:
         """Exchanges of ``user`` in ``channel`` that overlap ``query``, and the seeds they give.
 
-        ``before_id``: only messages older than this (the current message). ``history_from``:
-        the oldest message the prompt's recent history carries; it and newer messages are not
-        summarised (``None``: the prompt carries no history), but still give seeds.
+        ``before_id``: only messages older than this (the current message). ``transcript_from``:
+        the oldest message the prompt's transcript carries; it and newer messages are not
+        summarised (``None``: the prompt carries no transcript), but still give seeds.
         """
         cfg = self._config
         if not cfg.enabled or cfg.max_snippets == 0:
-            return HistoryRecall()
+            return EarlierRecall()
         # Both sides as space-delimited word sequences, so substring tests respect word boundaries.
         query_norm = f" {' '.join(words(query))} "
         query_words = set(content_words(query))
         if not query_norm.strip():
-            return HistoryRecall()
+            return EarlierRecall()
         newest = before_id if before_id is not None else 2**62
         with self._store.read() as conn:
-            summarise_before = history_from if history_from is not None else newest
+            summarise_before = transcript_from if transcript_from is not None else newest
             if cfg.recent_window:
                 recent = self._store.messages.history_page(conn, channel, before_id, cfg.recent_window)
                 if recent:
@@ -174,7 +174,7 @@ class UserHistory:
         # Seeds come from the tokens candidate selection extracted (the user's own words),
         # minus those the query already has: appended to it, they would add nothing.
         harvested = [w for _, content in accepted for w in _words(content) if is_content(w) and w not in query_words]
-        return HistoryRecall(tuple(exchanges), tuple(dedupe(harvested)[:SEED_COUNT]), len(candidates))
+        return EarlierRecall(tuple(exchanges), tuple(dedupe(harvested)[:SEED_COUNT]), len(candidates))
 
     def _matches(self, query_norm: str, query_words: set[str], text: str) -> bool:
         tokens = _words(text)

@@ -1,0 +1,29 @@
+"""Recalling episodes (:mod:`agentd.memory.episodes`): earlier exchanges found by meaning."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentd.memory.episodes import Episodes
+from agentd.memory.ranking import MemoryHit
+from agentd.memory.service import QueryVector
+from agentd.scopes import Reach
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+def search(
+    episodes: Episodes, query: str, reach: Reach, limit: int, vector: np.ndarray | QueryVector | None = None
+) -> list[MemoryHit]:
+    """The best episodes for ``query`` a turn at ``reach`` may recall."""
+    # In a channel others read (``reach.shared_channel``) a user's private exchanges never surface.
+    direct = (
+        reach.channel is not None and reach.shared_channel is None and episodes.is_direct(reach.channel, reach.user)
+    )
+    scopes = reach.episode_scopes(direct)
+    if limit < 1 or not scopes or not query.strip():
+        return []
+    memory = episodes.memory
+    threshold = episodes.config.min_score if episodes.config.min_score is not None else memory.config.min_score
+    return memory.search(query, reach, limit, min_relevance=threshold, vector=vector, scopes=scopes)
