@@ -235,8 +235,8 @@ class HistoryConfig(_Section):
     snippet_rune_limit: int = Field(default=240, ge=16)
     min_overlap_ratio: float = Field(default=0.3, ge=0.0, le=1.0)
     max_inspected: int = Field(default=200, ge=1)
-    #: Exchanges the prompt's recent history carries are never summarised; this also keeps
-    #: the channel's last N messages out of the summary (0: only what the history carries).
+    #: Exchanges the prompt's transcript carries are never summarised; this also keeps
+    #: the channel's last N messages out of the summary (0: only what the transcript carries).
     recent_window: int = Field(default=0, ge=0)
     #: Seeds join the memory query when the message has fewer content words than this.
     seed_sparse_below: int = Field(default=4, ge=0)

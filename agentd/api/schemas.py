@@ -100,7 +100,7 @@ class ChatRequest(_Body):
 
     persona: PersonaName = Field(description="The persona that answers.")
     channel: Identifier = Field(description="The channel the conversation lives in.")
-    user: Identifier = Field(description="Who is speaking (scopes user memories and history recall).")
+    user: Identifier = Field(description="Who is speaking (scopes user memories and earlier exchanges).")
     message: Text = Field(
         max_length=MAX_MESSAGE_CHARS, description="The user's message (at most [runtime] max_message_chars: 32000)."
     )

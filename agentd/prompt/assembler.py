@@ -178,9 +178,9 @@ class Fitting:
     snippet_costs: list[int] = field(default_factory=list)
     #: What the user_history message costs besides its snippets.
     snippet_header: int = 0
-    #: Snippets dropped because the recent history carries what they quote.
+    #: Snippets dropped because the transcript carries what they quote.
     snippets_redundant: int = 0
-    #: The recent history kept, newest first.
+    #: The transcript kept, newest first.
     history: Sequence[HistoryItem] = ()
     history_tokens: int = 0
 
@@ -254,8 +254,8 @@ def fit_episodes(request: PromptRequest, fitting: Fitting) -> None:
     fitting.episodes_dropped = len(request.episodes) - len(fitting.episodes)
 
 
-def fit_user_history(request: PromptRequest, fitting: Fitting) -> None:
-    """Recalled exchanges with this user: one system message of whole snippets, newest first."""
+def fit_earlier_exchanges(request: PromptRequest, fitting: Fitting) -> None:
+    """Earlier exchanges with this user: one system message of whole snippets, newest first."""
     count = fitting.count
     fitting.snippet_header = header = PER_MESSAGE + count(USER_HISTORY_HEADING)
     if not request.user_history:
@@ -272,9 +272,9 @@ def fit_user_history(request: PromptRequest, fitting: Fitting) -> None:
         fitting.left -= cost
 
 
-def fit_recent_history(request: PromptRequest, fitting: Fitting) -> None:
-    """Recent history: newest first, whole messages, contiguous. A snippet that quotes a message the
-    history carries anyway is dropped and its tokens go to more history."""
+def fit_transcript(request: PromptRequest, fitting: Fitting) -> None:
+    """The transcript (the channel's recent messages): newest first, whole messages, contiguous. A
+    snippet that quotes a message the transcript carries anyway is dropped and its tokens go to more of it."""
     history = request.history
     snippets, costs = fitting.snippets, fitting.snippet_costs
     left = fitting.left
@@ -308,8 +308,8 @@ SECTIONS: tuple[Section, ...] = (
     fit_profile,
     fit_memories,
     fit_episodes,
-    fit_user_history,
-    fit_recent_history,
+    fit_earlier_exchanges,
+    fit_transcript,
 )
 
 
@@ -403,7 +403,7 @@ class ContextAssembler:
 
 
 def _messages(request: PromptRequest, fitting: Fitting) -> tuple[PromptMessage, ...]:
-    """The prompt: the system message, the recalled exchanges, the recent history in chronological
+    """The prompt: the system message, the earlier exchanges, the transcript in chronological
     order, the current message."""
     messages = [PromptMessage("system", "\n\n".join(fitting.blocks), "system")]
     if fitting.snippets:

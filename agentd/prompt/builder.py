@@ -1,6 +1,6 @@
 """Gathers what a persona's prompt is made of, from the store, and assembles it.
 
-Used by the actors before every reply and by ``agentd budget``. Recent history is
+Used by the actors before every reply and by ``agentd budget``. The transcript is
 read newest first, page by page, and only as far back as the window could hold,
 so a channel of 100,000 messages costs the same as one of 1,000. Token counts of
 stored messages are computed once (by the tokenizer they are keyed on) and kept.
@@ -23,8 +23,8 @@ from agentd.store import Store
 from agentd.store.memories import Memory
 
 PAGE = 200
-#: A channel's recent history, newest first, and how many messages the channel has.
-RecentHistory = tuple[list[HistoryItem], int]
+#: A channel's transcript (its recent messages), newest first, and how many messages the channel has.
+Transcript = tuple[list[HistoryItem], int]
 #: Never inspect more history than this, whatever the window.
 MAX_HISTORY_MESSAGES = 20_000
 
@@ -78,7 +78,7 @@ class ContextBuilder:
         self._projects = projects or ProjectFiles()
         #: The tokens of :data:`NO_REPLY` per tokenizer (counted once).
         self._no_reply: dict[str, int] = {}
-        #: Recent history kept between turns (SQLite).
+        #: The transcript kept between turns (SQLite).
         self._kept = HistoryCache(store, history_rows)
 
     @property
@@ -101,7 +101,7 @@ class ContextBuilder:
 
     def recent(
         self, persona: Persona, channel: str, before_id: int | None = None, *, before_user: bool = True
-    ) -> RecentHistory:
+    ) -> Transcript:
         """The channel's transcript (its recent messages) as ``persona``'s prompt could carry it (read
         once per turn: pass it to :meth:`transcript_start` and :meth:`build`). ``before_user``: a user message
         (the turn's own) follows it (see :meth:`history`)."""
@@ -111,7 +111,7 @@ class ContextBuilder:
         )
 
     def transcript_start(
-        self, persona: Persona, channel: str, before_id: int | None = None, recent: RecentHistory | None = None
+        self, persona: Persona, channel: str, before_id: int | None = None, recent: Transcript | None = None
     ) -> int | None:
         """The id of the oldest message the prompt's transcript can carry (``None``: none fits).
 
@@ -146,7 +146,7 @@ class ContextBuilder:
         profile: Sequence[Memory] = (),
         episodes: Sequence[MemoryHit] = (),
         speaker: str | None = None,
-        recent: RecentHistory | None = None,
+        recent: Transcript | None = None,
     ) -> AssembledContext:
         """Assemble ``persona``'s prompt in ``channel`` for ``current``.
 

@@ -1,6 +1,6 @@
-"""Recent history kept between turns: a turn reads only what was said since the last one.
+"""The transcript kept between turns: a turn reads only what was said since the last one.
 
-Every turn's prompt carries the channel's recent history, newest first, as far
+Every turn's prompt carries the channel's transcript (its recent messages), newest first, as far
 back as the window holds, which in a long channel is thousands of messages read
 again for every reply. :class:`HistoryCache` keeps each recently active
 channel's newest conversation rows (as :meth:`~agentd.store.messages.MessageRepo.history_page`

@@ -342,7 +342,7 @@ class MessageRepo:
         self, conn: sa.Connection, channel: str, author: str, before_id: int, limit: int
     ) -> list[tuple[int, str]]:
         """``(id, content)`` of up to ``limit`` of ``author``'s user messages in ``channel`` before
-        ``before_id``, newest first (history recall's hot path: plain tuples)."""
+        ``before_id``, newest first (the earlier exchanges' hot path: plain tuples)."""
         rows = conn.exec_driver_sql(
             driver_sql(
                 conn,
