@@ -5,7 +5,7 @@
 Seeds a store as ``bench/turn_cpu.py`` does (``--history`` messages in each of
 ``--channels`` channels, counted as indexed already, and ``--memories`` global
 memories for ``buddy``), then recalls for one question after
-another through the runtime's :class:`~agentd.runtime.pipeline.retrieval.Retriever`, as a
+another through the runtime's :class:`~agentd.recall.retrieval.Retriever`, as a
 turn does (``[memory] top_k`` memories, twice the persona's episode limit), with
 nothing else running in the process: no turn, no background indexing. Prints the
 wall time's p25, p50 and p90 in milliseconds, each recall measured by the

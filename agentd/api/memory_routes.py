@@ -1,7 +1,7 @@
 """The memory service over HTTP: search, context, add, import, list, forget.
 
 ``/v1/memory/search`` and ``/v1/memory/context`` share one search function
-(:func:`agentd.memory.known_facts.search`, over :meth:`MemoryService.search`).
+(:func:`agentd.recall.known_facts.search`, over :meth:`MemoryService.search`).
 Embedding and SQLite calls block, so the routes hand their work to the daemon's
 embedding threads (:meth:`Daemon.embedding_work`), off the event loop and apart
 from the threads the rest of the API uses. Every embedder call is bounded in

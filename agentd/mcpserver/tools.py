@@ -1,6 +1,6 @@
 """The tools agentd serves over MCP, over the same service functions as the HTTP API.
 
-``recall`` and ``memory_context`` call :func:`agentd.memory.known_facts.search` (what
+``recall`` and ``memory_context`` call :func:`agentd.recall.known_facts.search` (what
 ``POST /v1/memory/search`` and ``POST /v1/memory/context`` call), ``remember``,
 ``forget`` and ``list_memories`` the :class:`~agentd.memory.MemoryService` methods
 behind ``/v1/memories``, and ``chat`` submits a message to the runtime as
