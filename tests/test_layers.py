@@ -19,11 +19,12 @@ PACKAGE = REPO / "agentd"
 #: Each package's layer; a package may import its own layer (without cycles) and the ones below.
 LAYERS: dict[str, int] = {
     **dict.fromkeys(
-        ["_exceptions", "config", "cache", "scopes", "words", "text", "relevance", "personas", "log", "shipped", "web"],
+        ["_exceptions", "config", "cache", "scopes", "words", "text", "relevance", "personas", "log", "shipped", "web"]
+        + ["observe"],
         0,
     ),
     **dict.fromkeys(["store", "llm", "embedders", "client"], 1),
-    **dict.fromkeys(["prompt", "memory", "skills", "mcp", "visibility"], 2),
+    **dict.fromkeys(["prompt", "memory", "skills", "mcp", "visibility", "usage"], 2),
     **dict.fromkeys(["app", "runtime"], 3),
     **dict.fromkeys(["api", "cli", "adapters", "mcpserver"], 4),
     "__main__": 5,
