@@ -90,8 +90,11 @@ class UsageReport:
         }
 
 
-def parse_since(value: str | None) -> datetime | None:
-    """``--since``: a date (``2026-11-01``, from its start, UTC) or an ISO time; a clear error else."""
+def parse_since(value: str | datetime | None) -> datetime | None:
+    """``--since``: a date (``2026-11-01``, from its start, UTC) or an ISO time (UTC unless it says);
+    a clear error else."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     if value is None or not value.strip():
         return None
     text = value.strip()
@@ -105,7 +108,7 @@ def parse_since(value: str | None) -> datetime | None:
 
 
 def usage_report(
-    store: Store, *, persona: str | None = None, since: str | None = None, by: str = "persona-model"
+    store: Store, *, persona: str | None = None, since: str | datetime | None = None, by: str = "persona-model"
 ) -> UsageReport:
     """Tokens and cost per ``by`` group, from the stored context records (oldest first within the store)."""
     if by not in GROUPINGS:

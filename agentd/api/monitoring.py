@@ -8,6 +8,7 @@ matched route's template (``/v1/channels/{channel}/messages``, never the raw pat
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
@@ -111,7 +112,7 @@ async def usage(
     d: Annotated[Daemon, Depends(daemon)],
     persona: Annotated[str | None, Query(min_length=1, max_length=MAX_NAME, description="Only this persona's.")] = None,
     since: Annotated[
-        str | None, Query(max_length=40, description="From this date (YYYY-MM-DD, UTC) or ISO time on.")
+        datetime | None, Query(description="From this time on (ISO 8601; a date alone: its start; UTC unless it says).")
     ] = None,
     by: Annotated[
         Literal["persona-model", "day", "persona", "model"],
