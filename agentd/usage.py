@@ -11,6 +11,7 @@ pricing, so a model priced in tiers by prompt length is priced at its base tier.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -95,16 +96,18 @@ def parse_since(value: str | datetime | None) -> datetime | None:
     a clear error else."""
     if isinstance(value, datetime):
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-    if value is None or not value.strip():
+    if value is None:
         return None
     text = value.strip()
     try:
         if len(text) == 10:
             return datetime.combine(date.fromisoformat(text), datetime.min.time(), UTC)
-        found = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        found = datetime.fromisoformat(re.sub("[zZ]$", "+00:00", text))
+        return found.replace(tzinfo=UTC) if found.tzinfo is None else found.astimezone(UTC)
     except ValueError:
         raise InvalidInput("since", f"{value!r} is not a date (YYYY-MM-DD) or an ISO time") from None
-    return found if found.tzinfo is not None else found.replace(tzinfo=UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        raise InvalidInput("since", f"{value!r} is out of range (years 1-9999 in UTC)") from None
 
 
 def usage_report(

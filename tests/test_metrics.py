@@ -16,12 +16,14 @@ from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
 
 from agentd.api.keys import KeyBook
 from tests.conftest import REPO, write_home
 from tests.fakeopenai import FakeOpenAI, Turn, fake_persona
 from tests.support import wait_for
+from tests.test_cluster import cluster  # noqa: F401 - the fixture: three daemons on one PostgreSQL
 from tests.test_serve import Serve
 from tests.test_workers import channels_of_both_workers, post_all, wait_answered
 
@@ -245,3 +247,54 @@ def test_every_dashboard_expression_asks_for_a_series_the_daemon_serves(daemons:
     assert not missing, f"the dashboard asks for series the daemon does not serve: {sorted(missing)}"
     # And it shows the four the issue names.
     assert {"agentd_turns", "agentd_turn_stage_seconds", "agentd_model_tokens", "agentd_pending_messages"} <= asked
+
+
+def test_each_daemon_on_one_postgresql_counts_the_turns_it_answered(request: pytest.FixtureRequest) -> None:
+    """Three daemons share one store, each answering the channels it owns: scraped one by one,
+    their counts add up to the turns answered, none counted twice."""
+    url, daemons_ = request.getfixturevalue("cluster")
+    posted = 30
+    for i in range(posted):
+        answer = httpx.post(
+            daemons_[i % 3].url + f"/v1/channels/c{i % 10:02d}/messages",
+            json={"user": "ann", "text": f"note {i}"},
+            timeout=60,
+        )
+        assert answer.status_code == 202, answer.text
+
+    def answered() -> list[float]:
+        return [
+            total(samples(httpx.get(d.url + "/metrics", timeout=30).text), "agentd_turns_total", status="answered")
+            for d in daemons_
+        ]
+
+    wait_for(lambda: sum(answered()) == posted, 120, "every turn to be counted by the daemon that answered it")
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            replies = conn.execute(sa.text("SELECT count(*) FROM messages WHERE role = 'assistant'")).scalar_one()
+    finally:
+        engine.dispose()
+    assert replies == posted
+    counts = answered()
+    assert sum(counts) == posted, counts
+
+
+def test_a_failed_turn_counts_as_failed_and_its_stages_are_not_observed(daemons: Any, fake_openai: FakeOpenAI) -> None:
+    d = daemons()
+
+    def scraped() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        return samples(d.client.get("/metrics").text)
+
+    before = scraped()
+    fake_openai.queue(Turn(status=400))  # a request the provider refuses: not retried, the turn fails
+    events = d.chat("this one fails")
+    assert events[-1].event == "error", events[-1]
+    after = scraped()
+    assert total(after, "agentd_turns_total", persona="fake", status="failed") == (
+        total(before, "agentd_turns_total", persona="fake", status="failed") + 1
+    )
+    answered = [total(s, "agentd_turns_total", status="answered") for s in (before, after)]
+    assert answered[0] == answered[1]
+    store = ("agentd_turn_stage_seconds_count", (("stage", "store"),))
+    assert after.get(store, 0) == before.get(store, 0)

@@ -8,7 +8,6 @@ matched route's template (``/v1/channels/{channel}/messages``, never the raw pat
 from __future__ import annotations
 
 import time
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
@@ -112,7 +111,12 @@ async def usage(
     d: Annotated[Daemon, Depends(daemon)],
     persona: Annotated[str | None, Query(min_length=1, max_length=MAX_NAME, description="Only this persona's.")] = None,
     since: Annotated[
-        datetime | None, Query(description="From this time on (ISO 8601; a date alone: its start; UTC unless it says).")
+        str | None,
+        Query(
+            max_length=64,
+            description="From this time on (ISO 8601, UTC unless it says; a date alone: from its start).",
+            json_schema_extra={"format": "date-time"},
+        ),
     ] = None,
     by: Annotated[
         Literal["persona-model", "day", "persona", "model"],
