@@ -350,6 +350,14 @@ class LoggingConfig(_Section):
     format: Literal["auto", "console", "json"] = "auto"
 
 
+class TelemetryConfig(_Section):
+    """``[telemetry]``: what the daemon tells monitoring about itself."""
+
+    #: Serve Prometheus metrics at ``GET /metrics`` (docs/guides/metrics.md); off: the route
+    #: answers 404 and no metric is counted.
+    metrics: bool = True
+
+
 class UserConfig(_Section):
     """``[user]``: who you are to the commands that take ``--user`` (``chat``, ``post``,
     ``budget``, ``memory search``) and to the web page, when they are not told."""
@@ -537,6 +545,7 @@ class _Root(_Section):
     runtime: RuntimeConfig = RuntimeConfig()
     cluster: ClusterConfig = ClusterConfig()
     logging: LoggingConfig = LoggingConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
     user: UserConfig = UserConfig()
     personas: PersonasConfig = PersonasConfig()
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
@@ -567,6 +576,7 @@ class Config:
     episodes: EpisodesConfig = EpisodesConfig()
     user: UserConfig = UserConfig()
     mcp: McpConfig = McpConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
     #: ``AGENTD_*`` variables in the environment that agentd does not read (typos, perhaps).
     ignored_env: tuple[str, ...] = ()
 
@@ -772,5 +782,6 @@ def load_config(
         episodes=root.episodes,
         user=root.user,
         mcp=root.mcp,
+        telemetry=root.telemetry,
         ignored_env=ignored,
     )

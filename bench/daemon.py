@@ -42,6 +42,17 @@ Printed (medians unless said otherwise):
   proportional set sizes (PSS) of its processes (the daemon, its workers and
   their fork server), so pages the workers share are counted once.
 
+With ``--observe off,metrics`` (``tracing`` too, once ``[telemetry] otlp_endpoint`` exists)
+it measures instead what watching the daemon costs: the same load (``--clients``,
+``--rate``, ``--seconds``) on the same seeded store, once per setting (``--observe-rounds``
+times, interleaved), and prints per setting the replies per second and the daemon's CPU
+per reply (from the first post until every reply is stored, workers included), with the
+overhead against ``off`` in %: ``off`` is ``[telemetry] metrics = false``; ``metrics``
+serves ``/metrics`` and counts every series, scraped every ``--scrape-seconds`` (5) as
+Prometheus would; the CPU the metrics hooks of one turn take, timed alone, is printed too.
+
+    python bench/daemon.py --observe off,metrics --observe-rounds 2 --rate 6 --seconds 20
+
 The machine this runs on may be shared: the load average is printed with the
 figures (``/proc/loadavg``).
 """
@@ -54,6 +65,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -681,7 +693,20 @@ def main() -> None:
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary home (database, logs)")
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
+    parser.add_argument(
+        "--observe",
+        default="",
+        help="measure what watching costs instead: comma-separated settings of off, metrics, tracing "
+        "(tracing needs [telemetry] otlp_endpoint), the same load once per setting",
+    )
+    parser.add_argument("--observe-rounds", type=int, default=1, help="runs of each --observe setting, interleaved")
+    parser.add_argument(
+        "--scrape-seconds", type=float, default=5.0, help="with --observe metrics: GET /metrics this often"
+    )
     args = parser.parse_args()
+    if args.observe:
+        observe_main(args)
+        return
 
     rng = random.Random(args.seed)
     home = Path(tempfile.mkdtemp(prefix="agentd-bench-"))
@@ -752,6 +777,179 @@ def main() -> None:
     print("load average (1/5/15 min): " + "; ".join(loads))
     if args.json:
         print(json.dumps({"results": results, "rss_mb": rss, "actors": actor_rows, "load": loads}))
+
+
+# -- what watching costs (--observe) ------------------------------------------------------------
+
+#: Each --observe setting: the ``[telemetry]`` section it runs with.
+OBSERVE_SETTINGS = {
+    "off": "metrics = false\n",
+    "metrics": "metrics = true\n",
+    "tracing": 'metrics = false\notlp_endpoint = "{otlp}"\n',
+}
+
+
+def observe_settings(spec: str) -> list[str]:
+    """The --observe settings to run, in order; ``tracing`` is left out, with a message, while the
+    config has no ``[telemetry] otlp_endpoint``; an unknown name stops the run."""
+    from agentd.config import TelemetryConfig
+
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    unknown = [n for n in names if n not in OBSERVE_SETTINGS]
+    if unknown:
+        raise SystemExit(f"--observe: unknown setting {unknown[0]!r}; known: {', '.join(OBSERVE_SETTINGS)}")
+    if "tracing" in names and "otlp_endpoint" not in TelemetryConfig.model_fields:
+        print("--observe: skipping tracing: this agentd has no [telemetry] otlp_endpoint", file=sys.stderr)
+        names.remove("tracing")
+    return names
+
+
+class _Sink(threading.Thread):
+    """An OTLP/HTTP endpoint that accepts and drops everything (for the ``tracing`` setting)."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Drop(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        super().__init__(daemon=True)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Drop)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def run(self) -> None:
+        self.server.serve_forever()
+
+
+def _scrape_while(url: str, stop: threading.Event, every: float) -> None:
+    """GET /metrics every ``every`` seconds until ``stop`` (what Prometheus would cost the daemon)."""
+    with httpx.Client(base_url=url, timeout=30) as client:
+        while not stop.wait(every):
+            client.get("/metrics")
+
+
+def observe_run(args: argparse.Namespace, home: Path, setting: str, cache: Path, otlp: str) -> dict[str, Any]:
+    """One run of the load under one --observe setting, on a copy of the seeded store."""
+    config = write_home(home, args.turn_slots, args.workers, args.worker_niceness)
+    with config.open("a") as f:
+        f.write("[telemetry]\n" + OBSERVE_SETTINGS[setting].format(otlp=otlp))
+    channels = [f"dm-bench-{i}" for i in range(args.channels)]
+    seed_cached(config, channels, args.history, args.memories, random.Random(args.seed), cache, args.seed)
+    daemon = Daemon(config, home / "daemon.log")
+    try:
+        started(daemon.url, 120)
+        httpx.post(daemon.url + f"/v1/channels/{channels[0]}/messages", json={"user": "warm", "text": "warm up"})
+        settle(daemon.url, 60)
+        phase = Phase(setting, args.seconds)
+        stop = threading.Event()
+        scraper = threading.Thread(target=_scrape_while, args=(daemon.url, stop, args.scrape_seconds), daemon=True)
+        if setting == "metrics":
+            scraper.start()
+        cpu_before = daemon.cpu_seconds()
+        drive(daemon.url, phase, args.clients, channels, args.seconds, {}, args.seed, args.rate)
+        settle(daemon.url, 600)
+        stop.set()
+        cpu = daemon.cpu_seconds() - cpu_before
+    finally:
+        daemon.stop()
+    found = replies(config, [s.message_id for s in phase.sent])
+    r = report(phase, found, daemon.turn_lines())
+    stored = max(len(found[0]), 1)
+    return {"setting": setting, **r, "daemon_cpu_ms_per_reply": cpu * 1000 / stored}
+
+
+def observe_main(args: argparse.Namespace) -> None:
+    """--observe: the same load once per setting (times --observe-rounds, interleaved); the medians
+    of replies/s and CPU per reply, and the overhead against ``off``."""
+    settings = observe_settings(args.observe)
+    root = Path(tempfile.mkdtemp(prefix="agentd-bench-observe-"))
+    sink = _Sink()
+    sink.start()
+    runs: list[dict[str, Any]] = []
+    try:
+        cache = root / "seeded"
+        cache.mkdir()
+        for round_ in range(args.observe_rounds):
+            for setting in settings:
+                print(f"  --observe {setting}, round {round_ + 1}: {loadavg()}", file=sys.stderr)
+                runs.append(observe_run(args, root / f"{setting}-{round_}", setting, cache, sink.url))
+    finally:
+        sink.server.shutdown()
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    show_observe(settings, runs, args)
+
+
+#: What the metrics hooks do for one answered turn (agentd/runtime/pipeline/respond.py, agentd/llm/cost.py,
+#: agentd/api/monitoring.py: the POST that brought it and the GET that read the reply), timed in a fresh
+#: process counting into files as a daemon's processes do.
+_HOOKS = """
+import os, sys, tempfile, time
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp()
+from agentd.observe import metrics
+metrics.enable()
+n = int(sys.argv[1])
+start = time.process_time()
+for i in range(n):
+    metrics.recalled("buddy", "ok", 3, 2, 1)
+    metrics.model_call("buddy", "offline", 900, 40, 0.0)
+    metrics.turn_ended("buddy", "answered")
+    metrics.turn_stages(1.0, 4.0, 2.0, 0.5, 3.0, 1.5)
+    metrics.http_request("/v1/channels/{channel}/messages", "POST", 202, 0.002)
+    metrics.http_request("/v1/channels/{channel}/messages", "GET", 200, 0.002)
+print((time.process_time() - start) / n * 1e6)
+"""
+
+
+def hook_cpu_us(turns: int = 20_000) -> float:
+    """CPU microseconds the metrics hooks of one turn take (median of three runs of ``turns``)."""
+    found = []
+    for _ in range(3):
+        done = subprocess.run(
+            [sys.executable, "-c", _HOOKS, str(turns)], capture_output=True, text=True, check=True, timeout=300
+        )
+        found.append(float(done.stdout.strip()))
+    return statistics.median(found)
+
+
+def show_observe(settings: list[str], runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """Per setting: median replies/s and daemon CPU per reply, and the overhead against ``off``."""
+    print(
+        f"agentd serve, offline model, local embedder; cpus {os.cpu_count()}; {args.clients} clients, "
+        f"rate {args.rate or 'closed loops'}, {args.seconds:g} s per run, {args.observe_rounds} round(s), "
+        f"/metrics scraped every {args.scrape_seconds:g} s"
+    )
+    medians: dict[str, tuple[float, float]] = {}
+    for setting in settings:
+        mine = [r for r in runs if r["setting"] == setting]
+        rps = statistics.median(r["replies_per_s_to_last"] for r in mine)
+        cpu = statistics.median(r["daemon_cpu_ms_per_reply"] for r in mine)
+        medians[setting] = (rps, cpu)
+        lost = sum(r["lost"] for r in mine)
+        each = ", ".join(f"{r['daemon_cpu_ms_per_reply']:.2f}" for r in mine)
+        print(f"  {setting:<8} replies/s {rps:6.2f}   daemon CPU per reply {cpu:6.2f} ms (runs: {each})   lost {lost}")
+    base = medians.get("off")
+    if "metrics" in settings:
+        hooks = hook_cpu_us()
+        share = f", {100 * hooks / 1000 / base[1]:.2f} % of a reply's CPU with metrics off" if base else ""
+        print(f"  metrics hooks of one turn, measured alone: {hooks:.1f} us of CPU{share}")
+    if base is not None:
+        for setting, (rps, cpu) in medians.items():
+            if setting != "off":
+                print(
+                    f"  {setting} overhead: CPU per reply {100 * (cpu - base[1]) / base[1]:+.1f} %, "
+                    f"replies/s {100 * (rps - base[0]) / base[0]:+.1f} %"
+                )
+    print(f"load average now: {loadavg()}")
+    if args.json:
+        print(json.dumps({"observe": runs}))
 
 
 if __name__ == "__main__":

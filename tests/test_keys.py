@@ -1,7 +1,7 @@
 """Keys with roles: made, listed and revoked with the CLI, stored hashed, checked on every operation.
 
 The role matrix walks every operation the OpenAPI schema publishes with an admin,
-an adapter (limited to ``irc-*``) and a service key, and checks each is let in or
+an adapter (limited to ``irc-*``), a service and a metrics key, and checks each is let in or
 refused with 403 and the reason, as the table below (written by hand, not read
 from the schema) says.
 """
@@ -21,9 +21,9 @@ from agentd.api.keys import KeyBook
 from tests.conftest import agentd_cli, write_home
 from tests.support import Running
 
-#: Who each operation admits: "admin", "adapter", "service" (plus every admin).
+#: Who each operation admits: "admin", "adapter", "service", "metrics" (plus every admin).
 EXPECTED: dict[tuple[str, str], set[str]] = {
-    ("get", "/healthz"): {"admin", "adapter", "service"},
+    ("get", "/healthz"): {"admin", "adapter", "service", "metrics"},
     ("post", "/v1/chat"): {"admin", "adapter"},
     ("post", "/v1/channels/{channel}/messages"): {"admin", "adapter"},
     ("get", "/v1/channels/{channel}/events"): {"admin", "adapter"},
@@ -42,6 +42,8 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("post", "/v1/chat/completions"): {"admin", "adapter"},
     ("get", "/v1/users/{user}/export"): {"admin"},
     ("delete", "/v1/users/{user}"): {"admin"},
+    ("get", "/metrics"): {"admin", "metrics"},
+    ("get", "/v1/usage"): {"admin", "metrics"},
 }
 #: Path parameters: a channel the adapter key may use, a memory id, a model.
 PARAMS = {"channel": "irc-lobby", "memory_id": "1", "model": "fake", "user": "alice"}
@@ -53,6 +55,7 @@ def _keys(d: Running) -> dict[str, str]:
         "admin": book.create("admin", "ops").token,
         "adapter": book.create("adapter", "irc", ["irc-*"]).token,
         "service": book.create("service", "crm").token,
+        "metrics": book.create("metrics", "prometheus").token,
     }
 
 

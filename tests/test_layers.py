@@ -19,12 +19,13 @@ PACKAGE = REPO / "agentd"
 #: Each package's layer; a package may import its own layer (without cycles) and the ones below.
 LAYERS: dict[str, int] = {
     **dict.fromkeys(
-        ["_exceptions", "config", "cache", "scopes", "words", "text", "relevance", "personas", "log", "shipped", "web"],
+        ["_exceptions", "config", "cache", "scopes", "words", "text", "relevance", "personas", "log", "shipped", "web"]
+        + ["observe"],
         0,
     ),
     **dict.fromkeys(["store", "llm", "embedders", "client"], 1),
     # recall imports memory and prompt (same layer; the cycle test keeps them from importing it back).
-    **dict.fromkeys(["prompt", "memory", "recall", "skills", "mcp", "visibility"], 2),
+    **dict.fromkeys(["prompt", "memory", "recall", "skills", "mcp", "visibility", "usage"], 2),
     **dict.fromkeys(["app", "runtime"], 3),
     **dict.fromkeys(["api", "cli", "adapters", "mcpserver"], 4),
     "__main__": 5,

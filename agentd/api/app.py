@@ -14,7 +14,7 @@ from starlette.routing import Route
 from starlette.types import Scope
 
 from agentd import __version__
-from agentd.api import admin, channels, chat, errors, memory_routes, openai_compat, openapi, users, web
+from agentd.api import admin, channels, chat, errors, memory_routes, monitoring, openai_compat, openapi, users, web
 from agentd.api.access import AccessLog
 from agentd.api.body import Framing, JsonBody
 from agentd.api.guard import BodyLimit, HostGuard, KeyGuard, allowed_hosts
@@ -39,7 +39,7 @@ agentd hosts LLM personas across chat channels, each with a long-term memory.
 Authentication: when `[daemon] api_key` is set or a key was made with
 `agentd keys create`, every endpoint but `/healthz` needs
 `Authorization: Bearer <key>` or `X-API-Key: <key>`. Each operation admits
-the roles listed in its `x-agentd-roles` (admin, adapter, service); another
+the roles listed in its `x-agentd-roles` (admin, adapter, service, metrics); another
 role gets 403 `forbidden` with the reason.
 
 Errors are JSON: `{"error": {"code", "field", "message"}}`.
@@ -91,7 +91,7 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
     api.state.daemon = d
     errors.install(api)
     openapi.install(api, cfg, d.keys.required, lambda: list(d.app.personas))
-    for module in (chat, channels, memory_routes, users, admin, openai_compat, web):
+    for module in (chat, channels, memory_routes, users, admin, openai_compat, web, monitoring):
         api.include_router(module.router)
     # MCP over Streamable HTTP (agentd.mcpserver.http), behind the same door as every route.
     api.router.routes.append(Route(MCP_PATH, endpoint=mcp, methods=["GET", "POST", "DELETE"]))
@@ -105,4 +105,5 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
     api.add_middleware(OpenAIErrorShape)  # outermost: OpenAI's error shape on its routes, 401s and 421s included
     api.add_middleware(Framing)  # a request framed two ways is refused before anything else
     api.add_middleware(AccessLog)  # outermost of all: every request is logged, refused ones too
+    api.add_middleware(monitoring.HttpMetrics)  # metrics: every request, by its route's template
     return api

@@ -7,6 +7,7 @@ keeps only its sha256, so a copy of the database gives no key. Roles:
 * ``adapter``: post to, read and follow the channels its globs match, and chat as
   any user there; no memory administration.
 * ``service``: ``/v1/memory/search`` and ``/v1/memory/context`` for any user, read-only.
+* ``metrics``: ``/metrics`` and ``/v1/usage``, read-only (for Prometheus and dashboards).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Role(StrEnum):
     ADMIN = "admin"
     ADAPTER = "adapter"
     SERVICE = "service"
+    METRICS = "metrics"
 
 
 @dataclass(frozen=True)

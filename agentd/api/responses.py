@@ -295,3 +295,32 @@ class Health(_Out):
         description="PostgreSQL only: this daemon's name among those sharing the store, and how many "
         "(persona, channel) pairs it answers now.",
     )
+
+
+class UsageTally(_Out):
+    """Calls, tokens and cost (litellm's cost map, priced when asked; 0 for unpriced models)."""
+
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    cost_usd: float
+
+
+class UsageRowOut(UsageTally):
+    """One group: its key (``persona`` and ``model``, or ``day``, ``persona`` or ``model``), its totals,
+    and those of each kind of call (``reply``, ``delegation``, ``extraction``)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    by_kind: dict[str, UsageTally]
+
+
+class UsageResponse(_Out):
+    """``GET /v1/usage``: tokens and cost per group, from the stored context records (as ``agentd usage --json``)."""
+
+    by: str = Field(description="persona-model | day | persona | model")
+    persona: str | None
+    since: str | None
+    rows: list[UsageRowOut]
+    total: UsageTally

@@ -38,6 +38,8 @@ class Policy(StrEnum):
     CHANNEL = "channel"
     #: Admins and service keys (seed 003's read-only memory endpoints).
     SERVICE = "service"
+    #: Admins and metrics keys (``/metrics``, ``/v1/usage``: read-only operations data).
+    METRICS = "metrics"
     #: Any valid key.
     ANY = "any"
     #: No key needed (what it answers may depend on whether one was sent).
@@ -49,6 +51,7 @@ ADMITTED: dict[Policy, tuple[str, ...]] = {
     Policy.ADMIN: (Role.ADMIN,),
     Policy.CHANNEL: (Role.ADMIN, Role.ADAPTER),
     Policy.SERVICE: (Role.ADMIN, Role.SERVICE),
+    Policy.METRICS: (Role.ADMIN, Role.METRICS),
     Policy.ANY: (Role.ADMIN, Role.ADAPTER, Role.SERVICE),
     Policy.OPEN: ("anyone",),
 }

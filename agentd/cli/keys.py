@@ -1,4 +1,4 @@
-"""``agentd keys``: API keys with roles (admin, adapter, service), stored hashed."""
+"""``agentd keys``: API keys with roles (admin, adapter, service, metrics), stored hashed."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def list_keys(app: App, as_json: bool) -> None:
         print_json([k.as_json() for k in found])
         return
     if not found:
-        out.print("no keys; make one with: agentd keys create --role admin|adapter|service")
+        out.print("no keys; make one with: agentd keys create --role admin|adapter|service|metrics")
         return
     for k in found:
         state = f"revoked {k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "active"

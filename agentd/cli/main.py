@@ -49,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "post": ("agentd.cli.post", "Post TEXT to CHANNEL on a running daemon and print the persona's reply."),
     "serve": ("agentd.cli.serve", "Run the daemon: the HTTP API with server-sent events, on the actor runtime."),
     "user": ("agentd.cli.user", "A person's data: export everything kept about a user, or erase it."),
+    "usage": ("agentd.cli.usage", "Show the tokens the models used and what they cost, per persona and model."),
 }
 
 

@@ -13,6 +13,8 @@ import click
 from agentd.cli.main import pass_app
 
 if TYPE_CHECKING:
+    import socket
+
     from agentd.app import App
 
 
@@ -58,6 +60,21 @@ def serve(app: App, host: str | None, port: int | None) -> None:
     except CannotListen as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
+    if app.config.telemetry.metrics:
+        from agentd.observe import metrics
+
+        # Before any worker starts: every process of this daemon counts in this fresh directory.
+        metrics.use_fresh_directory()
+    try:
+        _serve(app, host, sock)
+    finally:
+        if app.config.telemetry.metrics:
+            metrics.remove_directory()
+    _exit_past_stuck_threads()
+
+
+def _serve(app: App, host: str, sock: socket.socket) -> None:
+    """Start the workers' fork server, build the daemon, and serve until it stops."""
     workers = app.config.runtime.worker_count(app.store.backend)
     if workers:  # its imports run on another core while this process loads the rest
         from agentd.runtime.scaleout.workers import start_fork_server
@@ -92,7 +109,6 @@ def serve(app: App, host: str | None, port: int | None) -> None:
     finally:
         if llm is not None:
             llm.join()
-    _exit_past_stuck_threads()
 
 
 def _exit_past_stuck_threads() -> None:

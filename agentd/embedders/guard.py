@@ -89,6 +89,12 @@ class GuardedEmbedder:
         return self._inner
 
     @property
+    def waiting(self) -> int:
+        """Calls waiting for the model's answer now (the metrics' embedder health)."""
+        with self._lock:
+            return len(self._waiting)
+
+    @property
     def model_id(self) -> str:
         """The model's id (stored with the vectors)."""
         return self._inner.model_id

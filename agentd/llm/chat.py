@@ -24,6 +24,7 @@ from typing import Any
 
 from agentd._exceptions import LLMAuthError, LLMError, LLMMalformed, LLMTruncated
 from agentd.llm import litellm_module
+from agentd.llm.cost import count_call
 from agentd.llm.errors import backoff, is_transient, map_error, retry_after
 from agentd.llm.models import missing_credentials, request_key
 from agentd.llm.offline import OfflineChat, is_offline
@@ -57,7 +58,9 @@ class LitellmChat:
     ) -> ModelTurn:
         """Stream one completion, trying again after a transient failure before the first token."""
         if is_offline(settings.model):
-            return self._offline.stream(settings, messages, tools, on_text, should_stop)
+            answered = self._offline.stream(settings, messages, tools, on_text, should_stop)
+            count_call(settings, answered.usage)  # metrics: tokens and cost of every call
+            return answered
         api_key = request_key(settings.model, settings.api_key_env, settings.api_base)
         missing = [] if api_key else missing_credentials(settings.model)
         if missing:
@@ -75,7 +78,9 @@ class LitellmChat:
                 on_text(text)
 
             try:
-                return self._stream_once(settings, messages, tools, relay, should_stop)
+                answered = self._stream_once(settings, messages, tools, relay, should_stop)
+                count_call(settings, answered.usage)  # metrics: tokens and cost of every call
+                return answered
             except LLMError as error:
                 cause = error.__cause__ if error.__cause__ is not None else error
                 wait = self._retry_wait(error, cause, attempt, retries, streamed, settings)

@@ -33,7 +33,7 @@ from typing import Literal
 
 from agentd._exceptions import InvalidInput, NotFound
 from agentd.config import MemoryConfig
-from agentd.llm.chat import ChatModel, ModelSettings
+from agentd.llm.chat import ChatModel, ModelSettings, Usage
 from agentd.log import get_logger
 from agentd.memory.episodes import Exchange, exchanges
 from agentd.memory.service import MemoryService
@@ -182,10 +182,11 @@ class Extractor:
             if not self._limit.wait():
                 break
             candidates = self._candidates(exchange)
-            decisions = self._ask(settings, exchange, candidates)
+            decisions, usage = self._ask(settings, exchange, candidates)
             if self._stop.is_set():
                 break  # the next start asks again
-            if self._apply(channel, start, cursor, exchange, candidates, decisions):
+            spent = (settings.model, usage)
+            if self._apply(channel, start, cursor, exchange, candidates, decisions, spent):
                 done += 1
         return done
 
@@ -209,7 +210,9 @@ class Extractor:
             return []
         return [h.memory for h in hits]
 
-    def _ask(self, settings: ModelSettings, exchange: Exchange, candidates: Sequence[Memory]) -> list[Decision]:
+    def _ask(
+        self, settings: ModelSettings, exchange: Exchange, candidates: Sequence[Memory]
+    ) -> tuple[list[Decision], Usage]:
         known = "\n".join(f"{i}. {m.text}" for i, m in enumerate(candidates, 1)) or "(none)"
         parts = [f"Stored memories of {exchange.message.author}:\n{known}"]
         parts.append(f"New message from {exchange.message.author}:\n{exchange.message.content}")
@@ -218,10 +221,10 @@ class Extractor:
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n\n".join(parts)}]
         result = self._llm.stream(settings, messages, [], lambda _text: None, should_stop=self._stop.is_set)
         try:
-            return parse_decisions(result.text)
+            return parse_decisions(result.text), result.usage
         except InvalidInput as exc:
             log.warning("extraction_unreadable", message_id=exchange.message.id, error=exc.message)
-            return []
+            return [], result.usage
 
     def _advance(self, channel: str, start: int, cursor: int) -> None:
         with self._store.write() as conn:
@@ -260,8 +263,10 @@ class Extractor:
         exchange: Exchange,
         candidates: Sequence[Memory],
         decisions: Sequence[Decision],
+        spent: tuple[str, Usage],
     ) -> bool:
-        """Write the decisions and move the cursor in one transaction; False if another worker did it."""
+        """Write the decisions and move the cursor in one transaction; False if another worker did it.
+        ``spent``: the call's model and usage, noted on the reply's context record (``agentd usage``)."""
         msg = exchange.message
         persona = exchange.reply.persona or exchange.reply.author
         scope = Scope.user(msg.author)
@@ -273,6 +278,7 @@ class Extractor:
             # Compare-and-set first: another daemon on the same database may have done this one.
             if not self._store.cursors.advance(conn, JOB, channel, start, cursor):
                 return False
+            self._store.contexts.add_extraction(conn, exchange.reply.id, spent[0], spent[1].as_json())
             v = 0
             for d, target, item in writes:
                 vec = None

@@ -39,6 +39,7 @@ from agentd.app import App
 from agentd.llm.chat import ChatModel
 from agentd.log import get_logger
 from agentd.memory.learning import Learning
+from agentd.observe import metrics
 from agentd.runtime.dispatch import DispatcherFactory, Parts
 from agentd.runtime.events import Done, Error, Event
 from agentd.runtime.group_commit import GroupCommit
@@ -85,6 +86,7 @@ class Intake:
             llm = LitellmChat()
         self._app = app
         self._config = app.config
+        metrics.enable(app.config.telemetry.metrics)  # [telemetry] metrics: count from here on
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentd-retrieval")
         self._inflight = InFlight(listeners)
         learning = Learning(
@@ -131,6 +133,7 @@ class Intake:
         """
         # 1. validate
         if not self._accepting:
+            metrics.turn_ended(persona if persona in self._app.personas else "", "refused")
             raise ShuttingDown("agentd is shutting down and accepts no new messages")
         p = self._app.personas[persona]
         check_identifier("channel", channel)
@@ -226,6 +229,11 @@ class Intake:
     def learning_idle(self, timeout: float) -> bool:
         """Wait until the background jobs (episodes, extraction) have caught up; False on timeout."""
         return self._dispatcher.learning_idle(timeout)
+
+    @property
+    def pending(self) -> int:
+        """User messages handed to be answered here and not answered yet (``agentd_pending_messages``)."""
+        return len(self._inflight.turns())
 
     @property
     def accepting(self) -> bool:

@@ -30,6 +30,20 @@ class StoredRecord:
     created_at: datetime
 
 
+@dataclass(frozen=True)
+class UsageRow:
+    """The model usage one context record holds: its reply's, and any extraction calls' since."""
+
+    created_at: datetime
+    persona: str
+    channel: str
+    model: str
+    #: ``{"prompt_tokens", "completion_tokens", ...}`` of the reply's model calls.
+    usage: dict[str, Any]
+    #: ``[{"model", "usage"}]``: the extraction calls made on this exchange (``[memory] extract``).
+    extraction: list[dict[str, Any]]
+
+
 class ContextRepo:
     """SQL for context records."""
 
@@ -86,3 +100,24 @@ class ContextRepo:
             data=m["data"],
             created_at=m["created_at"],
         )
+
+    def add_extraction(self, conn: sa.Connection, reply_id: int, model: str, usage: Mapping[str, int]) -> bool:
+        """Note on reply ``reply_id``'s record one extraction call's model and usage (False: no record)."""
+        row = conn.execute(sa.select(_T.c.id, _T.c.data).where(_T.c.reply_id == reply_id)).first()
+        if row is None:
+            return False
+        data = dict(row.data)
+        data["extraction"] = [*(data.get("extraction") or []), {"model": model, "usage": dict(usage)}]
+        conn.execute(sa.update(_T).where(_T.c.id == row.id).values(data=data))
+        return True
+
+    def usage(self, conn: sa.Connection, persona: str | None = None, since: datetime | None = None) -> list[UsageRow]:
+        """The usage every record (of ``persona``, created at or after ``since``) holds, oldest first."""
+        query = sa.select(
+            _T.c.created_at, _T.c.persona, _T.c.channel, _T.c.model, _T.c.data["usage"], _T.c.data["extraction"]
+        ).order_by(_T.c.id)
+        if persona is not None:
+            query = query.where(_T.c.persona == persona)
+        if since is not None:
+            query = query.where(_T.c.created_at >= since)
+        return [UsageRow(r[0], r[1], r[2], r[3], dict(r[4] or {}), list(r[5] or [])) for r in conn.execute(query)]

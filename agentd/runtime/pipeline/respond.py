@@ -26,6 +26,7 @@ from agentd._exceptions import AgentdError, AlreadyAnswered, ErrorCode, SkillErr
 from agentd.config import Config
 from agentd.llm.chat import ChatModel, ModelSettings, ToolCallRequest, Usage
 from agentd.log import get_logger
+from agentd.observe import metrics
 from agentd.personas import Persona
 from agentd.recall import RecallStatus
 from agentd.recall.earlier import EarlierRecall
@@ -72,6 +73,8 @@ class Rounds:
     model_ms: float
     #: True when shutdown cut the stream.
     interrupted: bool = False
+    #: Milliseconds from the first call to the model to its first text (0: no text came).
+    first_token_ms: float = 0.0
 
 
 class Responder:
@@ -139,7 +142,11 @@ class Responder:
         rounds = 0
         tools = [] if turn.disable_tools else prepared.registry.tool_definitions()
 
+        first_text: list[float] = []
+
         def on_text(text: str) -> None:
+            if not first_text:
+                first_text.append(time.perf_counter())
             turn.draft.append(text)
             turn.sink(TokenDelta(text=text))
 
@@ -165,7 +172,8 @@ class Responder:
             messages.append(_assistant_with_calls(result.text, result.tool_calls))
             for call in result.tool_calls:
                 messages.append(self._run_tool(call, prepared.registry, caller, turn, tool_log))
-        return Rounds(usage, tuple(tool_log), rounds, (time.perf_counter() - model_started) * 1000)
+        first_ms = (first_text[0] - model_started) * 1000 if first_text else 0.0
+        return Rounds(usage, tuple(tool_log), rounds, (time.perf_counter() - model_started) * 1000, False, first_ms)
 
     def store(self, turn: Turn, prepared: PreparedTurn, rounds: Rounds, log: Any, started: float) -> Outcome:
         """Store the reply and its context record, then send ``done`` (one call, one transaction)."""
@@ -174,6 +182,7 @@ class Responder:
             turn.request_id, turn.user, prepared, rounds.usage.as_json(), rounds.tools, rounds.count
         )
         if not turn.draft.finish(TurnState.ANSWERED):
+            metrics.turn_ended(self._persona.name, TurnState.INTERRUPTED)
             return Outcome(None, turn.draft.text(), False, prepared)  # shutdown stored it as interrupted
         text = turn.draft.text()
         summary = next((m.content for m in ctx.messages if m.source == "user_history"), None)
@@ -186,6 +195,7 @@ class Responder:
             # Another daemon answered this message first (several daemons on one PostgreSQL):
             # its reply stands, this one is dropped, and the turn ends without a second answer.
             log.warning("turn_already_answered")
+            metrics.turn_ended(self._persona.name, TurnState.INTERRUPTED)
             turn.sink(Error(ErrorCode.INTERRUPTED, "another daemon answered this message first", turn.message_id))
             return Outcome(None, text, False, prepared)
         except StoreError as exc:
@@ -209,6 +219,7 @@ class Responder:
             tools=[t.name for t in rounds.tools],
             ms=round((time.perf_counter() - started) * 1000, 1),
         )
+        _count_answered(self._persona.name, prepared, rounds, store_ms)
         return Outcome(reply_id, text, True, prepared)
 
     def _prepare(self, turn: Turn, memory_limit: int | None, memory_budget: int | None) -> PreparedTurn:
@@ -239,6 +250,9 @@ class Responder:
         retrieval, ctx = prepared.retrieval, prepared.context
         if retrieval.status not in (RecallStatus.OK, RecallStatus.DISABLED):
             log.info("retrieval_skipped", status=retrieval.status, reason=retrieval.reason)
+        metrics.recalled(
+            self._persona.name, retrieval.status, len(ctx.memories), len(ctx.episodes), len(retrieval.near_misses)
+        )
         # What the user sees is what the prompt carries (the assembler may drop some).
         turn.sink(
             MemoryContext(
@@ -305,7 +319,9 @@ class Responder:
         pending, and is answered again after the daemon restarts.
         """
         state = TurnState.INTERRUPTED if code is ErrorCode.INTERRUPTED else TurnState.FAILED
-        if not turn.draft.finish(state):
+        finished = turn.draft.finish(state)
+        metrics.turn_ended(self._persona.name, state if finished else TurnState.INTERRUPTED)
+        if not finished:
             # Shutdown ended the turn first: it stored the outcome and told the sink.
             return Outcome(None, turn.draft.text(), False, prepared)
         try:
@@ -334,6 +350,7 @@ class Responder:
         """The finished reply could not be stored: mark the message failed if the store lets us
         (else it stays pending, to be answered after a restart), and say which."""
         log.error("reply_not_stored", error=exc.message)
+        metrics.turn_ended(self._persona.name, TurnState.FAILED)
         why = f"the reply could not be stored ({exc.message})"
         try:
             self._writer.ended(
@@ -344,6 +361,20 @@ class Responder:
         else:
             turn.sink(Error(ErrorCode.STORE_ERROR, f"{why}; the message is marked failed", turn.message_id))
         return Outcome(None, turn.draft.text(), False, prepared)
+
+
+def _count_answered(persona: str, prepared: PreparedTurn, rounds: Rounds, store_ms: float) -> None:
+    """The metrics of an answered turn: its status and the stages its ``turn`` log line times."""
+    metrics.turn_ended(persona, TurnState.ANSWERED)
+    stages = prepared.stages
+    metrics.turn_stages(
+        stages.history_ms,
+        prepared.retrieval.elapsed_ms,
+        stages.assemble_ms,
+        rounds.first_token_ms,
+        rounds.model_ms,
+        store_ms,
+    )
 
 
 #: Turn errors that are part of normal operation (logged at info; the rest at warning).

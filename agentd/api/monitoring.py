@@ -1,0 +1,129 @@
+"""``GET /metrics`` (Prometheus' text format) and the middleware that counts HTTP requests.
+
+The series are defined and counted in :mod:`agentd.observe.metrics`; this module reads the
+daemon's live state for the gauges when Prometheus scrapes, and times each request under its
+matched route's template (``/v1/channels/{channel}/messages``, never the raw path).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import Response
+from starlette.routing import Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agentd._exceptions import NotFound
+from agentd.api.responses import UsageResponse, error_responses
+from agentd.api.roles import Policy, allow
+from agentd.api.schemas import MAX_NAME
+from agentd.api.state import Daemon, daemon
+from agentd.observe import metrics
+from agentd.usage import usage_report
+
+router = APIRouter()
+
+#: The background jobs whose backlog is reported, and whether the config runs each.
+_JOBS = ("episodes", "extract")
+
+
+def live_state(d: Daemon) -> metrics.Live:
+    """The gauges' values now (a store read for the backlog: called off the event loop)."""
+    cfg = d.app.config
+    pids = d.runtime.worker_pids
+    embedder = d.app.embedder if cfg.embedding.provider != "none" else None
+    running = {"episodes": cfg.episodes.enabled, "extract": cfg.memory.extract == "model"}
+    store = d.app.store
+    with store.read() as conn:
+        backlog = {job: len(store.cursors.behind(conn, job)) for job in _JOBS if running[job]}
+    return metrics.Live(
+        pending=d.runtime.pending,
+        workers_up=sum(1 for p in pids if p is not None),
+        workers_down=sum(1 for p in pids if p is None),
+        embedder=embedder is not None,
+        embedder_waiting=embedder.waiting if embedder is not None else 0,
+        backlog=backlog,
+    )
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {}}, "description": "Prometheus' text format (0.0.4)."}},
+    **allow(Policy.METRICS),
+)
+async def prometheus_metrics(d: Annotated[Daemon, Depends(daemon)]) -> Response:
+    """Every series in Prometheus' text format (docs/guides/metrics.md): turns, stage times, model
+    tokens and cost, recall, HTTP requests, and the gauges (pending messages, workers, embedder,
+    background backlog). 404 when ``[telemetry] metrics = false``."""
+    if not d.app.config.telemetry.metrics:
+        raise NotFound("route", "/metrics ([telemetry] metrics = false)")
+    live = await d.probe(lambda: live_state(d))
+    body = await d.probe(lambda: metrics.render(live))
+    return Response(body, media_type=metrics.CONTENT_TYPE)
+
+
+def route_template(scope: Scope) -> str:
+    """The template of the route that answered (FastAPI puts it in the scope), else the first that
+    matches (a plain Starlette route such as ``/mcp``), else :data:`~agentd.observe.metrics.UNMATCHED_ROUTE`."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    if isinstance(path, str):
+        return path
+    app = scope.get("app")
+    for candidate in getattr(getattr(app, "router", None), "routes", ()):
+        match, _ = candidate.matches(scope)
+        if match is Match.FULL:
+            return str(getattr(candidate, "path", metrics.UNMATCHED_ROUTE))
+    return metrics.UNMATCHED_ROUTE
+
+
+class HttpMetrics:
+    """Counts and times every HTTP request by route template, method and status (outermost, so a
+    request the door refuses counts too; a stream counts when it ends)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not metrics.enabled():
+            await self._app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500  # what the client gets if the application fails before answering
+
+        async def send_and_note(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self._app(scope, receive, send_and_note)
+        finally:
+            metrics.http_request(route_template(scope), scope["method"], status, time.perf_counter() - start)
+
+
+@router.get("/v1/usage", response_model=UsageResponse, responses=error_responses(422), **allow(Policy.METRICS))
+async def usage(
+    d: Annotated[Daemon, Depends(daemon)],
+    persona: Annotated[str | None, Query(min_length=1, max_length=MAX_NAME, description="Only this persona's.")] = None,
+    since: Annotated[
+        str | None,
+        Query(
+            max_length=64,
+            description="From this time on (ISO 8601, UTC unless it says; a date alone: from its start).",
+            json_schema_extra={"format": "date-time"},
+        ),
+    ] = None,
+    by: Annotated[
+        Literal["persona-model", "day", "persona", "model"],
+        Query(description="One row per persona and model (the default), day, persona or model."),
+    ] = "persona-model",
+) -> dict[str, Any]:
+    """Tokens and cost per persona and model (or day), from the stored context records: replies,
+    delegations' subagent replies and extraction calls (as ``agentd usage --json``)."""
+    report = await d.probe(lambda: usage_report(d.app.store, persona=persona, since=since, by=by))
+    return report.as_json()
