@@ -526,6 +526,38 @@ class McpConfig(_Section):
         return servers
 
 
+class TelemetryConfig(_Section):
+    """``[telemetry]``: OpenTelemetry traces (off unless an endpoint is set; docs/guides/tracing.md).
+
+    Needs the ``telemetry`` extra (``pip install 'agentd[telemetry]'``); without an endpoint
+    its SDK is not imported.
+    """
+
+    #: OTLP over HTTP (protobuf): the collector's base URL, e.g. ``http://localhost:4318``
+    #: (spans go to ``/v1/traces`` under it). Empty: no traces.
+    otlp_endpoint: str = ""
+    #: The ``service.name`` the spans carry.
+    service_name: str = Field(default="agentd", min_length=1, max_length=128)
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str) -> str:
+        if not value:
+            return value
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(value)
+            port = parts.port
+        except ValueError as exc:
+            raise ValueError(f"not a URL: {exc}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host, e.g. http://localhost:4318")
+        if parts.query or parts.fragment or port == 0:
+            raise ValueError("must be a base URL without query or fragment, e.g. http://localhost:4318")
+        return value
+
+
 class _Root(_Section):
     daemon: DaemonConfig = DaemonConfig()
     database: DatabaseConfig = DatabaseConfig()
@@ -542,6 +574,7 @@ class _Root(_Section):
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
     adapters: AdaptersConfig = AdaptersConfig()
     mcp: McpConfig = McpConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
 
 
 @dataclass(frozen=True)
@@ -567,6 +600,7 @@ class Config:
     episodes: EpisodesConfig = EpisodesConfig()
     user: UserConfig = UserConfig()
     mcp: McpConfig = McpConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
     #: ``AGENTD_*`` variables in the environment that agentd does not read (typos, perhaps).
     ignored_env: tuple[str, ...] = ()
 
@@ -772,5 +806,6 @@ def load_config(
         episodes=root.episodes,
         user=root.user,
         mcp=root.mcp,
+        telemetry=root.telemetry,
         ignored_env=ignored,
     )

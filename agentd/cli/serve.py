@@ -70,6 +70,9 @@ def serve(app: App, host: str | None, port: int | None) -> None:
     models = _start(app, "models" if not workers else "tokenizers")
     try:
         from agentd.api.server import DaemonServer
+        from agentd.observe import tracing
+
+        tracing.configure(app.config.telemetry, app.config.where)  # [telemetry] otlp_endpoint, else nothing
 
         server = DaemonServer(app, host, int(sock.getsockname()[1]), sock=sock, workers=workers)
     except BaseException:
@@ -92,6 +95,7 @@ def serve(app: App, host: str | None, port: int | None) -> None:
     finally:
         if llm is not None:
             llm.join()
+        tracing.shutdown()  # the spans still queued are sent (within its flush timeout)
     _exit_past_stuck_threads()
 
 
