@@ -161,6 +161,14 @@ def load_phase(
     return figures, sum(sink.names.values()) if sink else 0
 
 
+def _median(rounds: list[dict[str, Any]]) -> dict[str, float]:
+    """The median of each figure over the rounds (the lower middle one for an even count)."""
+    return {
+        key: sorted(float(r[key]) for r in rounds)[(len(rounds) - 1) // 2]
+        for key in ("replies_per_s_to_last", "cpu_ms_per_reply")
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, default=8)
@@ -170,6 +178,9 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=500, help="global memories in reach")
     parser.add_argument("--workers", default="0", help="[runtime] workers of the daemons (default 0)")
     parser.add_argument("--calls", type=int, default=200_000, help="calls per timing of an off hook")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="off/on pairs, alternated (the machine's load drifts); medians shown"
+    )
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
 
@@ -182,16 +193,22 @@ def main() -> None:
         runner.seed(config, channels, args.history, args.memories, random.Random(args.seed))
         shutil.copy(config.parent / "bench.db", home / "seeded.db")
         load = runner.loadavg()
-        off, _ = load_phase(config, None, args, channels)
-        shutil.copy(home / "seeded.db", config.parent / "bench.db")
-        sink = Sink()
-        try:
-            on, exported = load_phase(config, sink, args, channels)
-        finally:
-            sink.stop()
+        offs, ons, exported = [], [], 0
+        for _ in range(args.rounds):
+            shutil.copy(home / "seeded.db", config.parent / "bench.db")
+            offs.append(load_phase(config, None, args, channels)[0])
+            shutil.copy(home / "seeded.db", config.parent / "bench.db")
+            sink = Sink()
+            try:
+                on, spans_received = load_phase(config, sink, args, channels)
+            finally:
+                sink.stop()
+            ons.append(on)
+            exported += spans_received
         load += " -> " + runner.loadavg()
     finally:
         shutil.rmtree(home, ignore_errors=True)
+    off, on = _median(offs), _median(ons)
 
     spans = sum(hooks.values())
     # Each span is a span()/spanned()/traced() hook; plus the traceparent the intake injects.
@@ -207,15 +224,16 @@ def main() -> None:
         f"    = {off_ns / 1e6 / off['cpu_ms_per_reply'] * 100:.4f} % of the daemon's CPU per reply "
         f"({off['cpu_ms_per_reply']:.2f} ms, tracing off; target <= 0.5 %)"
     )
-    print("(b) same seeded database, one daemon each:")
-    for name, r in (("off", off), ("on", on)):
-        print(
-            f"    tracing {name:>3}: {r['replies_per_s_to_last']:7.1f} replies/s, "
-            f"{r['cpu_ms_per_reply']:6.2f} ms daemon CPU per reply, {r['accepted']} accepted, "
-            f"lost {r['lost']}, p50 post->reply {r['reply_p50_ms']:.0f} ms"
-        )
+    print(f"(b) same seeded database, a fresh daemon per phase, {args.rounds} off/on pair(s) alternated:")
+    for name, rounds in (("off", offs), ("on", ons)):
+        for r in rounds:
+            print(
+                f"    tracing {name:>3}: {r['replies_per_s_to_last']:7.1f} replies/s, "
+                f"{r['cpu_ms_per_reply']:6.2f} ms daemon CPU per reply, {r['accepted']} accepted, "
+                f"lost {r['lost']}, p50 post->reply {r['reply_p50_ms']:.0f} ms"
+            )
     print(
-        f"    on/off: replies/s x{on['replies_per_s_to_last'] / off['replies_per_s_to_last']:.3f}, "
+        f"    medians on/off: replies/s x{on['replies_per_s_to_last'] / off['replies_per_s_to_last']:.3f}, "
         f"CPU per reply x{on['cpu_ms_per_reply'] / off['cpu_ms_per_reply']:.3f}; spans exported {exported}"
     )
     print(f"load average (1/5/15 min): {load}; shared machine, cpus {os.cpu_count()}")
