@@ -274,6 +274,24 @@ def test_without_an_endpoint_the_sdk_is_not_imported(tmp_path: Path) -> None:
     assert not sorted(m for m in imported if m.startswith(heavy))
 
 
+def test_off_every_hook_is_the_shared_no_op() -> None:
+    """Without an endpoint the hooks make nothing: one shared no-op span, no traceparent, the
+    function itself (what bench/tracing_cost.py times)."""
+    from agentd.config import TelemetryConfig
+    from agentd.observe import tracing
+
+    assert tracing.configure(TelemetryConfig()) is False
+    assert not tracing.enabled()
+    assert tracing.span("turn", {"agentd.persona": "p"}, parent="") is tracing.NO_SPAN
+    assert tracing.inject() == ""
+
+    def work(x: int) -> int:
+        return x + 1
+
+    assert tracing.traced(work, "search") is work
+    assert tracing.spanned("assemble")(work)(1) == 2
+
+
 @pytest.mark.parametrize(
     ("endpoint", "reason"),
     [
