@@ -350,14 +350,6 @@ class LoggingConfig(_Section):
     format: Literal["auto", "console", "json"] = "auto"
 
 
-class TelemetryConfig(_Section):
-    """``[telemetry]``: what the daemon tells monitoring about itself."""
-
-    #: Serve Prometheus metrics at ``GET /metrics`` (docs/guides/metrics.md); off: the route
-    #: answers 404 and no metric is counted.
-    metrics: bool = True
-
-
 class UserConfig(_Section):
     """``[user]``: who you are to the commands that take ``--user`` (``chat``, ``post``,
     ``budget``, ``memory search``) and to the web page, when they are not told."""
@@ -532,6 +524,44 @@ class McpConfig(_Section):
                     f"server name {name!r}: 1-32 letters, digits, '-' or single '_' (not '__', not ending in '_')"
                 )
         return servers
+
+
+class TelemetryConfig(_Section):
+    """``[telemetry]``: what the daemon tells monitoring about itself: Prometheus metrics
+    (docs/guides/metrics.md) and OpenTelemetry traces (off unless an endpoint is set;
+    docs/guides/tracing.md).
+
+    Traces need the ``telemetry`` extra (``pip install 'agentd[telemetry]'``); without an
+    endpoint its SDK is not imported.
+    """
+
+    #: Serve Prometheus metrics at ``GET /metrics`` (docs/guides/metrics.md); off: the route
+    #: answers 404 and no metric is counted.
+    metrics: bool = True
+
+    #: OTLP over HTTP (protobuf): the collector's base URL, e.g. ``http://localhost:4318``
+    #: (spans go to ``/v1/traces`` under it). Empty: no traces.
+    otlp_endpoint: str = ""
+    #: The ``service.name`` the spans carry.
+    service_name: str = Field(default="agentd", min_length=1, max_length=128)
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str) -> str:
+        if not value:
+            return value
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(value)
+            port = parts.port
+        except ValueError as exc:
+            raise ValueError(f"not a URL: {exc}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host, e.g. http://localhost:4318")
+        if parts.query or parts.fragment or port == 0:
+            raise ValueError("must be a base URL without query or fragment, e.g. http://localhost:4318")
+        return value
 
 
 class _Root(_Section):

@@ -22,7 +22,9 @@ from agentd.api.mcp_route import LazyMcp
 from agentd.api.openai_errors import OpenAIErrorShape
 from agentd.api.roles import PRINCIPAL_KEY
 from agentd.api.state import Daemon
+from agentd.api.traces import TraceRequests
 from agentd.log import get_logger
+from agentd.observe import tracing
 
 if TYPE_CHECKING:
     from agentd.mcpserver.http import McpEndpoint
@@ -106,4 +108,6 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
     api.add_middleware(Framing)  # a request framed two ways is refused before anything else
     api.add_middleware(AccessLog)  # outermost of all: every request is logged, refused ones too
     api.add_middleware(monitoring.HttpMetrics)  # metrics: every request, by its route's template
+    if tracing.enabled():  # [telemetry] otlp_endpoint: each request a span (agentd.api.traces)
+        api.add_middleware(TraceRequests)
     return api

@@ -87,6 +87,9 @@ def _serve(app: App, host: str, sock: socket.socket) -> None:
     models = _start(app, "models" if not workers else "tokenizers")
     try:
         from agentd.api.server import DaemonServer
+        from agentd.observe import tracing
+
+        tracing.configure(app.config.telemetry, app.config.where)  # [telemetry] otlp_endpoint, else nothing
 
         server = DaemonServer(app, host, int(sock.getsockname()[1]), sock=sock, workers=workers)
     except BaseException:
@@ -109,6 +112,7 @@ def _serve(app: App, host: str, sock: socket.socket) -> None:
     finally:
         if llm is not None:
             llm.join()
+        tracing.shutdown()  # the spans still queued are sent (within its flush timeout)
 
 
 def _exit_past_stuck_threads() -> None:

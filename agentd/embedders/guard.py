@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentd._exceptions import AgentdError, EmbedderError, EmbedderTimeout, ShuttingDown
 from agentd.embedders import Embedder, check_vectors
+from agentd.observe import tracing
 from agentd.relevance import Calibration, WordWeights
 
 if TYPE_CHECKING:
@@ -163,7 +164,9 @@ class GuardedEmbedder:
             empty = np.zeros((0, dimension), dtype=np.float32)
             return lambda: empty
         timeout = self.timeout * math.ceil(len(texts) / self._batch)
-        wait = self._begin(lambda: method(texts), timeout, f"{len(texts)} texts")
+        # A span on the guard's thread, under the caller's (GenAI conventions: embeddings MODEL).
+        call = tracing.traced(lambda: method(texts), f"embeddings {self.model_id}", _embedding_span(self, len(texts)))
+        wait = self._begin(call, timeout, f"{len(texts)} texts")
         return lambda: check_vectors(wait(), len(texts), dimension, self.model_id)
 
     def close(self) -> None:
@@ -282,6 +285,13 @@ def _settle(future: Future[Any], value: Any = None, error: BaseException | None 
             future.set_result(value)
     except InvalidStateError:
         pass
+
+
+def _embedding_span(guard: GuardedEmbedder, count: int) -> tracing.Attributes | None:
+    """An embedding call's span attributes (none made when tracing is off)."""
+    if not tracing.enabled():
+        return None
+    return {"gen_ai.operation.name": "embeddings", "gen_ai.request.model": guard.model_id, "agentd.texts": count}
 
 
 def guarded(embedder: Embedder | None, timeout: float = DEFAULT_TIMEOUT) -> GuardedEmbedder | None:

@@ -30,6 +30,7 @@ from agentd.llm.models import missing_credentials, request_key
 from agentd.llm.offline import OfflineChat, is_offline
 from agentd.llm.types import ChatModel, ModelSettings, ModelTurn, ToolCallRequest, Usage
 from agentd.log import get_logger
+from agentd.observe import tracing
 
 log = get_logger("agentd.llm")
 
@@ -56,7 +57,24 @@ class LitellmChat:
         on_text: Callable[[str], None],
         should_stop: Callable[[], bool] = lambda: False,
     ) -> ModelTurn:
-        """Stream one completion, trying again after a transient failure before the first token."""
+        """Stream one completion, trying again after a transient failure before the first token.
+        One span, ``chat MODEL``, with the GenAI semantic conventions' attributes (retries inside)."""
+        with tracing.span(f"chat {settings.model}", _chat_attributes(settings), kind="client") as span:
+            result = self._stream(settings, messages, tools, on_text, should_stop)
+            span.set("gen_ai.usage.input_tokens", result.usage.prompt_tokens)
+            span.set("gen_ai.usage.output_tokens", result.usage.completion_tokens)
+            if result.finish_reason:
+                span.set("gen_ai.response.finish_reasons", (result.finish_reason,))
+            return result
+
+    def _stream(
+        self,
+        settings: ModelSettings,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        on_text: Callable[[str], None],
+        should_stop: Callable[[], bool],
+    ) -> ModelTurn:
         if is_offline(settings.model):
             answered = self._offline.stream(settings, messages, tools, on_text, should_stop)
             count_call(settings, answered.usage)  # metrics: tokens and cost of every call
@@ -195,6 +213,39 @@ class LitellmChat:
             if c["name"]
         )
         return ModelTurn("".join(text), tool_calls, usage, finish, interrupted)
+
+
+def _chat_attributes(settings: ModelSettings) -> tracing.Attributes | None:
+    """A model call's span attributes (GenAI semantic conventions); none made when tracing is off.
+
+    The provider is the litellm model string's prefix (``openai/gpt-4o`` → ``openai``), ``agentd``
+    for the offline model; a model named without one: ``openai`` or ``anthropic`` for their
+    models' names, else ``litellm`` (litellm picks the provider; its table is not consulted here).
+    """
+    if not tracing.enabled():
+        return None
+    model = settings.model
+    provider = "agentd" if is_offline(model) else _provider(model)
+    attributes: dict[str, str | int | float] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.system": provider,
+        "gen_ai.provider.name": provider,
+        "gen_ai.request.model": model,
+        "gen_ai.request.max_tokens": settings.max_tokens,
+    }
+    if settings.temperature is not None:
+        attributes["gen_ai.request.temperature"] = settings.temperature
+    if settings.persona:
+        attributes["agentd.persona"] = settings.persona
+    return attributes
+
+
+def _provider(model: str) -> str:
+    if "/" in model:
+        return model.split("/", 1)[0]
+    if model.startswith(("gpt-", "o1", "o3", "o4", "chatgpt-")):
+        return "openai"
+    return "anthropic" if model.startswith("claude") else "litellm"
 
 
 def _provider_finish(response: Any) -> str | None:

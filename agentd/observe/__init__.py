@@ -1,5 +1,7 @@
-"""What the daemon tells monitoring about itself: Prometheus metrics (:mod:`agentd.observe.metrics`).
+"""What the daemon tells monitoring about itself: Prometheus metrics (:mod:`agentd.observe.metrics`)
+and traces (:mod:`agentd.observe.tracing`).
 
 A bottom-layer package: the runtime, the model client and the API call into it with one-line hooks,
-and it imports nothing of agentd's above the config.
+and it imports nothing of agentd's above the config. Each module imports its library only when it
+is switched on.
 """

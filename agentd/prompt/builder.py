@@ -13,6 +13,7 @@ from typing import Any
 
 from agentd.config import Config
 from agentd.memory.ranking import MemoryHit
+from agentd.observe import tracing
 from agentd.personas import Persona
 from agentd.prompt.assembler import AssembledContext, ContextAssembler, HistoryItem, PromptRequest, Snippet, make
 from agentd.prompt.history_cache import MAX_ROWS, HistoryCache, newest_read
@@ -131,6 +132,7 @@ class ContextBuilder:
             oldest = item.message_id
         return oldest
 
+    @tracing.spanned("assemble")
     def build(
         self,
         persona: Persona,

@@ -12,6 +12,7 @@ from agentd.log import get_logger
 from agentd.memory import MemoryHit, MemoryService
 from agentd.memory.episodes import Episodes
 from agentd.memory.service import Ineligible, QueryVector
+from agentd.observe import tracing
 from agentd.recall import episodes as episode_search
 from agentd.recall.status import RecallStatus
 from agentd.scopes import Reach
@@ -60,6 +61,7 @@ class Retriever:
         self._pool = pool
         self._episodes = episodes
 
+    @tracing.spanned("retrieval")
     def recall(self, query: str, reach: Reach, limit: int, *, enabled: bool, episode_limit: int = 0) -> Retrieval:
         """The best ``limit`` memories above the threshold, and the best ``episode_limit`` episodes
         (same query vector, same time limit), or an empty result with a status."""
@@ -79,7 +81,9 @@ class Retriever:
                 load()
                 start = time.perf_counter()
             episodes = self._episodes if episode_limit > 0 else None
-            future = self._pool.submit(_search, memory, query, reach, limit, episodes, episode_limit)
+            future = self._pool.submit(
+                tracing.traced(_search, "search"), memory, query, reach, limit, episodes, episode_limit
+            )
             hits, near, found, ineligible = future.result(timeout=self._timeout)
         except FutureTimeout:
             future.cancel()

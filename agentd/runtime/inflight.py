@@ -54,6 +54,7 @@ class InFlight:
             turn.disable_memory,
             turn.draft,
             turn.disable_tools,
+            turn.traceparent,
         )
         with self._changed:
             self._turns[turn.request_id] = tracked

@@ -39,7 +39,7 @@ from agentd.app import App
 from agentd.llm.chat import ChatModel
 from agentd.log import get_logger
 from agentd.memory.learning import Learning
-from agentd.observe import metrics
+from agentd.observe import metrics, tracing
 from agentd.runtime.dispatch import DispatcherFactory, Parts
 from agentd.runtime.events import Done, Error, Event
 from agentd.runtime.group_commit import GroupCommit
@@ -165,7 +165,9 @@ class Intake:
             at=at,
             visibility=declared if DELEGATION_MARK not in channel else None,
         )
-        stored = self._commit.submit(item, _Delivery(sink or _discard, disable_memory, disable_tools))
+        delivery = _Delivery(sink or _discard, disable_memory, disable_tools, tracing.inject())
+        with tracing.span("store user message"):
+            stored = self._commit.submit(item, delivery)
         assert stored.request_id is not None
         return Accepted(stored.id, stored.request_id, p.name, channel)
 
@@ -273,6 +275,7 @@ class Intake:
             delivery.sink,
             delivery.disable_memory,
             disable_tools=delivery.disable_tools,
+            traceparent=delivery.traceparent,
         )
         self._dispatcher.route(turn)
 
@@ -284,6 +287,8 @@ class _Delivery:
     sink: Sink
     disable_memory: bool
     disable_tools: bool
+    #: The submitting request's span (the group commit may route the turn from another thread).
+    traceparent: str = ""
 
 
 def _discard(_event: Event) -> None:

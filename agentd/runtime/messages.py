@@ -94,6 +94,9 @@ class Turn:
     draft: Draft = field(default_factory=Draft, compare=False)
     #: The persona's tools (skills) are not offered to the model for this turn.
     disable_tools: bool = False
+    #: The W3C ``traceparent`` of the request that brought the message ("" when not traced):
+    #: the turn's spans join that trace (agentd.observe.tracing).
+    traceparent: str = ""
 
     @property
     def key(self) -> ActorKey:

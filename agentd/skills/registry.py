@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd._exceptions import AgentdError, SkillExecutionFailed, SkillInvalidInput
+from agentd.observe import tracing
 
 if TYPE_CHECKING:
     from agentd.memory import MemoryService
@@ -111,7 +112,12 @@ class SkillRegistry:
         return [self._skills[n].definition() for n in self.names()]
 
     def execute(self, name: str, arguments: str | dict[str, Any], ctx: Caller) -> dict[str, Any]:
-        """Run one tool call; every failure is a :class:`~agentd.SkillError`."""
+        """Run one tool call (a span, ``execute_tool NAME``); every failure is a :class:`~agentd.SkillError`."""
+        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
+        with tracing.span(f"execute_tool {name}", attributes):
+            return self._execute(name, arguments, ctx)
+
+    def _execute(self, name: str, arguments: str | dict[str, Any], ctx: Caller) -> dict[str, Any]:
         skill = self._skills.get(name)
         if skill is None:
             raise SkillInvalidInput(f"unknown tool {name!r}; available: {', '.join(self.names()) or 'none'}")

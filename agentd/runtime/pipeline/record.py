@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from agentd.observe import tracing
 from agentd.personas import Persona
 from agentd.prompt.builder import ContextBuilder
 from agentd.runtime.group_commit import MAX_BATCH, GroupCommit
@@ -221,6 +222,7 @@ class TurnWriter:
                     self._store.messages.declare(conn, item.channel, item.visibility, owner)
             return self._store.messages.add_many(conn, rows)
 
+    @tracing.spanned("store reply")
     def answered(self, persona: Persona, channel: str, user_message_id: int, reply: Reply) -> int:
         """Store the reply, its context record and the user message's new status, in one transaction
         shared with the other replies stored at the same time (group commit); return its id."""

@@ -26,7 +26,7 @@ from agentd._exceptions import AgentdError, AlreadyAnswered, ErrorCode, SkillErr
 from agentd.config import Config
 from agentd.llm.chat import ChatModel, ModelSettings, ToolCallRequest, Usage
 from agentd.log import get_logger
-from agentd.observe import metrics
+from agentd.observe import metrics, tracing
 from agentd.personas import Persona
 from agentd.recall import RecallStatus
 from agentd.recall.earlier import EarlierRecall
@@ -110,7 +110,19 @@ class Responder:
         memory_budget: int | None = None,
     ) -> Outcome:
         """Answer ``turn``, emitting its events to ``turn.sink``: prepare it, run the model-and-tool
-        rounds (:meth:`model_rounds`), then store the reply and its record (:meth:`store`)."""
+        rounds (:meth:`model_rounds`), then store the reply and its record (:meth:`store`).
+        One span, ``turn``, in the trace of the request that brought the message (a subagent's
+        turn: under the tool call that asked for it)."""
+        attributes = {"agentd.persona": self._persona.name, "agentd.channel": self._channel}
+        with tracing.span("turn", attributes, parent=turn.traceparent if not chain else None) as span:
+            outcome = self._respond(turn, chain, memory_limit, memory_budget)
+            if not outcome.ok:
+                span.fail("the turn ended without a stored reply")
+            return outcome
+
+    def _respond(
+        self, turn: Turn, chain: tuple[str, ...], memory_limit: int | None, memory_budget: int | None
+    ) -> Outcome:
         log = get_logger("agentd.turn").bind(
             persona=self._persona.name, channel=self._channel, request_id=turn.request_id, message_id=turn.message_id
         )

@@ -36,6 +36,8 @@ class Answer:
     text: str
     disable_memory: bool
     disable_tools: bool
+    #: The W3C ``traceparent`` the worker's spans of this turn join ("" when not traced).
+    traceparent: str = ""
 
 
 @dataclass(frozen=True)

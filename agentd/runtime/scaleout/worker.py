@@ -16,6 +16,7 @@ from typing import Any
 from agentd.app import App
 from agentd.config import Config
 from agentd.log import get_logger
+from agentd.observe import tracing
 from agentd.runtime.actors.local import LocalActors
 from agentd.runtime.events import Done, Error, Event, TokenDelta
 from agentd.runtime.intake import Intake
@@ -44,6 +45,7 @@ def serve_worker(config: Config, index: int, count: int, conn: Connection) -> No
     from agentd.log import configure
 
     configure(config.logging)
+    tracing.configure(config.telemetry, config.where)  # the turns' spans join the daemon's traces
     worker = _Worker(config, index, count, conn)
     if not_niced:
         worker.log.warning("worker_niceness_not_set", niceness=config.runtime.worker_niceness, error=not_niced)
@@ -65,6 +67,7 @@ def serve_worker(config: Config, index: int, count: int, conn: Connection) -> No
     finally:
         worker.stop(grace)
         conn.close()
+        tracing.shutdown()  # before os._exit: the spans still queued are sent
         # As agentd serve does: no interpreter finalization, which a thread stuck in a dependency
         # (a hung embedder) could hold up forever.
         sys.stdout.flush()
@@ -246,4 +249,5 @@ def _turn(message: Answer, outbox: queue.SimpleQueue[tuple[str, Event] | None], 
         sink,
         message.disable_memory,
         disable_tools=message.disable_tools,
+        traceparent=message.traceparent,
     )

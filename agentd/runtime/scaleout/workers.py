@@ -59,6 +59,7 @@ from typing import Any
 
 from agentd.config import Config
 from agentd.log import get_logger
+from agentd.observe import tracing
 from agentd.runtime.events import Event
 from agentd.runtime.messages import Turn
 from agentd.runtime.scaleout import worker
@@ -129,7 +130,10 @@ class Workers:
 
     def route(self, turn: Turn) -> None:
         """Have the worker that owns the turn's channel answer it (its message is stored)."""
-        self._shards[self.owner(turn.channel)].send(
+        index = self.owner(turn.channel)
+        with tracing.span("route to worker", {"agentd.worker": index}, parent=turn.traceparent):
+            traceparent = tracing.inject()  # the trace crosses the pipe with the turn
+        self._shards[index].send(
             Answer(
                 turn.request_id,
                 turn.persona,
@@ -139,6 +143,7 @@ class Workers:
                 turn.text,
                 turn.disable_memory,
                 turn.disable_tools,
+                traceparent,
             )
         )
 
