@@ -11,7 +11,9 @@ The stages of a message, in order (a stage added later, such as admission
 control or per-stage metrics, goes where its comment stands in :meth:`Intake.submit`):
 
 1. validate (:meth:`Intake.submit`);
-2. admit (nothing is refused yet beyond shutdown);
+2. admit: past this daemon's, or the channel's, bound on messages accepted and not yet
+   answered, :class:`~agentd.Overloaded` (429 + ``Retry-After``) before anything is stored
+   (:mod:`agentd.runtime.admission`);
 3. group-commit: stored with concurrent submits in one transaction
    (:class:`~agentd.runtime.group_commit.GroupCommit`), then routed in id order;
 4. dispatch: the turn goes to the :class:`~agentd.runtime.dispatch.Dispatcher`
@@ -39,6 +41,7 @@ from agentd.app import App
 from agentd.llm.chat import ChatModel
 from agentd.log import get_logger
 from agentd.memory.learning import Learning
+from agentd.runtime.admission import Admission
 from agentd.runtime.dispatch import DispatcherFactory, Parts
 from agentd.runtime.events import Done, Error, Event
 from agentd.runtime.group_commit import GroupCommit
@@ -87,6 +90,7 @@ class Intake:
         self._config = app.config
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentd-retrieval")
         self._inflight = InFlight(listeners)
+        self._admission = Admission(app.config.daemon)
         learning = Learning(
             app.config, app.store, app.memory, app.personas, llm, embeds=app.embedder is not None, owns=owns
         )
@@ -147,24 +151,35 @@ class Intake:
         if visibility is not None and visibility not in VISIBILITIES:
             raise InvalidInput("visibility", f"must be one of {', '.join(VISIBILITIES)}")
         declared = self._config.channel_visibility(channel) or visibility
-        # 2. admit: nothing beyond shutdown yet (admission control goes here).
+        # 2. admit: a ticket held until the turn's Done/Error reaches its sink; Overloaded past a bound.
+        ticket = self._admission.admit(p.name, channel)
         # 3. group-commit: stored together with concurrent submits, then routed in id order: a
         # channel's messages are answered in the order they were stored. Several daemons: no
         # sweep of the pending messages runs between storing and routing (the dispatcher's serial).
-        item = self._runner.writer.incoming(
-            p,
-            channel,
-            user,
-            text,
-            request_id=uuid.uuid4().hex,
-            source=source,
-            options=_options(disable_memory, disable_tools),
-            at=at,
-            visibility=declared if DELEGATION_MARK not in channel else None,
-        )
-        stored = self._commit.submit(item, _Delivery(sink or _discard, disable_memory, disable_tools))
+        try:
+            item = self._runner.writer.incoming(
+                p,
+                channel,
+                user,
+                text,
+                request_id=uuid.uuid4().hex,
+                source=source,
+                options=_options(disable_memory, disable_tools),
+                at=at,
+                visibility=declared if DELEGATION_MARK not in channel else None,
+            )
+            delivery = _Delivery(self._admission.watch(ticket, sink or _discard), disable_memory, disable_tools)
+            stored = self._commit.submit(item, delivery)
+        except BaseException:
+            self._admission.release(ticket, answered=False)  # nothing was stored
+            raise
         assert stored.request_id is not None
         return Accepted(stored.id, stored.request_id, p.name, channel)
+
+    def check_room(self, persona: str, channel: str) -> None:
+        """:class:`~agentd.Overloaded` if a message to ``persona`` in ``channel`` would be refused now
+        (for a caller that stores something of its own before :meth:`submit`)."""
+        self._admission.check(self._app.personas[persona].name, channel)
 
     def chat(
         self,
