@@ -163,7 +163,8 @@ class Admission:
         return self._fixed or max(MIN_PENDING, math.ceil(self._wait * self._rate_now()))
 
     def _key_limit(self) -> int:
-        return self._fixed_channel or max(1, math.floor(self._wait / max(self._turn_now(), 1e-3)))
+        # (a hair added: 5 s ÷ 0.5000001 s is 10 turns, not 9)
+        return self._fixed_channel or max(1, math.floor(self._wait / max(self._turn_now(), 1e-3) + 1e-6))
 
     def _account(self, now: float, ending: int = 0) -> None:
         """Add the time since the last change to the busy time if anything was held through it."""
