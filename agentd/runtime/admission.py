@@ -8,11 +8,16 @@ is raised before anything is stored, so the caller may simply post again.
 The bounds follow from a wait, not from a guessed count (``[daemon] admission_wait_seconds``,
 *W*; docs/guides/overload.md):
 
-* the daemon's is *W* × the replies per second it measures (an EWMA of answered turns per
-  second of busy time, :data:`START_RATE` until the first sample), at least :data:`MIN_PENDING`;
-* a (persona, channel)'s, answered one turn at a time, is *W* ÷ the seconds a turn takes (an
-  EWMA over every channel: from when a turn could start, i.e. its admission or the previous
-  reply in its channel, until its reply), at least 1.
+* the daemon's is *W* × the replies per second it measures (a moving average of answered turns
+  per second of busy time, from :data:`START_RATE`), at least :data:`MIN_PENDING`;
+* a (persona, channel)'s, answered one turn at a time, is *W* ÷ the seconds a turn takes (a
+  moving average over every channel, from :data:`START_TURN_SECONDS`, of the time from when a
+  turn could start, i.e. its admission or the previous reply in its channel, until its reply),
+  at least 1.
+
+The averages move faster towards more room than towards less (:data:`FAST`, :data:`SLOW`): a
+bound measures the daemon only as far as it lets work in, so a low estimate (a cold first
+turn, a quiet spell with one busy channel) must not hold the bound down for long.
 
 ``[daemon] max_pending`` / ``max_pending_per_channel`` fix either bound instead. What is
 counted is what this daemon accepted: each admitted message holds a :class:`Ticket` until its
@@ -36,15 +41,17 @@ from agentd.runtime.events import Done, Error, Event
 from agentd.runtime.messages import ActorKey, Sink
 
 #: Replies per second assumed until the first is measured (the daemon's bound starts at W × this).
-START_RATE = 2.0
+START_RATE = 4.0
 #: Seconds per turn assumed until the first is measured.
 START_TURN_SECONDS = 1.0
 #: The daemon's derived bound is never below this many messages.
 MIN_PENDING = 4
 #: Seconds of busy time (something waiting for a reply) per sample of the reply rate.
 RATE_WINDOW = 1.0
-#: Weight of a new sample in the moving averages.
-ALPHA = 0.3
+#: Weight of a new sample in the moving averages when it gives more room (a higher rate, a
+#: shorter turn), and when it gives less.
+FAST = 0.5
+SLOW = 0.2
 #: A ticket held this long is dropped (its turn's end never reached this daemon).
 STALE_SECONDS = 3600.0
 
@@ -82,8 +89,8 @@ class Admission:
         self._held: dict[int, Ticket] = {}
         self._per_key: dict[ActorKey, int] = {}
         self._last_done: dict[ActorKey, float] = {}
-        self._rate: float | None = None
-        self._turn: float | None = None
+        self._rate = START_RATE
+        self._turn = START_TURN_SECONDS
         self._busy = 0.0
         self._done_in_window = 0
         self._changed = clock()
@@ -117,10 +124,12 @@ class Admission:
             left = self._per_key[key] - 1
             if answered:
                 started = max(ticket.at, self._last_done.get(key, ticket.at))
-                self._turn = _ewma(self._turn, now - started)
+                sample = now - started
+                self._turn += (FAST if sample < self._turn else SLOW) * (sample - self._turn)
                 self._done_in_window += 1
                 if self._busy >= RATE_WINDOW:
-                    self._rate = _ewma(self._rate, self._done_in_window / self._busy)
+                    sample = self._done_in_window / self._busy
+                    self._rate += (FAST if sample > self._rate else SLOW) * (sample - self._rate)
                     self._busy, self._done_in_window = 0.0, 0
             if left:
                 self._per_key[key] = left
@@ -142,7 +151,7 @@ class Admission:
     def bounds(self) -> Bounds:
         """The bounds in force now and what they are derived from."""
         with self._lock:
-            return Bounds(len(self._held), self._limit(), self._key_limit(), self._rate_now(), self._turn_now())
+            return Bounds(len(self._held), self._limit(), self._key_limit(), self._rate, self._turn)
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -153,18 +162,12 @@ class Admission:
         if held >= limit or in_key >= key_limit:
             raise self._refusal(persona, channel, held, limit, in_key, key_limit)
 
-    def _rate_now(self) -> float:
-        return self._rate if self._rate is not None else START_RATE
-
-    def _turn_now(self) -> float:
-        return self._turn if self._turn is not None else START_TURN_SECONDS
-
     def _limit(self) -> int:
-        return self._fixed or max(MIN_PENDING, math.ceil(self._wait * self._rate_now()))
+        return self._fixed or max(MIN_PENDING, math.ceil(self._wait * self._rate))
 
     def _key_limit(self) -> int:
         # (a hair added: 5 s ÷ 0.5000001 s is 10 turns, not 9)
-        return self._fixed_channel or max(1, math.floor(self._wait / max(self._turn_now(), 1e-3) + 1e-6))
+        return self._fixed_channel or max(1, math.floor(self._wait / max(self._turn, 1e-3) + 1e-6))
 
     def _account(self, now: float, ending: int = 0) -> None:
         """Add the time since the last change to the busy time if anything was held through it."""
@@ -189,25 +192,21 @@ class Admission:
         waits = [0.0]
         reasons = []
         if held >= limit:
-            waits.append((held - limit + 1) / self._rate_now())
-            how = "[daemon] max_pending" if self._fixed else f"{self._wait:g} s × {self._rate_now():.1f} replies/s"
+            waits.append((held - limit + 1) / self._rate)
+            how = "[daemon] max_pending" if self._fixed else f"{self._wait:g} s × {self._rate:.1f} replies/s"
             reasons.append(f"agentd has {held} messages waiting for a reply (bound {limit}: {how})")
         if in_key >= key_limit:
-            waits.append((in_key - key_limit + 1) * self._turn_now())
+            waits.append((in_key - key_limit + 1) * self._turn)
             how = (
                 "[daemon] max_pending_per_channel"
                 if self._fixed_channel
-                else f"{self._wait:g} s ÷ {self._turn_now():.2f} s per turn"
+                else f"{self._wait:g} s ÷ {self._turn:.2f} s per turn"
             )
             reasons.append(
                 f"persona {persona!r} in channel {channel!r} has {in_key} messages waiting (bound {key_limit}: {how})"
             )
         retry = max(1, math.ceil(max(waits)))
         return Overloaded(f"{'; '.join(reasons)}; nothing was stored: post again in {retry} s", retry)
-
-
-def _ewma(average: float | None, sample: float) -> float:
-    return sample if average is None else ALPHA * sample + (1 - ALPHA) * average
 
 
 __all__ = ["Admission", "Bounds", "Ticket"]
