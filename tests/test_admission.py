@@ -7,6 +7,7 @@ busy, so a refusal happens on purpose, not by timing."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -19,13 +20,14 @@ import pytest
 
 from agentd import Overloaded
 from agentd.app import App
-from agentd.client import AgentdClient
+from agentd.client import AgentdClient, AsyncAgentdClient
 from agentd.config import DaemonConfig, load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.runtime import Done, Error, Event, Runtime
 from agentd.runtime.admission import MIN_PENDING, START_RATE, Admission
 from tests.conftest import write_home
 from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
+from tests.pgserver import PostgresDatabases
 from tests.support import Running, wait_for
 
 pytestmark = pytest.mark.both_backends
@@ -246,3 +248,69 @@ def test_clients_retrying_through_429s_lose_and_duplicate_nothing(busy: Running,
     wait_for(all_answered, 120, "every message's reply")
     replies = Counter(m["reply_to"] for m in busy.messages("general") if m["role"] == "assistant")
     assert replies == Counter(m["id"] for m in users)
+
+
+def test_the_async_client_waits_out_429s_too_and_stores_each_post_once(busy: Running, fake_openai: FakeOpenAI) -> None:
+    """AsyncAgentdClient.post, refused while the channel is full, posts again after Retry-After."""
+    statuses: Counter[int] = Counter()
+
+    class Counting(httpx.AsyncHTTPTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            response = await super().handle_async_request(request)
+            statuses[response.status_code] += 1
+            return response
+
+    async def main() -> list[int]:
+        async with AsyncAgentdClient(busy.url, transport=Counting(), busy_patience=300) as client:
+            posts = [asyncio.create_task(client.post("general", "bob", f"async {i}", persona="fake")) for i in (1, 2)]
+            while statuses[429] < 2:
+                await asyncio.sleep(0.05)
+            fake_openai.release()
+            return [(await p).id for p in posts]
+
+    ids = asyncio.run(asyncio.wait_for(main(), 240))
+    users = [m for m in busy.messages("general") if m["role"] == "user"]
+    assert sorted(m["content"] for m in users) == ["async 1", "async 2", "one", "two"]
+    assert sorted(ids) == sorted(m["id"] for m in users if m["content"].startswith("async"))
+
+
+def test_in_a_cluster_each_daemon_bounds_what_it_accepted_until_the_owners_reply_reaches_it(
+    tmp_path: Path, postgres: PostgresDatabases, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runtimes on one PostgreSQL, one message per channel each. The first owns the channel and
+    holds its turn in the model; the second accepts one message for it (answered by the owner) and
+    refuses the next; once the owner's reply is relayed back, the second has room again."""
+    monkeypatch.setenv(KEY_ENV, "test-key")
+    config = (
+        '[embedding]\nprovider = "none"\n[daemon]\nmax_pending_per_channel = 1\n'
+        "[cluster]\nheartbeat_seconds = 0.5\nlease_seconds = 4\n"
+    )
+    personas = {"fake": fake_persona(fake_openai.url, skills="[]")}
+    url = postgres.fresh()
+    apps = [App(load_config(write_home(tmp_path / f"h{i}", config, personas, url), environ={})) for i in (0, 1)]
+    owner, other = (Runtime(a) for a in apps)
+    try:
+        fake_openai.queue(Turn(hang=True, text="held"))
+        owner.submit("fake", "c01", "u", "one")
+        wait_for(lambda: fake_openai.hanging == 1, 60, "the owner's turn to wait on the model")
+        assert owner.health()["cluster"]["channels"] == 1
+        with pytest.raises(Overloaded):
+            owner.submit("fake", "c01", "u", "refused by the owner")
+        finals: list[Event] = []
+        other.submit("fake", "c01", "v", "two", sink=finals.append)
+        assert other.health()["cluster"]["channels"] == 0  # forwarded to the owner
+        with pytest.raises(Overloaded, match="channel 'c01' has 1 messages waiting"):
+            other.submit("fake", "c01", "v", "refused by the other")
+        fake_openai.release()
+        wait_for(lambda: any(isinstance(e, Done | Error) for e in finals), 60, "the owner's reply, relayed")
+        assert isinstance(finals[-1], Done)
+        other.submit("fake", "c01", "v", "three")  # room again
+        assert owner.wait_idle(60)
+        with apps[0].store.read() as conn:
+            texts = [m.content for m in apps[0].store.messages.after(conn, "c01", 0, 100) if m.role == "user"]
+        assert texts == ["one", "two", "three"]
+    finally:
+        for rt in (owner, other):
+            rt.stop(2)
+        for a in apps:
+            a.close()
