@@ -25,7 +25,7 @@ from agentd.config import DaemonConfig, load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.runtime import Done, Error, Event, Runtime
 from agentd.runtime.admission import MIN_PENDING, START_RATE, Admission
-from tests.conftest import write_home
+from tests.conftest import agentd_process, write_home
 from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 from tests.pgserver import PostgresDatabases
 from tests.support import Running, wait_for
@@ -314,3 +314,28 @@ def test_in_a_cluster_each_daemon_bounds_what_it_accepted_until_the_owners_reply
             rt.stop(2)
         for a in apps:
             a.close()
+
+
+def test_agentd_post_fails_at_once_with_no_patience_and_otherwise_waits_out_the_429s(
+    busy: Running, fake_openai: FakeOpenAI
+) -> None:
+    """`agentd post --busy-wait 0` to a full channel exits 2 naming the code; with the default wait it
+    is refused, posts again after Retry-After once there is room, prints the reply, and the message
+    is stored once."""
+    env = {KEY_ENV: "test-key"}
+    args = ("post", "general", "--persona", "fake", "--url", busy.url)
+    refused = agentd_process(*args[:2], "impatient", *args[2:], "--busy-wait", "0", config=busy.home, env=env)
+    assert refused.returncode == 2, refused.stderr
+    assert "overloaded" in refused.stderr
+    done: dict[str, Any] = {}
+    thread = threading.Thread(
+        target=lambda: done.update(result=agentd_process(*args[:2], "patient", *args[2:], config=busy.home, env=env))
+    )
+    thread.start()
+    wait_for(lambda: busy.client.get("/healthz").json()["admission"]["refused"] >= 2, 60, "the patient post's 429")
+    fake_openai.release()
+    thread.join(180)
+    result = done["result"]
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("patient")  # the reply (the fake model echoes the prompt)
+    assert [m["content"] for m in busy.messages("general") if m["role"] == "user"] == ["one", "two", "patient"]

@@ -74,6 +74,8 @@ class Bounds:
     max_pending_per_channel: int
     replies_per_second: float
     turn_seconds: float
+    #: Posts refused since start.
+    refused: int
 
 
 class Admission:
@@ -93,6 +95,7 @@ class Admission:
         self._turn = START_TURN_SECONDS
         self._busy = 0.0
         self._done_in_window = 0
+        self._refused = 0
         self._changed = clock()
 
     def admit(self, persona: str, channel: str) -> Ticket:
@@ -151,7 +154,8 @@ class Admission:
     def bounds(self) -> Bounds:
         """The bounds in force now and what they are derived from."""
         with self._lock:
-            return Bounds(len(self._held), self._limit(), self._key_limit(), self._rate, self._turn)
+            held, limit, key_limit = len(self._held), self._limit(), self._key_limit()
+            return Bounds(held, limit, key_limit, round(self._rate, 3), round(self._turn, 3), self._refused)
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -160,6 +164,7 @@ class Admission:
         held, in_key = len(self._held), self._per_key.get((persona, channel), 0)
         limit, key_limit = self._limit(), self._key_limit()
         if held >= limit or in_key >= key_limit:
+            self._refused += 1
             raise self._refusal(persona, channel, held, limit, in_key, key_limit)
 
     def _limit(self) -> int:

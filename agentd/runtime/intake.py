@@ -32,7 +32,7 @@ import queue
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -231,8 +231,9 @@ class Intake:
         return resumed
 
     def health(self, timeout: float = 5.0) -> dict[str, Any]:
-        """Every actor's state (asked of the supervisor, or of every worker, with a timeout)."""
-        return self._dispatcher.health(timeout)
+        """Every actor's state (asked of the supervisor, or of every worker, with a timeout), and
+        admission control's bounds."""
+        return {**self._dispatcher.health(timeout), "admission": asdict(self._admission.bounds())}
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no turn is in flight; False if ``timeout`` passed first."""
