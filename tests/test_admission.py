@@ -197,12 +197,12 @@ def test_the_openai_route_answers_a_refusal_in_openais_shape(busy: Running, fake
 
 
 class Counting(httpx.HTTPTransport):
-    """A real transport that counts the answers by status."""
+    """A real transport that counts the answers by status (in ``statuses``, which several may share)."""
 
-    def __init__(self) -> None:
+    def __init__(self, statuses: Counter[int], lock: threading.Lock) -> None:
         super().__init__()
-        self.statuses: Counter[int] = Counter()
-        self._lock = threading.Lock()
+        self.statuses = statuses
+        self._lock = lock
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         response = super().handle_request(request)
@@ -215,14 +215,15 @@ def test_clients_retrying_through_429s_lose_and_duplicate_nothing(busy: Running,
     """Four clients post to the busy channel at once: they are refused (429) while it is full, wait
     as asked and post again. Once the held turn ends, every post is stored exactly once and every
     message of the channel is answered exactly once."""
-    transport = Counting()
+    statuses: Counter[int] = Counter()
+    lock = threading.Lock()
     texts = [f"retry {i}" for i in range(4)]
     posted: dict[str, int] = {}
     failures: list[BaseException] = []
 
     def post(text: str) -> None:
         try:
-            with AgentdClient(busy.url, transport=transport, busy_patience=300) as client:
+            with AgentdClient(busy.url, transport=Counting(statuses, lock), busy_patience=300) as client:
                 posted[text] = client.post("general", "alice", text, persona="fake").id
         except BaseException as exc:  # reported below
             failures.append(exc)
@@ -230,7 +231,7 @@ def test_clients_retrying_through_429s_lose_and_duplicate_nothing(busy: Running,
     threads = [threading.Thread(target=post, args=(t,)) for t in texts]
     for t in threads:
         t.start()
-    wait_for(lambda: transport.statuses[429] >= len(texts), 60, "every client to be refused once")
+    wait_for(lambda: statuses[429] >= len(texts), 60, "every client to be refused once")
     assert posted == {}
     fake_openai.release()
     for t in threads:
