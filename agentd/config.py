@@ -96,7 +96,7 @@ class DaemonConfig(_Section):
     #: Admission control: about how long an accepted message should wait for its reply, in seconds.
     #: The bounds below are derived from it when left at 0 (see the overload guide): the daemon's,
     #: this × the replies per second it measures; a channel's, this ÷ the seconds a turn takes.
-    admission_wait_seconds: float = Field(default=5.0, gt=0, le=3600)
+    admission_wait_seconds: float = Field(default=4.0, gt=0, le=3600)
     #: Messages accepted and not yet answered, at most, in this daemon; past it a post gets 429
     #: with ``Retry-After`` and nothing is stored. 0: derived (``admission_wait_seconds`` × replies/s).
     max_pending: int = Field(default=0, ge=0)

@@ -336,6 +336,8 @@ class Phase:
     refused: int = 0
     #: Posts answered 429 (the daemon's admission control: nothing stored; posted again after Retry-After).
     busy: int = 0
+    #: The other failed posts, by HTTP status or exception.
+    errors: dict[str, int] = field(default_factory=dict)
     started: float = 0.0  # wall clock
     ended: float = 0.0
     #: CPU seconds (user + system) while posting: the daemon's, and this benchmark's own clients'.
@@ -390,13 +392,17 @@ def drive(
                     http.request("POST", f"/v1/channels/{channel}/messages", data, POST_HEADERS)
                     answer = http.getresponse()
                     content = answer.read()
-                except (OSError, http_client.HTTPException):
+                except (OSError, http_client.HTTPException) as exc:
                     http.close()  # reconnects on the next request
                     with lock:
                         phase.refused += 1
+                        phase.errors[type(exc).__name__] = phase.errors.get(type(exc).__name__, 0) + 1
                     continue
                 ack = (time.perf_counter() - t0) * 1000
                 if answer.status == 429:
+                    # Closed while waiting: the daemon may close a connection idle for longer than its
+                    # keep-alive, and http.client would then fail the next request on it.
+                    http.close()
                     with lock:
                         phase.busy += 1
                     if stop.wait(retry_wait(answer.getheader("Retry-After"), rng)):
@@ -407,6 +413,7 @@ def drive(
                         phase.sent.append(Sent(int(json.loads(content)["id"]), channel, sent, ack))
                     else:
                         phase.refused += 1
+                        phase.errors[str(answer.status)] = phase.errors.get(str(answer.status), 0) + 1
         finally:
             http.close()
 
@@ -715,7 +722,13 @@ def overload(args: argparse.Namespace, config: Path, home: Path, channels: list[
                 found = replies(config, [s.message_id for s in phase.sent])
                 figures = report(phase, found, daemon.turn_lines())
                 results.append(
-                    {**figures, "admission": mode, "busy": phase.busy, "busy_per_s": phase.busy / args.seconds}
+                    {
+                        **figures,
+                        "admission": mode,
+                        "busy": phase.busy,
+                        "busy_per_s": phase.busy / args.seconds,
+                        "errors": phase.errors,
+                    }
                 )
     finally:
         config.write_text(base)
@@ -726,7 +739,7 @@ def show_overload(results: list[dict[str, Any]]) -> None:
     """Each phase, then the medians of each mode and the ratio of their replies/s."""
     for r in results:
         show(r)
-        print(f"  429 (busy)          {r['busy']} ({r['busy_per_s']:.1f}/s); other errors {r['refused']}")
+        print(f"  429 (busy)          {r['busy']} ({r['busy_per_s']:.1f}/s); other errors {r['refused']} {r['errors']}")
     medians = {
         mode: {k: pct([float(r[k]) for r in results if r["admission"] == mode], 0.5) for k in OVERLOAD_FIGURES}
         for mode in ("off", "on")
