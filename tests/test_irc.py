@@ -320,7 +320,6 @@ def test_split_text_keeps_words_utf8_and_graphemes_whole() -> None:
     assert split_text("short", 40) == ["short"]
 
 
-
 BUSY_ENV = {"AGENTD_DAEMON__MAX_PENDING_PER_CHANNEL": "1", "AGENTD_LOGGING__LEVEL": "info"}
 
 
