@@ -340,3 +340,30 @@ def test_agentd_post_fails_at_once_with_no_patience_and_otherwise_waits_out_the_
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("patient")  # the reply (the fake model echoes the prompt)
     assert [m["content"] for m in busy.messages("general") if m["role"] == "user"] == ["one", "two", "patient"]
+
+
+@pytest.mark.sqlite_only
+def test_with_worker_processes_the_daemon_counts_its_turns_until_the_workers_reply(
+    app: App, fake_openai: FakeOpenAI
+) -> None:
+    """Worker processes answer the turns (``[runtime] workers``); the daemon holds each message's place
+    until the worker's reply comes back, so the channel bound holds there too, and is given back."""
+    runtime = Runtime(app, workers=1)
+    try:
+        fake_openai.queue(Turn(hang=True, text="held"))
+        finals: list[Event] = []
+        runtime.submit("fake", "general", "alice", "one", sink=finals.append)
+        wait_for(lambda: fake_openai.hanging == 1, 120, "the worker's turn to wait on the model")
+        runtime.submit("fake", "general", "alice", "two", sink=finals.append)
+        with pytest.raises(Overloaded):
+            runtime.submit("fake", "general", "alice", "three", sink=finals.append)
+        assert runtime.health()["admission"]["pending"] == 2
+        fake_openai.release()
+        assert runtime.wait_idle(120)
+        assert sorted(e.type for e in finals if isinstance(e, Done | Error)) == ["done", "done"]
+        assert runtime.health()["admission"]["pending"] == 0
+        runtime.submit("fake", "general", "alice", "three", sink=finals.append)
+        assert runtime.wait_idle(120)
+        assert replies_per_message(app, "general") == Counter(m.id for m in user_messages(app, "general"))
+    finally:
+        runtime.stop(grace=5)
