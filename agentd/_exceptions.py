@@ -17,6 +17,7 @@ errors are mapped once, at the module that owns the library, with
     ├── Forbidden                 the caller's key may not do this
     ├── UnauthorizedCaller        no key, or one not valid (or revoked)
     ├── ShuttingDown              the daemon accepts no new work
+    ├── Overloaded                as much work is accepted and unanswered as allowed: retry later
     ├── ChatNetworkError          a channel adapter's chat network failed (raised by the adapter)
     │   ├── NetworkUnavailable    not reachable now: the adapter retries
     │   └── NetworkRefused        it refused (a login, a room, an event): retrying will not help
@@ -71,6 +72,7 @@ class ErrorCode(StrEnum):
     # The daemon and its store
     CONFIG_ERROR = "config_error"
     SHUTTING_DOWN = "shutting_down"
+    OVERLOADED = "overloaded"
     STORE_ERROR = "store_error"
     EMBEDDING_MISMATCH = "embedding_mismatch"
     INTERNAL_ERROR = "internal_error"
@@ -134,6 +136,11 @@ CATALOGUE: dict[ErrorCode, CodeInfo] = {
     ErrorCode.HOST_NOT_ALLOWED: CodeInfo(421, "the Host header names a host this daemon does not serve"),
     ErrorCode.CONFIG_ERROR: CodeInfo(500, "the configuration is invalid (file, key and reason)"),
     ErrorCode.SHUTTING_DOWN: CodeInfo(503, "the daemon is stopping; accepted messages are answered after restart"),
+    ErrorCode.OVERLOADED: CodeInfo(
+        429,
+        "the daemon, or the channel, has as many messages waiting for a reply as it may; nothing was stored: "
+        "post again after Retry-After seconds",
+    ),
     ErrorCode.STORE_ERROR: CodeInfo(503, "the database cannot be opened or written"),
     ErrorCode.EMBEDDING_MISMATCH: CodeInfo(409, "the store's vectors come from another embedding model"),
     ErrorCode.INTERNAL_ERROR: CodeInfo(500, "a bug; the daemon's log has the details"),
@@ -270,6 +277,17 @@ class TooManyFollowers(AgentdError):
     """A channel, or a key, already has as many event streams open as ``[daemon]`` allows."""
 
     code = ErrorCode.TOO_MANY_FOLLOWERS
+
+
+class Overloaded(AgentdError):
+    """As many messages are accepted and unanswered as the daemon (or the channel) allows; nothing was
+    stored. ``retry_after``: seconds until there is likely room again (sent as ``Retry-After``)."""
+
+    code = ErrorCode.OVERLOADED
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class StoreError(AgentdError):

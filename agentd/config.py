@@ -93,6 +93,16 @@ class DaemonConfig(_Section):
     #: Event streams (``GET /v1/channels/{channel}/events``) open at once on one channel, and for one key.
     max_followers_per_channel: int = Field(default=256, ge=1)
     max_followers_per_key: int = Field(default=512, ge=1)
+    #: Admission control: about how long an accepted message should wait for its reply, in seconds.
+    #: The bounds below are derived from it when left at 0 (see the overload guide): the daemon's,
+    #: this × the replies per second it measures; a channel's, this ÷ the seconds a turn takes.
+    admission_wait_seconds: float = Field(default=4.0, gt=0, le=3600)
+    #: Messages accepted and not yet answered, at most, in this daemon; past it a post gets 429
+    #: with ``Retry-After`` and nothing is stored. 0: derived (``admission_wait_seconds`` × replies/s).
+    max_pending: int = Field(default=0, ge=0)
+    #: The same bound for one persona in one channel (answered one turn at a time). 0: derived
+    #: (``admission_wait_seconds`` ÷ the measured seconds per turn, at least 1).
+    max_pending_per_channel: int = Field(default=0, ge=0)
 
 
 class DatabaseConfig(_Section):

@@ -346,6 +346,10 @@ class Phase:
     seconds: float
     sent: list[Sent] = field(default_factory=list)
     refused: int = 0
+    #: Posts answered 429 (the daemon's admission control: nothing stored; posted again after Retry-After).
+    busy: int = 0
+    #: The other failed posts, by HTTP status or exception.
+    errors: dict[str, int] = field(default_factory=dict)
     started: float = 0.0  # wall clock
     ended: float = 0.0
     #: CPU seconds (user + system) while posting: the daemon's, and this benchmark's own clients'.
@@ -400,17 +404,28 @@ def drive(
                     http.request("POST", f"/v1/channels/{channel}/messages", data, POST_HEADERS)
                     answer = http.getresponse()
                     content = answer.read()
-                except (OSError, http_client.HTTPException):
+                except (OSError, http_client.HTTPException) as exc:
                     http.close()  # reconnects on the next request
                     with lock:
                         phase.refused += 1
+                        phase.errors[type(exc).__name__] = phase.errors.get(type(exc).__name__, 0) + 1
                     continue
                 ack = (time.perf_counter() - t0) * 1000
+                if answer.status == 429:
+                    # Closed while waiting: the daemon may close a connection idle for longer than its
+                    # keep-alive, and http.client would then fail the next request on it.
+                    http.close()
+                    with lock:
+                        phase.busy += 1
+                    if stop.wait(retry_wait(answer.getheader("Retry-After"), rng)):
+                        break
+                    continue
                 with lock:
                     if answer.status == 202:
                         phase.sent.append(Sent(int(json.loads(content)["id"]), channel, sent, ack))
                     else:
                         phase.refused += 1
+                        phase.errors[str(answer.status)] = phase.errors.get(str(answer.status), 0) + 1
         finally:
             http.close()
 
@@ -423,6 +438,16 @@ def drive(
     for t in threads:
         t.join()
     phase.ended = time.time()
+
+
+def retry_wait(header: str | None, rng: random.Random) -> float:
+    """How long a client waits after a 429: its ``Retry-After``, plus up to a quarter (as
+    :mod:`agentd.client` does), so refused clients do not come back in step."""
+    try:
+        asked = max(0.0, float(header)) if header is not None else 1.0
+    except ValueError:
+        asked = 1.0
+    return asked * (1.0 + 0.25 * rng.random())
 
 
 def poll(done: Callable[[], bool], timeout: float, every: float) -> bool:
@@ -663,6 +688,86 @@ def actors_rss(home: Path, counts: list[int]) -> list[tuple[int, int, float]]:
     return rows
 
 
+# -- overload: admission control off and on -----------------------------------------------
+
+#: ``[daemon]`` bounds no load here reaches: admission control off.
+ADMISSION_OFF = "[daemon]\nmax_pending = 1000000000\nmax_pending_per_channel = 1000000000\n"
+#: The figures compared between the two modes (medians over the runs).
+OVERLOAD_FIGURES = (
+    "accepted_per_s",
+    "busy_per_s",
+    "replies_per_s_while_posting",
+    "replies_per_s_to_last",
+    "reply_p50_ms",
+    "reply_p95_ms",
+)
+
+
+def overload(args: argparse.Namespace, config: Path, home: Path, channels: list[str]) -> list[dict[str, Any]]:
+    """The closed-loop load on a fresh daemon with admission control off (bounds no load reaches),
+    then on (the defaults), ``--overload-runs`` times. Each phase posts for ``--seconds``, then
+    waits until every accepted message is answered; a 429 is counted and the client posts again
+    after its ``Retry-After``."""
+    base = config.read_text()
+    results: list[dict[str, Any]] = []
+    try:
+        for run in range(args.overload_runs):
+            for on in (False, True):
+                config.write_text(base + ("" if on else ADMISSION_OFF))
+                mode = "on" if on else "off"
+                phase = Phase(f"buddy, admission {mode}, run {run + 1}", args.seconds)
+                daemon = Daemon(config, home / f"daemon-{mode}-{run}.log")
+                try:
+                    httpx.post(
+                        daemon.url + f"/v1/channels/{channels[0]}/messages",
+                        json={"user": "warm", "text": "warm up"},
+                        timeout=60,
+                    )
+                    settle(daemon.url, 60)
+                    cpu = daemon.cpu_seconds()
+                    drive(daemon.url, phase, args.clients, channels, args.seconds, {}, args.seed + run, args.rate)
+                    phase.daemon_cpu = daemon.cpu_seconds() - cpu
+                    if not settle(daemon.url, 600):
+                        print("  (turns still in flight after 600 s)", file=sys.stderr)
+                finally:
+                    daemon.stop()
+                found = replies(config, [s.message_id for s in phase.sent])
+                figures = report(phase, found, daemon.turn_lines())
+                results.append(
+                    {
+                        **figures,
+                        "admission": mode,
+                        "busy": phase.busy,
+                        "busy_per_s": phase.busy / args.seconds,
+                        "errors": phase.errors,
+                    }
+                )
+    finally:
+        config.write_text(base)
+    return results
+
+
+def show_overload(results: list[dict[str, Any]]) -> None:
+    """Each phase, then the medians of each mode and the ratio of their replies/s."""
+    for r in results:
+        show(r)
+        print(f"  429 (busy)          {r['busy']} ({r['busy_per_s']:.1f}/s); other errors {r['refused']} {r['errors']}")
+    medians = {
+        mode: {k: pct([float(r[k]) for r in results if r["admission"] == mode], 0.5) for k in OVERLOAD_FIGURES}
+        for mode in ("off", "on")
+    }
+    print("\nmedians over the runs       admission off   admission on")
+    for key in OVERLOAD_FIGURES:
+        print(f"  {key:<28}{medians['off'][key]:>12.1f}{medians['on'][key]:>15.1f}")
+    ratio = medians["on"]["replies_per_s_while_posting"] / max(medians["off"]["replies_per_s_while_posting"], 1e-9)
+    print(f"  replies/s while posting, on ÷ off: {ratio:.2f}")
+    totals = {k: sum(int(r[k]) for r in results if r["admission"] == "on") for k in ("lost", "duplicated", "refused")}
+    print(
+        f"  admission on, all runs: lost {totals['lost']}, duplicated {totals['duplicated']}, "
+        f"errors other than 429 {totals['refused']}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, default=20)
@@ -691,6 +796,13 @@ def main() -> None:
     parser.add_argument(
         "--cache", type=Path, help="keep the seeded database here and reuse it in later runs with the same sizes"
     )
+    parser.add_argument(
+        "--overload",
+        action="store_true",
+        help="admission control: the closed-loop load with it off, then on (fresh daemons; clients honour "
+        "Retry-After); prints accepted/s, 429s/s, replies/s and post->reply p95 of each, lost and duplicated",
+    )
+    parser.add_argument("--overload-runs", type=int, default=3, help="with --overload: how many off/on pairs")
     parser.add_argument("--keep", action="store_true", help="keep the temporary home (database, logs)")
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     parser.add_argument(
@@ -722,6 +834,9 @@ def main() -> None:
     loads: list[str] = []
     try:
         seed_cached(config, channels, args.history, args.memories, rng, args.cache, args.seed)
+        if args.overload:
+            show_overload(overload(args, config, home, channels))
+            return
         daemon = Daemon(config, home / "daemon.log")
         try:
             # One turn first: the embedder and the tokenizers are warm before the clock starts.

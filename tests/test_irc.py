@@ -161,7 +161,8 @@ class IrcUser:
 @pytest.fixture
 def stack(request: pytest.FixtureRequest, tmp_path: Path, fake_openai: FakeOpenAI, ngircd):
     """ngircd, `agentd serve` on a fixed port, and `agentd adapter irc`; returns controls.
-    Parametrized indirectly with more personas ({name: channels}) and adapter options ("args": [...])."""
+    Parametrized indirectly with more personas ({name: channels}), adapter options ("args": [...]) and
+    environment variables of both processes ("env": {...}, e.g. config overrides)."""
     irc_port, server = ngircd
     port = free_port()
     personas = {
@@ -170,6 +171,7 @@ def stack(request: pytest.FixtureRequest, tmp_path: Path, fake_openai: FakeOpenA
     }
     more = dict(getattr(request, "param", {}))
     extra_args = more.pop("args", [])
+    more_env = more.pop("env", {})
     for name, channels in more.items():
         personas[name] = fake_persona(fake_openai.url, name, channels=channels)
     home = write_home(
@@ -179,6 +181,7 @@ def stack(request: pytest.FixtureRequest, tmp_path: Path, fake_openai: FakeOpenA
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     env[KEY_ENV] = "test-key"
+    env.update(more_env)
     url = f"http://127.0.0.1:{port}"
     daemon = Process([AGENTD, "--config", str(home), "serve"], tmp_path / "daemon.log", env)
     wait_for(lambda: listening(port), 60, "the daemon")
@@ -315,3 +318,24 @@ def test_split_text_keeps_words_utf8_and_graphemes_whole() -> None:
         assert line.count("🇫") == line.count("🇷")  # no flag cut in half
     assert lines[-1] == "second paragraph"
     assert split_text("short", 40) == ["short"]
+
+
+BUSY_ENV = {"AGENTD_DAEMON__MAX_PENDING_PER_CHANNEL": "1", "AGENTD_LOGGING__LEVEL": "info"}
+
+
+@pytest.mark.parametrize("stack", [{"env": BUSY_ENV}], indirect=True)
+def test_messages_refused_while_the_channel_is_busy_are_posted_again_after_retry_after(stack, fake_openai) -> None:
+    """The daemon takes one message per channel at a time; alice says three while the first reply is
+    slow. The adapter is refused (429), waits out Retry-After, posts again: every message is answered
+    once, in order, and nobody is told the daemon is busy."""
+    alice = stack.alice
+    fake_openai.chat_delay_per_token = 0.3
+    for i in (1, 2, 3):
+        alice.say("#a", f"agentbot: busy{i} one two three")
+    wait_for(lambda: "daemon_busy" in (stack.adapter.log.read_text()), 60, "the adapter to be refused")
+    fake_openai.chat_delay_per_token = 0.0
+    alice.say("#a", "agentbot: sentinel")
+    texts = alice.until(lambda t: "alice: echo: sentinel" in t, "the sentinel")
+    replies = [t for t in texts if t.startswith("alice: echo: busy")]
+    assert replies == [f"alice: echo: busy{i} one two three" for i in (1, 2, 3)], replies
+    assert alice.notices == []

@@ -184,6 +184,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 #: runtime/'s own layers, bottom up: a module imports no runtime module of a higher one.
 RUNTIME_LAYERS: dict[str, int] = {
     **dict.fromkeys(["events", "messages", "group_commit", "inflight"], 0),
+    "admission": 0,
     "pipeline": 1,
     "dispatch": 2,
     **dict.fromkeys(["actors", "intake"], 3),

@@ -26,7 +26,7 @@ Channel = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description="1-128 cha
     "/v1/channels/{channel}/messages",
     status_code=202,
     response_model=PostAccepted,
-    responses=error_responses(403, 404, 422),
+    responses=error_responses(403, 404, 422, 429),
     **allow(Policy.CHANNEL),
 )
 async def post_message(channel: Channel, body: ChannelPost, d: Annotated[Daemon, Depends(daemon)]) -> JSONResponse:

@@ -23,7 +23,9 @@ SSE_DOC: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.post("/v1/chat", response_class=StreamingResponse, responses=SSE_DOC, **allow(Policy.CHANNEL))
+@router.post(
+    "/v1/chat", response_class=StreamingResponse, responses={**SSE_DOC, **error_responses(429)}, **allow(Policy.CHANNEL)
+)
 async def chat(body: ChatRequest, d: Annotated[Daemon, Depends(daemon)], request: Request) -> StreamingResponse:
     """Send a message and stream the reply as server-sent events.
 

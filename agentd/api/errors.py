@@ -23,6 +23,7 @@ from agentd._exceptions import (
     ErrorCode,
     InvalidInput,
     NotFound,
+    Overloaded,
     ShuttingDown,
     http_status,
 )
@@ -112,7 +113,8 @@ def install(api: FastAPI) -> None:
         status = status_of(exc)
         if status >= 500 and not isinstance(exc, ShuttingDown | EmbedderNotConfigured):
             log.error("request_failed", code=exc.code, error=exc.message)
-        return error_response(status, exc.code, exc.message, field_of(exc))
+        headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, Overloaded) else None
+        return error_response(status, exc.code, exc.message, field_of(exc), headers)
 
     @api.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -45,7 +45,7 @@ from agentd.scopes import check_identifier
 
 #: The key check, the Host check, the body limit, bad input (400, as OpenAI answers it), an
 #: unknown model, an unwritable store or a stopping daemon, a bug, a turn's timeout.
-router = APIRouter(tags=["openai"], responses=openai_error_responses(400, 401, 404, 413, 421, 500, 503, 504))
+router = APIRouter(tags=["openai"], responses=openai_error_responses(400, 401, 404, 413, 421, 429, 500, 503, 504))
 
 #: The memory user when a request names none.
 DEFAULT_USER = "anonymous"
@@ -209,6 +209,7 @@ async def chat_completions(body: ChatCompletionRequest, d: Annotated[Daemon, Dep
     disable_memory = meta.get("disable_memory", "").lower() in ("true", "1", "yes")
     if not text.strip():
         raise InvalidInput(f"messages[{len(body.messages) - 1}].content", "must not be empty or whitespace")
+    d.runtime.check_room(persona, channel)  # 429 before the earlier messages are stored
     imported = await run_in_threadpool(reconcile, d.app.store, channel, user, persona, earlier)
     bridge = EventBridge(asyncio.get_running_loop())
     accepted = await run_in_threadpool(

@@ -295,6 +295,12 @@ class Health(_Out):
         description="PostgreSQL only: this daemon's name among those sharing the store, and how many "
         "(persona, channel) pairs it answers now.",
     )
+    admission: dict[str, Any] | None = Field(
+        None,
+        description="Admission control: messages accepted and not yet answered (pending), the bounds in force "
+        "(max_pending, max_pending_per_channel), what they follow (replies_per_second, turn_seconds), and "
+        "posts refused with 429 since start (refused).",
+    )
 
 
 class UsageTally(_Out):

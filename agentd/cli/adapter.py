@@ -99,7 +99,7 @@ def irc(
 
     async def main() -> None:
         key = os.environ.get(cfg.api_key_env, "") if cfg.api_key_env else app.config.daemon.api_key
-        client = AsyncAgentdClient(base, key or None)
+        client = AsyncAgentdClient(base, key or None, busy_patience=0)  # the adapter retries, with notices
         bridge = IrcAdapter(
             client,
             state,
@@ -194,7 +194,7 @@ def matrix(
 
     async def main() -> None:
         key = os.environ.get(cfg.api_key_env, "") if cfg.api_key_env else app.config.daemon.api_key
-        client = AsyncAgentdClient(base, key or None)
+        client = AsyncAgentdClient(base, key or None, busy_patience=0)  # the adapter retries, with notices
         bridge = MatrixAdapter(
             client,
             state,

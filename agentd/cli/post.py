@@ -35,6 +35,14 @@ def daemon_url(app: App, url: str | None) -> str:
 @click.option(
     "--timeout", type=click.FloatRange(min=0.1), default=300.0, show_default=True, help="Seconds to wait for the reply."
 )
+@click.option(
+    "--busy-wait",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Seconds to keep posting again while the daemon is busy (429: nothing was stored; "
+    "each retry after its Retry-After) or refuses the connection; 0: fail at once.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the stored reply as JSON.")
 @pass_app
 def post(
@@ -45,6 +53,7 @@ def post(
     user: str | None,
     url: str | None,
     timeout: float,
+    busy_wait: float,
     as_json: bool,
 ) -> None:
     """Post TEXT to CHANNEL on a running daemon and print the persona's reply.
@@ -52,10 +61,12 @@ def post(
     The message goes through the channel adapter API (as any adapter's would):
     it is stored, answered by the channel's persona, and the reply is read from
     the channel's event stream (streamed as it is written when possible).
+    A busy daemon (429) is asked again after the wait it names, up to --busy-wait
+    seconds; the message is stored once.
     """
     base = daemon_url(app, url)
     try:
-        with AgentdClient(base, app.config.daemon.api_key or None) as client:
+        with AgentdClient(base, app.config.daemon.api_key or None, busy_patience=busy_wait) as client:
             posted = client.post(channel, user or app.config.default_user(), text, persona=persona)
             reply = _await_reply(client, channel, posted.id, as_json, timeout)
     except ApiError as exc:

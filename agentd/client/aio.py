@@ -11,15 +11,18 @@ from httpx_sse import aconnect_sse
 
 from agentd.client import _calls
 from agentd.client.backoff import Backoff
-from agentd.client.errors import DaemonUnreachable, error_from
+from agentd.client.errors import ApiError, DaemonUnreachable, error_from
 from agentd.client.models import Memory, Posted, StreamEvent
+from agentd.client.retry import DEFAULT_PATIENCE, Patience
 from agentd.client.sync import DEFAULT_URL, STREAM_READ_TIMEOUT, auth_headers
 
 T = TypeVar("T")
 
 
 class AsyncAgentdClient:
-    """A running daemon's HTTP API, for asyncio. ``async with`` it, or ``await aclose()``."""
+    """A running daemon's HTTP API, for asyncio. ``async with`` it, or ``await aclose()``.
+
+    ``busy_patience``: as :class:`~agentd.client.AgentdClient`'s."""
 
     def __init__(
         self,
@@ -28,8 +31,10 @@ class AsyncAgentdClient:
         *,
         timeout: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        busy_patience: float = DEFAULT_PATIENCE,
     ) -> None:
         self.url = url.rstrip("/")
+        self.busy_patience = busy_patience
         self._http = httpx.AsyncClient(
             base_url=self.url, headers=auth_headers(api_key), timeout=httpx.Timeout(timeout), transport=transport
         )
@@ -75,9 +80,19 @@ class AsyncAgentdClient:
         """Post a message to a channel.
 
         ``visibility``: ``direct`` (only this user and the persona read the channel) or
-        ``shared``; the channel's first post that says so decides.
+        ``shared``; the channel's first post that says so decides. A ``429`` (nothing stored)
+        or a refused connection is retried for up to ``busy_patience`` seconds.
         """
-        return await self._call(_calls.post(channel, user, text, persona, disable_memory, visibility))
+        call = _calls.post(channel, user, text, persona, disable_memory, visibility)
+        patience = Patience(self.busy_patience)
+        while True:
+            try:
+                return await self._call(call)
+            except (ApiError, DaemonUnreachable) as exc:
+                wait = patience.wait_after(exc)
+                if wait is None:
+                    raise
+                await asyncio.sleep(wait)
 
     async def messages(self, channel: str, after: int = 0, limit: int = 100) -> list[dict[str, Any]]:
         """A channel's stored messages after id ``after``."""

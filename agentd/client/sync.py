@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
@@ -11,8 +12,9 @@ from httpx_sse import connect_sse
 
 from agentd.client import _calls
 from agentd.client.backoff import Backoff
-from agentd.client.errors import DaemonUnreachable, error_from
+from agentd.client.errors import ApiError, DaemonUnreachable, error_from
 from agentd.client.models import Memory, Posted, StreamEvent
+from agentd.client.retry import DEFAULT_PATIENCE, Patience
 
 T = TypeVar("T")
 
@@ -31,7 +33,9 @@ class AgentdClient:
     """A running daemon's HTTP API, blocking. Use as a context manager, or ``close()``.
 
     Errors the daemon answers raise :class:`ApiError` (status, code, field,
-    message); not reaching it raises :class:`DaemonUnreachable`.
+    message); not reaching it raises :class:`DaemonUnreachable`. ``busy_patience``: how many
+    seconds :meth:`post` keeps posting again while the daemon answers ``429`` (after its
+    ``Retry-After``) or refuses the connection (0: never).
     """
 
     def __init__(
@@ -41,8 +45,10 @@ class AgentdClient:
         *,
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
+        busy_patience: float = DEFAULT_PATIENCE,
     ) -> None:
         self.url = url.rstrip("/")
+        self.busy_patience = busy_patience
         self._http = httpx.Client(
             base_url=self.url, headers=auth_headers(api_key), timeout=httpx.Timeout(timeout), transport=transport
         )
@@ -90,9 +96,20 @@ class AgentdClient:
         """Post a message to a channel (stored at once; the reply arrives on :meth:`follow`).
 
         ``visibility``: ``direct`` (only this user and the persona read the channel) or
-        ``shared``; the channel's first post that says so decides.
+        ``shared``; the channel's first post that says so decides. A ``429`` (nothing stored)
+        or a refused connection is retried for up to ``busy_patience`` seconds; nothing that
+        may have been stored is.
         """
-        return self._call(_calls.post(channel, user, text, persona, disable_memory, visibility))
+        call = _calls.post(channel, user, text, persona, disable_memory, visibility)
+        patience = Patience(self.busy_patience)
+        while True:
+            try:
+                return self._call(call)
+            except (ApiError, DaemonUnreachable) as exc:
+                wait = patience.wait_after(exc)
+                if wait is None:
+                    raise
+                time.sleep(wait)
 
     def messages(self, channel: str, after: int = 0, limit: int = 100) -> list[dict[str, Any]]:
         """A channel's stored messages after id ``after``, oldest first."""

@@ -11,7 +11,9 @@ The stages of a message, in order (a stage added later, such as admission
 control or per-stage metrics, goes where its comment stands in :meth:`Intake.submit`):
 
 1. validate (:meth:`Intake.submit`);
-2. admit (nothing is refused yet beyond shutdown);
+2. admit: past this daemon's, or the channel's, bound on messages accepted and not yet
+   answered, :class:`~agentd.Overloaded` (429 + ``Retry-After``) before anything is stored
+   (:mod:`agentd.runtime.admission`);
 3. group-commit: stored with concurrent submits in one transaction
    (:class:`~agentd.runtime.group_commit.GroupCommit`), then routed in id order;
 4. dispatch: the turn goes to the :class:`~agentd.runtime.dispatch.Dispatcher`
@@ -30,7 +32,7 @@ import queue
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -40,6 +42,7 @@ from agentd.llm.chat import ChatModel
 from agentd.log import get_logger
 from agentd.memory.learning import Learning
 from agentd.observe import metrics, tracing
+from agentd.runtime.admission import Admission
 from agentd.runtime.dispatch import DispatcherFactory, Parts
 from agentd.runtime.events import Done, Error, Event
 from agentd.runtime.group_commit import GroupCommit
@@ -89,6 +92,7 @@ class Intake:
         metrics.enable(app.config.telemetry.metrics)  # [telemetry] metrics: count from here on
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="agentd-retrieval")
         self._inflight = InFlight(listeners)
+        self._admission = Admission(app.config.daemon)
         learning = Learning(
             app.config, app.store, app.memory, app.personas, llm, embeds=app.embedder is not None, owns=owns
         )
@@ -150,26 +154,38 @@ class Intake:
         if visibility is not None and visibility not in VISIBILITIES:
             raise InvalidInput("visibility", f"must be one of {', '.join(VISIBILITIES)}")
         declared = self._config.channel_visibility(channel) or visibility
-        # 2. admit: nothing beyond shutdown yet (admission control goes here).
+        # 2. admit: a ticket held until the turn's Done/Error reaches its sink; Overloaded past a bound.
+        ticket = self._admission.admit(p.name, channel)
         # 3. group-commit: stored together with concurrent submits, then routed in id order: a
         # channel's messages are answered in the order they were stored. Several daemons: no
         # sweep of the pending messages runs between storing and routing (the dispatcher's serial).
-        item = self._runner.writer.incoming(
-            p,
-            channel,
-            user,
-            text,
-            request_id=uuid.uuid4().hex,
-            source=source,
-            options=_options(disable_memory, disable_tools),
-            at=at,
-            visibility=declared if DELEGATION_MARK not in channel else None,
-        )
-        delivery = _Delivery(sink or _discard, disable_memory, disable_tools, tracing.inject())
-        with tracing.span("store user message"):
-            stored = self._commit.submit(item, delivery)
+        try:
+            item = self._runner.writer.incoming(
+                p,
+                channel,
+                user,
+                text,
+                request_id=uuid.uuid4().hex,
+                source=source,
+                options=_options(disable_memory, disable_tools),
+                at=at,
+                visibility=declared if DELEGATION_MARK not in channel else None,
+            )
+            delivery = _Delivery(
+                self._admission.watch(ticket, sink or _discard), disable_memory, disable_tools, tracing.inject()
+            )
+            with tracing.span("store user message"):
+                stored = self._commit.submit(item, delivery)
+        except BaseException:
+            self._admission.release(ticket, answered=False)  # nothing was stored
+            raise
         assert stored.request_id is not None
         return Accepted(stored.id, stored.request_id, p.name, channel)
+
+    def check_room(self, persona: str, channel: str) -> None:
+        """:class:`~agentd.Overloaded` if a message to ``persona`` in ``channel`` would be refused now
+        (for a caller that stores something of its own before :meth:`submit`)."""
+        self._admission.check(self._app.personas[persona].name, channel)
 
     def chat(
         self,
@@ -221,8 +237,9 @@ class Intake:
         return resumed
 
     def health(self, timeout: float = 5.0) -> dict[str, Any]:
-        """Every actor's state (asked of the supervisor, or of every worker, with a timeout)."""
-        return self._dispatcher.health(timeout)
+        """Every actor's state (asked of the supervisor, or of every worker, with a timeout), and
+        admission control's bounds."""
+        return {**self._dispatcher.health(timeout), "admission": asdict(self._admission.bounds())}
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until no turn is in flight; False if ``timeout`` passed first."""
