@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import re
+import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -13,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from agentd.store import Store
-from tests.conftest import BUDDY, agentd_cli
+from tests.conftest import BUDDY, agentd_cli, write_home
 from tests.pgserver import PostgresDatabases
 from tests.support import Running, wait_for
 
@@ -131,3 +133,27 @@ def test_restore_checks_the_copy_first_and_refuses_a_bad_one(home: Path, tmp_pat
     assert "the boat is blue" in listed.stdout
     assert "the car is red" not in listed.stdout
     assert _digest(home.parent / "agentd.db.before-restore") == original
+
+
+def test_a_pg_dump_older_than_the_server_is_refused_naming_the_way_out(
+    tmp_path: Path, postgres: PostgresDatabases
+) -> None:
+    """``agentd db backup PATH`` on PostgreSQL runs the ``pg_dump`` on ``PATH``; one of an older
+    major version than the server refuses to dump it, and the error says what to do."""
+    found = shutil.which("pg_dump")
+    if found is None:
+        pytest.skip("no pg_dump on PATH")
+    version = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=30).stdout
+    major = re.search(r"\) (\d+)", version)
+    if major is None or int(major.group(1)) >= 18:
+        pytest.skip(f"the pg_dump on PATH is not older than the server: {version.strip()}")
+    url = postgres.fresh()
+    try:
+        home = write_home(tmp_path, database_url=url)
+        refused = agentd_cli("db", "backup", str(tmp_path / "copy.dump"), config=home)
+    finally:
+        postgres.drop(url)
+    assert refused.returncode == 1, refused.stdout
+    assert "older than the server" in refused.stderr, refused.stderr
+    assert "--pg-dump" in refused.stderr
+    assert not (tmp_path / "copy.dump").exists()

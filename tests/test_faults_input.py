@@ -272,11 +272,21 @@ def test_http_1_0_without_a_host_gets_the_host_check(daemons) -> None:
     assert b"host_not_allowed" in answer
 
 
-def test_an_integer_written_with_a_zero_fraction_is_that_integer(daemons) -> None:
-    """JSON Schema's integer (what the published schema says) includes 5.0: it is read as 5, as
-    every client generated from the schema may send it. What is refused is coercion: 5.5, "5", true."""
+def test_an_integer_written_with_a_zero_fraction_is_refused_like_any_coercion(daemons) -> None:
+    """No coercion: where an integer is wanted, ``5.0`` is refused as ``5.5``, ``"5"`` and ``true``
+    are (422 naming the field), in every body that takes one; ``5`` is taken."""
     d = daemons()
     assert d.client.post("/v1/memories", json={"persona": "fake", "text": "the boat is blue"}).status_code == 201
-    found = d.client.post("/v1/memory/search", json={"query": "boat", "persona": "fake", "limit": 1.0})
-    assert found.status_code == 200
+    for path, body, field in (
+        ("/v1/memory/search", {"query": "boat", "persona": "fake", "limit": 1.0}, "limit"),
+        ("/v1/memory/context", {"userId": "al", "query": "boat", "tokenBudget": 2000.0}, "tokenBudget"),
+        ("/v1/memory/context", {"userId": "al", "query": "boat", "limit": 5.0}, "limit"),
+    ):
+        refused = d.client.post(path, json=body)
+        assert refused.status_code == 422, (path, refused.text)
+        assert refused.json()["error"]["field"] == field, refused.text
+        assert "integer" in refused.json()["error"]["message"], refused.text
+        whole = {k: int(v) if isinstance(v, float) else v for k, v in body.items()}
+        assert d.client.post(path, json=whole).status_code == 200, (path, whole)
+    found = d.client.post("/v1/memory/search", json={"query": "boat", "persona": "fake", "limit": 1})
     assert len(found.json()["results"]) == 1

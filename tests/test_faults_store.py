@@ -1,8 +1,10 @@
-"""The disk fills during a turn: the outcome the client hears is the one the store holds.
+"""The store refuses a turn's reply: the outcome the client hears is the one the store holds,
+``/healthz`` says why while it lasts, and the channel's later messages wait their turn.
 
-The daemon's database lives on a small tmpfs that the test fills with a file, as
-a disk fills up; deleting the file frees it again. Mounting needs root (as on
-the project's machines); elsewhere the test is skipped, saying why.
+The disk filling: the daemon's database lives on a small tmpfs that the test fills with a
+file, as a disk fills up; deleting the file frees it again. Mounting needs root (as on
+the project's machines); elsewhere that test is skipped, saying why. A write lock held
+too long by another process (the same refusal, as the store sees it) needs nothing.
 """
 
 from __future__ import annotations
@@ -11,12 +13,17 @@ import errno
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+import sqlean
 
 from agentd.store.engine import create_engine
-from tests.fakeopenai import Turn
+from tests.conftest import write_home
+from tests.fakeopenai import FakeOpenAI, Turn, fake_persona
 from tests.support import read_sse, wait_for
+from tests.test_serve import Serve
 
 LONG_REPLY = " ".join(f"word{i}" for i in range(60))
 
@@ -94,5 +101,64 @@ def test_a_full_disk_mid_turn_never_tells_the_client_something_the_store_does_no
     assert replies == {}
     later = d.chat("and now?")
     assert later[-1].event == "done"
+    with d.app.store.read() as conn:  # settled before the later one was answered: not left pending
+        user = d.app.store.messages.get(conn, user_id)
+    assert user is not None
+    assert user.status == "failed"
     wait_for(lambda: d.client.get("/healthz").json()["healthy"], 10, "healthz to say healthy again")
     assert d.client.get("/healthz").json()["store"] == {"writable": True}
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["actors", "workers"])
+def test_a_reply_the_store_refuses_is_written_again_and_healthz_says_why_meanwhile(
+    tmp_path: Path, fake_openai: FakeOpenAI, workers: int
+) -> None:
+    """Another process holds the database's write lock while a reply streams: the reply cannot
+    be stored. ``/healthz`` says the store is not writable and why (the worker process's failed
+    write too), the channel's next message is not answered before it, and once the lock is gone
+    the reply is written again: both are answered, in order, and ``/healthz`` is healthy again."""
+    config = f'[embedding]\nprovider = "none"\n[runtime]\nworkers = {workers}\n'
+    home = write_home(tmp_path, config, {"fake": fake_persona(fake_openai.url)})
+    home.write_text(home.read_text().replace("[logging]", "busy_timeout_ms = 200\n[logging]", 1))
+    fake_openai.chat_delay_per_token = 0.1
+    daemon = Serve(home)
+    try:
+        with httpx.Client(base_url=daemon.url, timeout=30) as client:
+            first = _post(client, "one two three four five six seven eight nine ten")
+            second = _post(client, "and then")
+            wait_for(fake_openai.streaming.is_set, 60, "the first reply to stream")
+            holder = sqlean.connect(str(home.parent / "agentd.db"), isolation_level=None)
+            try:
+                holder.execute("BEGIN IMMEDIATE")
+                health = wait_for(lambda: _degraded(client), 30, "healthz to report the refused write")
+                assert health["healthy"] is False
+                assert health["store"]["writable"] is False
+                assert "locked" in health["store"]["error"]
+                assert _replies(client) == {}  # nothing answered meanwhile, the second not before the first
+            finally:
+                holder.rollback()
+                holder.close()
+            replies = wait_for(lambda: len(_replies(client)) == 2 and _replies(client), 60, "both replies")
+            assert replies[first] < replies[second]  # in order
+            assert len(fake_openai.chat_requests()) == 2  # the reply was stored again, not asked again
+            wait_for(lambda: client.get("/healthz").json()["healthy"], 30, "healthz to say healthy again")
+            assert client.get("/healthz").json()["store"] == {"writable": True}
+    finally:
+        daemon.stop()
+
+
+def _post(client: httpx.Client, text: str) -> int:
+    answer = client.post("/v1/channels/general/messages", json={"persona": "fake", "user": "ann", "text": text})
+    assert answer.status_code == 202, answer.text
+    return int(answer.json()["id"])
+
+
+def _degraded(client: httpx.Client) -> dict[str, Any] | None:
+    health: dict[str, Any] = client.get("/healthz").json()
+    return health if health.get("status") == "degraded" else None
+
+
+def _replies(client: httpx.Client) -> dict[int, int]:
+    """user message id -> the id of its complete reply."""
+    messages = client.get("/v1/channels/general/messages").json()["messages"]
+    return {m["reply_to"]: m["id"] for m in messages if m["role"] == "assistant" and m["status"] == "complete"}

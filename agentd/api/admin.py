@@ -39,7 +39,9 @@ async def healthz(d: Annotated[Daemon, Depends(daemon)], request: Request) -> di
         health = await d.probe(lambda: d.runtime.health(timeout=2.0))
     except Exception as exc:  # a stopping supervisor or a timeout: report, never fail the probe
         return {"status": "stopping", "version": __version__, "reason": repr(exc)}
-    failure = d.app.store.write_failure
+    # This process's last write, or a worker process's (it stores the replies it answers).
+    worker_failure = health.pop("store_failure", None)
+    failure = d.app.store.write_failure or worker_failure
     store = {"writable": failure is None, **({"error": failure} if failure else {})}
     healthy = bool(health.get("healthy", True)) and failure is None
     return {

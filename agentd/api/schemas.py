@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from agentd.config import MAX_MESSAGE_CHARS
 from agentd.scopes import IDENTIFIER_PATTERN, INVISIBLE, WHITESPACE
@@ -63,20 +63,13 @@ def _checked_json(value: Any) -> Any:
     return value
 
 
-def _integral(value: Any) -> Any:
-    """JSON has one kind of number, and JSON Schema's ``integer`` is any number without a fraction:
-    ``5.0`` is 5 (the published schema says so, and clients built from it send either). A fraction
-    (``5.5``), a string (``"5"``) or a boolean stays refused: that is the coercion agentd does not do."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
 Identifier = Annotated[str, Field(pattern=IDENTIFIER_PATTERN, description="1-128 characters, no whitespace.")]
 #: A persona's name (unknown ones are 404).
 PersonaName = Annotated[str, Field(min_length=1)]
-Limit = Annotated[int, Field(ge=1, le=1000), BeforeValidator(_integral)]
-TokenBudget = Annotated[int, Field(ge=1, le=1_000_000), BeforeValidator(_integral)]
+#: Integers are JSON integers: ``5``. ``5.0`` (JSON Schema 2020-12 counts it an integer), ``5.5``, ``"5"``
+#: and ``true`` are refused: no coercion (tests/schemathesis_hooks.py keeps schemathesis to ``5``).
+Limit = Annotated[int, Field(ge=1, le=1000)]
+TokenBudget = Annotated[int, Field(ge=1, le=1_000_000)]
 Score = Annotated[float, Field(ge=0.0, le=1.0)]
 Text = Annotated[str, Field(pattern=TEXT_PATTERN)]
 Metadata = Annotated[dict[str, Any], AfterValidator(_checked_json)]

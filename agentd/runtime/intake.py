@@ -3,9 +3,10 @@
 ``submit`` validates a message, stores it (durable before anything else
 happens), and hands its turn to the dispatcher; the reply arrives as events on
 the sink. ``chat`` does the same and yields the events. ``stop`` shuts down
-without losing anything accepted: replies in flight may finish within a grace
-period, then are cut and stored as ``interrupted``; messages not yet started
-stay ``pending`` and are answered by ``resume_pending`` after the next start.
+without losing anything accepted: it starts no new turn, replies in flight may
+finish within a grace period, then are cut (the partial reply stored as
+``interrupted``); the messages of cut turns and of turns not started stay
+``pending`` and are answered by ``resume_pending`` after the next start.
 
 The stages of a message, in order (a stage added later, such as admission
 control or per-stage metrics, goes where its comment stands in :meth:`Intake.submit`):

@@ -21,8 +21,10 @@ class TurnState(StrEnum):
     """Where a turn is in its life: accepted → started → answered | failed | interrupted.
 
     The stored user message's status follows it (``pending`` until the turn ends).
-    A turn still ``accepted`` when the daemon stops stays pending and is answered
-    after the next start.
+    A turn still ``accepted`` when the daemon starts draining never starts
+    (:meth:`Draft.withhold`); one ``interrupted`` (only shutdown interrupts a turn)
+    keeps its partial reply but leaves its message ``pending``. Either way the
+    message is answered after the next start.
     """
 
     ACCEPTED = "accepted"
@@ -58,6 +60,15 @@ class Draft:
             if self._state is not TurnState.ACCEPTED or self.cancel.is_set():
                 return False
             self._state = TurnState.STARTED
+            return True
+
+    def withhold(self) -> bool:
+        """accepted → interrupted, before it started (a draining daemon starts no new turn); False
+        when the turn started or ended already."""
+        with self._lock:
+            if self._state is not TurnState.ACCEPTED:
+                return False
+            self._state = TurnState.INTERRUPTED
             return True
 
     def finish(self, state: TurnState) -> bool:

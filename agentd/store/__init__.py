@@ -151,6 +151,10 @@ class Store:
         except OperationalError as exc:
             self.write_failure = str(exc.orig)
             raise StoreError(f"cannot write the database: {exc.orig}") from exc
+        except StoreError as exc:
+            if isinstance(exc.__cause__, OperationalError):  # the write lock, past the busy timeout
+                self.write_failure = exc.message
+            raise
         finally:
             if turns is not None:
                 turns.release()

@@ -230,7 +230,8 @@ def _run(argv: list[str], env: dict[str, str], what: str) -> str:
     except OSError as exc:
         raise StoreError(f"cannot run {argv[0]}: {exc.strerror}") from exc
     if done.returncode != 0:
-        raise StoreError(
-            f"{what} failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}"
-        )
+        why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else str(done.returncode)
+        if "version mismatch" in done.stderr:
+            why += f" ({argv[0]} is older than the server: name one of its major version or newer with --pg-dump)"
+        raise StoreError(f"{what} failed: {why}")
     return done.stdout

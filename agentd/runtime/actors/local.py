@@ -7,6 +7,7 @@ and each daemon of a cluster runs for the channels it owns (:mod:`agentd.runtime
 from __future__ import annotations
 
 import contextlib
+import threading
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -37,14 +38,22 @@ class LocalActors:
         self._inflight.add_listener(self._nudge_learning)
         self._supervisor = Supervisor.start(self._spawn, parts.app.config.runtime, self._unanswerable)
         self._learning.start()
+        #: Set when :meth:`stop` begins: no turn starts after it (held with the lock while routing).
+        self._draining = False
+        self._routing = threading.Lock()
 
     def serial(self) -> AbstractContextManager[Any]:
         """Nothing to hold: only this runtime routes this store's messages."""
         return contextlib.nullcontext()
 
     def route(self, turn: Turn) -> None:
-        """Track the turn and tell the supervisor, which sends it to the (persona, channel) actor."""
-        self._supervisor.tell(Dispatch(self._inflight.track(turn)))
+        """Track the turn and tell the supervisor, which sends it to the (persona, channel) actor
+        (draining: the turn is not started, its message stays pending for the next start)."""
+        with self._routing:
+            if not self._draining:
+                self._supervisor.tell(Dispatch(self._inflight.track(turn)))
+                return
+        turn.sink(Error(ErrorCode.SHUTTING_DOWN, _KEPT, turn.message_id))
 
     def resume_pending(self, sink: Sink) -> int:
         """Route every pending message of the store."""
@@ -54,10 +63,12 @@ class LocalActors:
         return len(turns)
 
     def health(self, timeout: float) -> dict[str, Any]:
-        """The supervisor's account of its actors."""
+        """The supervisor's account of its actors, and why this process's last write to the store
+        failed (``store_failure``, until a write succeeds again)."""
         answer = self._supervisor.ask(Health(), timeout=timeout)
         assert isinstance(answer, dict)
-        return answer
+        failure = self._app.store.write_failure
+        return {**answer, "store_failure": failure} if failure else answer
 
     def learning_idle(self, timeout: float) -> bool:
         """Wait for this runtime's background jobs."""
@@ -68,8 +79,10 @@ class LocalActors:
         return []
 
     def stop(self, grace: float) -> None:
-        """Let in-flight replies finish within ``grace``, store the rest as interrupted, stop the actors."""
+        """Start no new turn (those queued stay pending), let the running replies finish within
+        ``grace``, store the rest as interrupted (their messages stay pending), stop the actors."""
         inflight = self._inflight
+        self._drain()
         if not inflight.wait_idle(grace):
             # Grace is over. Turns not started must not start now (they stay pending for the
             # next start); running ones are asked to stop and get a moment to store their part.
@@ -87,6 +100,18 @@ class LocalActors:
         self._learning.stop()
 
     # -- internals ----------------------------------------------------------------------------
+
+    def _drain(self) -> None:
+        """Shutdown begins: the turns not started yet (queued behind another in their channel)
+        never start; their messages stay pending and are answered after the next start. Only
+        the running turns get the grace period."""
+        with self._routing:
+            self._draining = True
+        withheld = [turn for turn in self._inflight.turns() if turn.draft.withhold()]
+        for turn in withheld:
+            turn.sink(Error(ErrorCode.SHUTTING_DOWN, _KEPT, turn.message_id))
+        if withheld:
+            log.info("drain_withheld", turns=len(withheld))
 
     def _nudge_learning(self, turn: Turn, event: Event) -> None:
         """A stored reply nudges the background jobs for its channel."""
@@ -122,7 +147,8 @@ class LocalActors:
             return
         reply_id = None
         if started:
-            code, why = ErrorCode.INTERRUPTED, "agentd stopped before the reply was complete"
+            code = ErrorCode.INTERRUPTED
+            why = "agentd stopped before the reply was complete; the message is kept and answered after restart"
             try:
                 reply_id = self._runner.writer.ended(
                     turn.persona,
@@ -131,13 +157,17 @@ class LocalActors:
                     turn.request_id,
                     TurnState.INTERRUPTED,
                     turn.draft.text(),
+                    resume=True,
                 )
             except StoreError as exc:  # the message stays pending: answered after the next start
                 log.error("turn_outcome_not_stored", request_id=turn.request_id, store_error=exc.message)
                 code, why = ErrorCode.STORE_ERROR, f"{why}, and the store could not be written ({exc.message})"
         else:
-            code, why = ErrorCode.SHUTTING_DOWN, "agentd stopped first; the message is kept and answered after restart"
+            code, why = ErrorCode.SHUTTING_DOWN, _KEPT
         turn.sink(Error(code, why, turn.message_id, reply_id))
 
+
+#: What the sink of a turn that shutdown kept from starting is told.
+_KEPT = "agentd stopped first; the message is kept and answered after restart"
 
 __all__ = ["LocalActors"]

@@ -260,10 +260,22 @@ class TurnWriter:
         return reply_id
 
     def ended(
-        self, persona: str, channel: str, user_message_id: int, request_id: str, state: TurnState, partial: str
+        self,
+        persona: str,
+        channel: str,
+        user_message_id: int,
+        request_id: str,
+        state: TurnState,
+        partial: str,
+        *,
+        resume: bool = False,
     ) -> int | None:
         """A turn ended without a complete reply: keep what was streamed as ``interrupted``, set the
-        user message's status (``failed`` or ``interrupted``); return the partial reply's id."""
+        user message's status (``failed`` or ``interrupted``); return the partial reply's id.
+
+        ``resume``: leave the message ``pending`` instead (a turn shutdown cut: it is answered after
+        the next start, its partial reply kept before the answer)."""
+        status = "pending" if resume else state.value
         partial_id = None
         with self._store.write() as conn:
             if partial:
@@ -280,7 +292,7 @@ class TurnWriter:
                     request_id=request_id,
                     channel_exists=True,
                 ).id
-            self._store.messages.set_status(conn, user_message_id, state.value)
+            self._store.messages.set_status(conn, user_message_id, status)
         return partial_id
 
 

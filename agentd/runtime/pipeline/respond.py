@@ -44,6 +44,7 @@ from agentd.runtime.events import (
 from agentd.runtime.messages import Turn, TurnState
 from agentd.runtime.pipeline.context_record import ToolUse, context_record
 from agentd.runtime.pipeline.record import Reply, TurnWriter
+from agentd.runtime.pipeline.retry import Unsettled, retried
 from agentd.runtime.pipeline.turn import PreparedTurn, TurnPreparer
 from agentd.skills import Caller, SkillRegistry
 
@@ -100,6 +101,8 @@ class Responder:
         self._writer = writer
         self._llm = llm
         self._slots = slots if slots is not None else threading.Semaphore(1024)
+        #: Messages of this channel whose outcome the store refused (still pending).
+        self._unsettled = Unsettled()
 
     def respond(
         self,
@@ -130,15 +133,19 @@ class Responder:
         if not turn.draft.start():
             # Cancelled before it started (shutdown): the runtime keeps the message pending.
             return Outcome(None, "", False)
+        if not self._settled(turn, log):
+            return Outcome(None, "", False)
         prepared: PreparedTurn | None = None
         try:
             prepared = self._prepare(turn, memory_limit, memory_budget)
             self._announce(turn, prepared, log)
             rounds = self.model_rounds(turn, prepared, chain)
             if rounds.interrupted:
-                return self._end(
-                    turn, ErrorCode.INTERRUPTED, "the daemon stopped before the reply was complete", log, prepared
-                )
+                # Cut by shutdown: a turn of its own is answered again after the next start (its
+                # message stays pending); a subagent's is not, its caller's turn is.
+                why = "the daemon stopped before the reply was complete"
+                why += "; the message is kept and answered again after restart" if not chain else ""
+                return self._end(turn, ErrorCode.INTERRUPTED, why, log, prepared, resume=not chain)
             return self.store(turn, prepared, rounds, log, started)
         except AgentdError as exc:
             return self._end(turn, exc.code, exc.message, log, prepared)
@@ -200,8 +207,12 @@ class Responder:
         summary = next((m.content for m in ctx.messages if m.source == "user_history"), None)
         store_started = time.perf_counter()
         try:
-            reply_id = self._writer.answered(
-                self._persona, self._channel, turn.message_id, Reply(text, record, summary)
+            reply = Reply(text, record, summary)
+            reply_id = retried(
+                lambda: self._writer.answered(self._persona, self._channel, turn.message_id, reply),
+                turn.draft.cancel,
+                log,
+                "reply",
             )
         except AlreadyAnswered:
             # Another daemon answered this message first (several daemons on one PostgreSQL):
@@ -323,8 +334,18 @@ class Responder:
             content = content[:MAX_TOOL_RESULT_CHARS] + " …[tool result truncated]"
         return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
 
-    def _end(self, turn: Turn, code: ErrorCode, message: str, log: Any, prepared: PreparedTurn | None) -> Outcome:
-        """End the turn with an Error event; keep any partial reply as ``interrupted``.
+    def _end(
+        self,
+        turn: Turn,
+        code: ErrorCode,
+        message: str,
+        log: Any,
+        prepared: PreparedTurn | None,
+        *,
+        resume: bool = False,
+    ) -> Outcome:
+        """End the turn with an Error event; keep any partial reply as ``interrupted``
+        (``resume``: the message stays pending, see :meth:`TurnWriter.ended`).
 
         The outcome is stored before the client hears of it. When it cannot be
         stored, the client is told what the store says: the message is still
@@ -338,10 +359,18 @@ class Responder:
             return Outcome(None, turn.draft.text(), False, prepared)
         try:
             partial_id = self._writer.ended(
-                self._persona.name, self._channel, turn.message_id, turn.request_id, state, turn.draft.text()
+                self._persona.name,
+                self._channel,
+                turn.message_id,
+                turn.request_id,
+                state,
+                turn.draft.text(),
+                resume=resume,
             )
         except StoreError as exc:
             log.error("turn_outcome_not_stored", code=code, error=message, store_error=exc.message)
+            if not resume and not turn.draft.cancel.is_set():
+                self._unsettled.add(turn.message_id)
             turn.sink(Error(ErrorCode.STORE_ERROR, _still_pending(message, exc), turn.message_id))
             return Outcome(None, turn.draft.text(), False, prepared)
         # Logged before the client hears of it: a caller that has the error has the log line too
@@ -358,17 +387,39 @@ class Responder:
         turn.sink(Error(code, message, turn.message_id, partial_id))
         return Outcome(partial_id, turn.draft.text(), False, prepared)
 
+    def _settled(self, turn: Turn, log: Any) -> bool:
+        """Before a turn starts: the earlier messages of the channel whose outcome the store refused
+        are marked failed. False when the store still refuses: this message is not answered either
+        (it joins them), so none is left pending while a later one is answered."""
+        why = self._unsettled.settle(self._mark_failed)
+        if why is None:
+            return True
+        turn.draft.finish(TurnState.FAILED)
+        self._unsettled.add(turn.message_id)
+        log.error("turn_not_started", reason="store_unwritable", store_error=why)
+        turn.sink(MemoryContext((), RecallStatus.OK, turn.message_id))  # always a turn's first event
+        message = (
+            f"the store cannot be written ({why}) and an earlier message of this channel is still "
+            "unsettled: this one is not answered before it (marked failed once the store takes writes)"
+        )
+        turn.sink(Error(ErrorCode.STORE_ERROR, message, turn.message_id))
+        return False
+
+    def _mark_failed(self, message_id: int) -> None:
+        self._writer.ended(self._persona.name, self._channel, message_id, "", TurnState.FAILED, "")
+
     def _unstored(self, turn: Turn, exc: StoreError, log: Any, prepared: PreparedTurn) -> Outcome:
-        """The finished reply could not be stored: mark the message failed if the store lets us
-        (else it stays pending, to be answered after a restart), and say which."""
+        """The finished reply could not be stored, even after :data:`~agentd.runtime.pipeline.retry.PAUSES`:
+        mark the message failed if the store lets us (else it is marked failed before the channel's
+        next message is answered; a restart first answers it), and say which."""
         log.error("reply_not_stored", error=exc.message)
         metrics.turn_ended(self._persona.name, TurnState.FAILED)
         why = f"the reply could not be stored ({exc.message})"
         try:
-            self._writer.ended(
-                self._persona.name, self._channel, turn.message_id, turn.request_id, TurnState.FAILED, ""
-            )
+            self._mark_failed(turn.message_id)
         except StoreError as again:
+            if not turn.draft.cancel.is_set():  # shutdown: it stays pending, answered after restart
+                self._unsettled.add(turn.message_id)
             turn.sink(Error(ErrorCode.STORE_ERROR, _still_pending(why, again), turn.message_id))
         else:
             turn.sink(Error(ErrorCode.STORE_ERROR, f"{why}; the message is marked failed", turn.message_id))
@@ -395,8 +446,8 @@ _QUIET_CODES = frozenset({ErrorCode.INTERRUPTED, ErrorCode.CONTEXT_OVERFLOW})
 
 def _still_pending(why: str, exc: StoreError) -> str:
     return (
-        f"{why}; its outcome could not be stored either ({exc.message}): the message stays pending "
-        "and is answered again after the daemon restarts"
+        f"{why}; its outcome could not be stored either ({exc.message}): the message stays pending, "
+        "marked failed before the channel's next message is answered (or answered again after a restart)"
     )
 
 

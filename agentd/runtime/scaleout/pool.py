@@ -51,7 +51,8 @@ class WorkerPool:
         return len(turns)
 
     def health(self, timeout: float) -> dict[str, Any]:
-        """Every worker's actors, and whether each worker answered."""
+        """Every worker's actors, whether each worker answered, and the workers' failed writes to the
+        store (``store_failure``)."""
         answers = self._workers.ask("health", timeout)
         actors = [a for answer in answers if answer for a in answer.get("actors", [])]
         healthy = all(answer is not None and answer.get("healthy", True) for answer in answers)
@@ -60,7 +61,9 @@ class WorkerPool:
             {"worker": i, "pid": pids[i], "running": pids[i] is not None, "answered": answers[i] is not None}
             for i in range(len(answers))
         ]
-        return {"healthy": healthy, "actors": actors, "workers": workers}
+        failures = [f"worker {i}: {a['store_failure']}" for i, a in enumerate(answers) if a and a.get("store_failure")]
+        failed = {"store_failure": "; ".join(failures)} if failures else {}
+        return {"healthy": healthy, "actors": actors, "workers": workers, **failed}
 
     def learning_idle(self, timeout: float) -> bool:
         """Every worker's background jobs (each learns from the turns it answers)."""
