@@ -550,6 +550,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=LATENCY_ROUNDS, help="rounds of the latency pass (0: none)")
     parser.add_argument("--lexical-weight", type=float, help="[memory] lexical_weight (default: the embedder's)")
     parser.add_argument(
+        "--lexical-saturation", type=float, help="[memory] lexical_saturation (default: the embedder's)"
+    )
+    parser.add_argument(
         "--cache",
         default="",
         help="stored texts' vectors kept in this directory between runs (bench/embedcache.py; default: agentd's "
@@ -587,7 +590,7 @@ def main() -> None:
             else:
                 (workdir / "locomo.db").unlink(missing_ok=True)
             if args.path in ("direct", "both"):
-                config = MemoryConfig(lexical_weight=args.lexical_weight)
+                config = MemoryConfig(lexical_weight=args.lexical_weight, lexical_saturation=args.lexical_saturation)
                 report = run(
                     args.file,
                     ks,

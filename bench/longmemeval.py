@@ -67,7 +67,7 @@ from agentd.embedders.local import DEFAULT_MODEL, MODELS, LocalEmbedder  # noqa:
 from agentd.memory import MemoryService, NewMemory  # noqa: E402
 from agentd.scopes import Reach, Scope  # noqa: E402
 from agentd.store import Store  # noqa: E402
-from agentd.store.embedded import EmbeddedPostgres  # noqa: E402
+from tests.pgembedded import EmbeddedPostgres  # noqa: E402
 
 PERSONA = "lme"
 MODES = ("hybrid", "dense", "lexical")
