@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from agentd._exceptions import ErrorCode, InvalidInput, ShuttingDown
+from agentd._exceptions import ErrorCode, InvalidInput, Overloaded, ShuttingDown
 from agentd.app import App
 from agentd.llm.chat import ChatModel
 from agentd.log import get_logger
@@ -156,7 +156,11 @@ class Intake:
             raise InvalidInput("visibility", f"must be one of {', '.join(VISIBILITIES)}")
         declared = self._config.channel_visibility(channel) or visibility
         # 2. admit: a ticket held until the turn's Done/Error reaches its sink; Overloaded past a bound.
-        ticket = self._admission.admit(p.name, channel)
+        try:
+            ticket = self._admission.admit(p.name, channel)
+        except Overloaded:
+            metrics.turn_ended(p.name, "refused")  # 429: nothing stored, the caller retries
+            raise
         # 3. group-commit: stored together with concurrent submits, then routed in id order: a
         # channel's messages are answered in the order they were stored. Several daemons: no
         # sweep of the pending messages runs between storing and routing (the dispatcher's serial).
