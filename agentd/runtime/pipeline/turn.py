@@ -146,9 +146,9 @@ class TurnPreparer:
     ) -> PreparedTurn:
         """Everything the model will be given for ``text`` from ``user`` in ``channel``.
 
-        ``message_id`` is the stored current message (a real turn): history is read
-        before it. A preview passes none: the message (if any) is not stored, and
-        history is the whole channel. Raises :class:`~agentd.ContextOverflow` when
+        ``message_id`` is the stored current message (a real turn): the transcript is read
+        before it. A preview passes none: the message (if any) is not stored, and the
+        transcript is the whole channel. Raises :class:`~agentd.ContextOverflow` when
         even the system prompt and the message do not fit. Its reads share one read
         transaction (retrieval's, on the pool's thread, have their own).
         """
@@ -178,7 +178,16 @@ class TurnPreparer:
             transcript_from = self._builder.transcript_start(persona, channel, message_id, recent)
         visibility = resolve(cfg, self._store, channel)
         reach = visibility.reach(persona.name, channel, user)
-        request = RecallRequest(query, channel, user, reach, recall_on, memory_limit, message_id, transcript_from)
+        request = RecallRequest(
+            query,
+            channel,
+            user,
+            reach,
+            recall_on,
+            limit=memory_limit,
+            before_id=message_id,
+            transcript_from=transcript_from,
+        )
         recalling = time.perf_counter()
         recalled = self._recaller.recall(request)
         recalled_at = time.perf_counter()
