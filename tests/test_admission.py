@@ -20,7 +20,7 @@ import pytest
 
 from agentd import Overloaded
 from agentd.app import App
-from agentd.client import AgentdClient, AsyncAgentdClient
+from agentd.client import AgentdClient, AsyncAgentdClient, DaemonUnreachable
 from agentd.config import DaemonConfig, load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.runtime import Done, Error, Event, Runtime
@@ -367,3 +367,36 @@ def test_with_worker_processes_the_daemon_counts_its_turns_until_the_workers_rep
         assert replies_per_message(app, "general") == Counter(m.id for m in user_messages(app, "general"))
     finally:
         runtime.stop(grace=5)
+
+
+def test_a_post_whose_answer_never_came_is_not_sent_again() -> None:
+    """A server that takes the request and never answers: the daemon may have stored it, so the client
+    raises DaemonUnreachable after the one request instead of posting a second copy."""
+    import socket
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    requests: list[bytes] = []
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)
+            requests.append(conn.recv(65536))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        client = AgentdClient(f"http://127.0.0.1:{port}", timeout=1.0, busy_patience=60)
+        with client, pytest.raises(DaemonUnreachable):
+            client.post("general", "alice", "maybe stored")
+        assert len(requests) == 1
+        assert b"POST /v1/channels/general/messages" in requests[0]
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
