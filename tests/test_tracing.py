@@ -243,7 +243,8 @@ def test_a_subagent_turn_is_a_child_of_the_tool_call_that_asked_for_it(
 
         def both_turns() -> list[Received]:
             found = collector.trace(trace_id)
-            return found if sum(s.name == "turn" for s in found) == 2 else []
+            done = sum(s.name == "turn" for s in found) == 2 and any(s.name == "POST /v1/chat" for s in found)
+            return found if done else []
 
         spans = wait_for(both_turns, 60, "both turns' spans")
     finally:
