@@ -226,6 +226,40 @@ def test_a_turn_is_one_trace_from_the_request_to_the_store(
     assert under_turn["store reply"].ok
 
 
+def test_a_subagent_turn_is_a_child_of_the_tool_call_that_asked_for_it(
+    tmp_path: Path, collector: Collector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """buddy (the offline model) delegates to scholar: scholar's turn, with its own model call, is
+    in the same trace, under buddy's ``execute_tool delegate``."""
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+    daemon = Serve(write_home(tmp_path, f'[telemetry]\notlp_endpoint = "{collector.url}"\n'))
+    try:
+        trace_id = secrets.token_hex(16)
+        headers = {"X-API-Key": "test-key", "traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"}
+        body = {"persona": "buddy", "channel": "general", "user": "ann", "message": "ask scholar to explain tides"}
+        answer = httpx.post(daemon.url + "/v1/chat", json=body, headers=headers, timeout=60)
+        assert answer.status_code == 200
+        assert "event: done" in answer.text
+
+        def both_turns() -> list[Received]:
+            found = collector.trace(trace_id)
+            done = sum(s.name == "turn" for s in found) == 2 and any(s.name == "POST /v1/chat" for s in found)
+            return found if done else []
+
+        spans = wait_for(both_turns, 60, "both turns' spans")
+    finally:
+        daemon.stop()
+    request = _one(spans, "POST /v1/chat")
+    (outer,) = [s for s in spans if s.name == "turn" and s.attributes["agentd.persona"] == "buddy"]
+    (inner,) = [s for s in spans if s.name == "turn" and s.attributes["agentd.persona"] == "scholar"]
+    hop = [s for s in spans if s.name == "route to worker"]  # [runtime] workers = "auto"
+    assert outer.parent_id == (hop[0].span_id if hop else request.span_id)
+    assert all(h.parent_id == request.span_id for h in hop)
+    tool = _children(spans, outer)["execute_tool delegate"]
+    assert inner.parent_id == tool.span_id
+    assert _children(spans, inner)["chat offline"].attributes["gen_ai.provider.name"] == "agentd"
+
+
 def test_a_request_without_traceparent_begins_a_trace_of_its_own(traced_daemon: Any, collector: Collector) -> None:
     """No header (or one that is not valid W3C): the request's span is the root of a new trace."""
     daemon = traced_daemon(0)
