@@ -46,7 +46,8 @@ With ``--observe off,metrics`` (``tracing`` too, once ``[telemetry] otlp_endpoin
 it measures instead what watching the daemon costs: the same load (``--clients``,
 ``--rate``, ``--seconds``) on the same seeded store, once per setting (``--observe-rounds``
 times, interleaved), and prints per setting the replies per second and the daemon's CPU
-per reply (from the first post until every reply is stored, workers included), with the
+per reply (from the first post until every reply is stored and indexed as an episode, workers
+included), with the
 overhead against ``off`` in %: ``off`` is ``[telemetry] metrics = false``; ``metrics``
 serves ``/metrics`` and counts every series, scraped every ``--scrape-seconds`` (5) as
 Prometheus would; the CPU the metrics hooks of one turn take, timed alone, is printed too.
@@ -847,6 +848,8 @@ def observe_run(args: argparse.Namespace, home: Path, setting: str, cache: Path,
         started(daemon.url, 120)
         httpx.post(daemon.url + f"/v1/channels/{channels[0]}/messages", json={"user": "warm", "text": "warm up"})
         settle(daemon.url, 60)
+        # The seeded history is indexed as episodes first: that background work is not the load's.
+        indexed(config, channels, 600)
         phase = Phase(setting, args.seconds)
         stop = threading.Event()
         scraper = threading.Thread(target=_scrape_while, args=(daemon.url, stop, args.scrape_seconds), daemon=True)
@@ -855,6 +858,7 @@ def observe_run(args: argparse.Namespace, home: Path, setting: str, cache: Path,
         cpu_before = daemon.cpu_seconds()
         drive(daemon.url, phase, args.clients, channels, args.seconds, {}, args.seed, args.rate)
         settle(daemon.url, 600)
+        indexed(config, channels, 600)  # with the work the replies leave behind (their episodes)
         stop.set()
         cpu = daemon.cpu_seconds() - cpu_before
     finally:
