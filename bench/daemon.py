@@ -46,12 +46,14 @@ With ``--observe off,metrics`` (``tracing`` too, once ``[telemetry] otlp_endpoin
 it measures instead what watching the daemon costs: the same load (``--clients``,
 ``--rate``, ``--seconds``) on the same seeded store, once per setting (``--observe-rounds``
 times, interleaved), and prints per setting the replies per second and the daemon's CPU
-per reply (from the first post until every reply is stored, workers included), with the
-overhead against ``off`` in %: ``off`` is ``[telemetry] metrics = false``; ``metrics``
-serves ``/metrics`` and counts every series, scraped every ``--scrape-seconds`` (5) as
-Prometheus would; the CPU the metrics hooks of one turn take, timed alone, is printed too.
+per reply (from the first post until every reply is stored and indexed as an episode,
+workers included), with the overhead against ``off`` in %: ``off`` is ``[telemetry]
+metrics = false``; ``metrics`` serves ``/metrics`` and counts every series, scraped every
+``--scrape-seconds`` (5) as Prometheus would; the CPU the metrics hooks of one turn take,
+timed alone, is printed too.
 
-    python bench/daemon.py --observe off,metrics --observe-rounds 2 --rate 6 --seconds 20
+    python bench/daemon.py --observe off,metrics --observe-rounds 3 --rate 4 --seconds 20 \
+        --history 200 --memories 200 --channels 20 --clients 4
 
 The machine this runs on may be shared: the load average is printed with the
 figures (``/proc/loadavg``).
@@ -962,6 +964,8 @@ def observe_run(args: argparse.Namespace, home: Path, setting: str, cache: Path,
         started(daemon.url, 120)
         httpx.post(daemon.url + f"/v1/channels/{channels[0]}/messages", json={"user": "warm", "text": "warm up"})
         settle(daemon.url, 60)
+        # The seeded history is indexed as episodes first: that background work is not the load's.
+        indexed(config, channels, 600)
         phase = Phase(setting, args.seconds)
         stop = threading.Event()
         scraper = threading.Thread(target=_scrape_while, args=(daemon.url, stop, args.scrape_seconds), daemon=True)
@@ -970,14 +974,26 @@ def observe_run(args: argparse.Namespace, home: Path, setting: str, cache: Path,
         cpu_before = daemon.cpu_seconds()
         drive(daemon.url, phase, args.clients, channels, args.seconds, {}, args.seed, args.rate)
         settle(daemon.url, 600)
+        indexed(config, channels, 600)  # with the work the replies leave behind (their episodes)
         stop.set()
         cpu = daemon.cpu_seconds() - cpu_before
+        scrape_ms = _scrape_cpu_ms(daemon) if setting == "metrics" else 0.0
     finally:
         daemon.stop()
     found = replies(config, [s.message_id for s in phase.sent])
     r = report(phase, found, daemon.turn_lines())
     stored = max(len(found[0]), 1)
-    return {"setting": setting, **r, "daemon_cpu_ms_per_reply": cpu * 1000 / stored}
+    return {"setting": setting, **r, "daemon_cpu_ms_per_reply": cpu * 1000 / stored, "scrape_cpu_ms": scrape_ms}
+
+
+def _scrape_cpu_ms(daemon: Daemon, scrapes: int = 20) -> float:
+    """The daemon's CPU per ``GET /metrics``, idle after the load (every series it counted is there)."""
+    with httpx.Client(base_url=daemon.url, timeout=30) as client:
+        client.get("/metrics")
+        before = daemon.cpu_seconds()
+        for _ in range(scrapes):
+            client.get("/metrics")
+        return (daemon.cpu_seconds() - before) * 1000 / scrapes
 
 
 def observe_main(args: argparse.Namespace) -> None:
@@ -1055,6 +1071,14 @@ def show_observe(settings: list[str], runs: list[dict[str, Any]], args: argparse
         hooks = hook_cpu_us()
         share = f", {100 * hooks / 1000 / base[1]:.2f} % of a reply's CPU with metrics off" if base else ""
         print(f"  metrics hooks of one turn, measured alone: {hooks:.1f} us of CPU{share}")
+        scrape = statistics.median(r["scrape_cpu_ms"] for r in runs if r["setting"] == "metrics")
+        rps = medians["metrics"][0]
+        per_reply = scrape / max(args.scrape_seconds * rps, 1e-9)
+        print(
+            f"  one GET /metrics: {scrape:.1f} ms of the daemon's CPU; every {args.scrape_seconds:g} s at "
+            f"{rps:.1f} replies/s: {per_reply:.2f} ms per reply"
+            + (f"; hooks and scrapes together {100 * (hooks / 1000 + per_reply) / base[1]:.2f} %" if base else "")
+        )
     if base is not None:
         for setting, (rps, cpu) in medians.items():
             if setting != "off":

@@ -38,7 +38,11 @@ def usage_table(report: UsageReport) -> Table:
 
 
 @click.command()
-@click.option("--persona", "-p", help="Only this persona's usage (its replies, its delegations' and extraction).")
+@click.option(
+    "--persona",
+    "-p",
+    help="Only this persona's usage: its replies, the delegated tasks it did, extraction from its exchanges.",
+)
 @click.option("--since", help="From this date (YYYY-MM-DD, UTC) or ISO time on (default: everything stored).")
 @click.option(
     "--by",
