@@ -101,7 +101,7 @@ class DaemonConfig(_Section):
     #: with ``Retry-After`` and nothing is stored. 0: derived (``admission_wait_seconds`` × replies/s).
     max_pending: int = Field(default=0, ge=0)
     #: The same bound for one persona in one channel (answered one turn at a time). 0: derived
-    #: (``admission_wait_seconds`` ÷ the measured seconds per turn, at least 1).
+    #: (``admission_wait_seconds`` ÷ the measured seconds per turn, at least 3).
     max_pending_per_channel: int = Field(default=0, ge=0)
 
 

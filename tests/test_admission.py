@@ -24,7 +24,7 @@ from agentd.client import AgentdClient, AsyncAgentdClient, DaemonUnreachable
 from agentd.config import DaemonConfig, load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.runtime import Done, Error, Event, Runtime
-from agentd.runtime.admission import MIN_PENDING, START_RATE, Admission
+from agentd.runtime.admission import MIN_PENDING, MIN_PENDING_PER_CHANNEL, START_RATE, Admission
 from tests.conftest import agentd_process, write_home
 from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 from tests.pgserver import PostgresDatabases
@@ -135,6 +135,24 @@ def test_the_bounds_follow_the_measured_reply_rate_and_turn_time() -> None:
         admission.release(ticket)
     assert admission.bounds().turn_seconds == pytest.approx(0.5, rel=0.01)
     assert admission.bounds().max_pending_per_channel == 10
+
+
+def test_a_slow_model_still_lets_a_person_send_a_few_lines_in_a_row() -> None:
+    """Turns of 20 s against a 4 s wait: W ÷ T is below one, and the channel still holds its
+    floor of places (a second line sent while the first is answered is not refused); past the
+    floor the next is refused with a Retry-After of at least one turn."""
+    now = [100.0]
+    admission = Admission(DaemonConfig(admission_wait_seconds=4.0), clock=lambda: now[0])
+    for _ in range(40):
+        ticket = admission.admit("p", "slow")
+        now[0] += 20.0
+        admission.release(ticket)
+    assert admission.bounds().turn_seconds > 10
+    held = [admission.admit("p", "slow") for _ in range(MIN_PENDING_PER_CHANNEL)]
+    assert len(held) == MIN_PENDING_PER_CHANNEL
+    with pytest.raises(Overloaded) as refused:
+        admission.admit("p", "slow")
+    assert refused.value.retry_after >= 10
 
 
 @pytest.fixture

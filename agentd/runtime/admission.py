@@ -13,7 +13,7 @@ The bounds follow from a wait, not from a guessed count (``[daemon] admission_wa
 * a (persona, channel)'s, answered one turn at a time, is *W* ÷ the seconds a turn takes (a
   moving average over every channel, from :data:`START_TURN_SECONDS`, of the time from when a
   turn could start, i.e. its admission or the previous reply in its channel, until its reply),
-  at least 1.
+  at least :data:`MIN_PENDING_PER_CHANNEL`.
 
 The averages move faster towards more room than towards less (:data:`FAST`, :data:`SLOW`): a
 bound measures the daemon only as far as it lets work in, so a low estimate (a cold first
@@ -46,6 +46,9 @@ START_RATE = 4.0
 START_TURN_SECONDS = 1.0
 #: The daemon's derived bound is never below this many messages.
 MIN_PENDING = 4
+#: A (persona, channel)'s derived bound is never below this many: people send a few lines in a
+#: row (a burst the next turn reads as one), and a slow model must not turn the second into a 429.
+MIN_PENDING_PER_CHANNEL = 3
 #: Seconds of busy time (something waiting for a reply) per sample of the reply rate.
 RATE_WINDOW = 1.0
 #: Weight of a new sample in the moving averages when it gives more room (a higher rate, a
@@ -172,7 +175,9 @@ class Admission:
 
     def _key_limit(self) -> int:
         # (a hair added: 5 s ÷ 0.5000001 s is 10 turns, not 9)
-        return self._fixed_channel or max(1, math.floor(self._wait / max(self._turn, 1e-3) + 1e-6))
+        return self._fixed_channel or max(
+            MIN_PENDING_PER_CHANNEL, math.floor(self._wait / max(self._turn, 1e-3) + 1e-6)
+        )
 
     def _account(self, now: float, ending: int = 0) -> None:
         """Add the time since the last change to the busy time if anything was held through it."""

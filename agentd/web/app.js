@@ -159,6 +159,12 @@ async function send(text) {
         persona, channel, user, message: text, ...(channel === `dm-${user}` ? { visibility: "direct" } : {}),
       }),
     });
+    if (response.status === 429) {
+      // Admission control: nothing was stored; wait as asked (at most 30 s) and post again.
+      const wait = Math.min(30, Number(response.headers.get("Retry-After")) || 1);
+      await new Promise((resolve) => setTimeout(resolve, wait * 1000));
+      continue;
+    }
     if (response.status !== 401) break;
     await askKey();
   }
