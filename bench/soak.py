@@ -57,6 +57,9 @@ from bench.daemon import (  # noqa: E402
     write_home,
 )
 
+#: Seconds uvicorn keeps an idle connection open after a response (its ``timeout_keep_alive``).
+KEEP_ALIVE_S = 5.0
+
 
 @dataclass
 class Sample:
@@ -151,8 +154,11 @@ def soak(
     """Offer ``rate`` posts per second for ``args.minutes``, sampling the daemon every ``args.sample_seconds``."""
     phase = Phase("soak", args.minutes * 60)
     seconds = args.minutes * 60
+    # At a low rate, fewer clients: each posts at least every KEEP_ALIVE_S / 2 seconds, so none finds
+    # its connection closed by the server's keep-alive timeout (drive counts that post refused).
+    clients = max(1, min(args.clients, int(rate * KEEP_ALIVE_S / 2)))
     poster = threading.Thread(
-        target=drive, args=(daemon.url, phase, args.clients, channels, seconds, {}, args.seed, rate), daemon=True
+        target=drive, args=(daemon.url, phase, clients, channels, seconds, {}, args.seed, rate), daemon=True
     )
     begin = time.monotonic()
     samples = [sample(daemon, config, 0.0)]

@@ -162,3 +162,36 @@ def _replies(client: httpx.Client) -> dict[int, int]:
     """user message id -> the id of its complete reply."""
     messages = client.get("/v1/channels/general/messages").json()["messages"]
     return {m["reply_to"]: m["id"] for m in messages if m["role"] == "assistant" and m["status"] == "complete"}
+
+
+def test_a_reply_the_store_refuses_for_longer_ends_failed_before_a_later_message_is_answered(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """The write lock is held past the retries of a reply (about 16 s): the message cannot even be
+    marked failed, so the channel's next message is not answered either (its turn does not start).
+    Once the store takes writes, a third message finds both marked failed before it is answered:
+    never a later message answered while an earlier one waits."""
+    home = write_home(tmp_path, '[embedding]\nprovider = "none"\n', {"fake": fake_persona(fake_openai.url)})
+    home.write_text(home.read_text().replace("[logging]", "busy_timeout_ms = 200\n[logging]", 1))
+    fake_openai.chat_delay_per_token = 0.1
+    daemon = Serve(home)
+    try:
+        with httpx.Client(base_url=daemon.url, timeout=30) as client:
+            first = _post(client, "one two three four five six seven eight nine ten")
+            second = _post(client, "and then")
+            wait_for(fake_openai.streaming.is_set, 60, "the first reply to stream")
+            holder = sqlean.connect(str(home.parent / "agentd.db"), isolation_level=None)
+            try:
+                holder.execute("BEGIN IMMEDIATE")
+                wait_for(lambda: "turn_not_started" in "".join(daemon.stderr), 90, "the second turn to be held back")
+            finally:
+                holder.rollback()
+                holder.close()
+            third = _post(client, "and now?")
+            replies = wait_for(lambda: _replies(client).get(third) and _replies(client), 60, "the third reply")
+            status = {m["id"]: m["status"] for m in client.get("/v1/channels/general/messages").json()["messages"]}
+    finally:
+        daemon.stop()
+    assert set(replies) == {third}
+    assert (status[first], status[second], status[third]) == ("failed", "failed", "answered")
+    assert len(fake_openai.chat_requests()) == 2  # the second never reached the model
