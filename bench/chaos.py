@@ -63,6 +63,8 @@ def write_home(root: Path, model: str, channels: int, embedding: str) -> Path:
     config = root / "agentd.toml"
     config.write_text(
         f'[database]\nurl = "sqlite:///chaos.db"\n[logging]\nlevel = "warning"\n[embedding]\nprovider = "{embedding}"\n'
+        # Admission control off: this run counts what a crash loses, not what overload refuses.
+        "[daemon]\nmax_pending = 1000000000\nmax_pending_per_channel = 1000000000\n"
     )
     return config
 

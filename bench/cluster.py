@@ -63,6 +63,9 @@ provider = "none"
 level = "warning"
 [daemon]
 shutdown_grace_seconds = 2
+# admission control off: this run measures hand-over and throughput, not refusals
+max_pending = 1000000000
+max_pending_per_channel = 1000000000
 [cluster]
 heartbeat_seconds = {heartbeat}
 """

@@ -460,6 +460,8 @@ def run_real(
         "[memory]\nretrieval_timeout_seconds = 120\n[history]\nenabled = false\n"
         f'[episodes]\nkeep = "{keep}"\ncontext_messages = {context_turns}\ntop_k = {min(50, max(ks))}\n'
         "min_score = 0.0\nbatch_size = 64\n"
+        # A replay submits a whole conversation at once: admission control (a chat's bound) off.
+        "[daemon]\nmax_pending = 1000000000\nmax_pending_per_channel = 1000000000\n"
     )
     app = App(load_config(home / "agentd.toml", environ={}), embedder=embedder)
     rt = Runtime(app)
