@@ -106,8 +106,7 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
     api.add_middleware(HostGuard, allowed=allowed_hosts(bind_host, cfg.daemon.allowed_hosts))
     api.add_middleware(OpenAIErrorShape)  # outermost: OpenAI's error shape on its routes, 401s and 421s included
     api.add_middleware(Framing)  # a request framed two ways is refused before anything else
-    api.add_middleware(AccessLog)  # outermost of all: every request is logged, refused ones too
-    api.add_middleware(monitoring.HttpMetrics)  # metrics: every request, by its route's template
+    api.add_middleware(AccessLog)  # outermost of all: every request logged and counted, refused ones too
     if tracing.enabled():  # [telemetry] otlp_endpoint: each request a span (agentd.api.traces)
         api.add_middleware(TraceRequests)
     return api

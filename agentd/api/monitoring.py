@@ -7,13 +7,10 @@ matched route's template (``/v1/channels/{channel}/messages``, never the raw pat
 
 from __future__ import annotations
 
-import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
-from starlette.routing import Match
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentd._exceptions import NotFound
 from agentd.api.responses import UsageResponse, error_responses
@@ -63,47 +60,6 @@ async def prometheus_metrics(d: Annotated[Daemon, Depends(daemon)]) -> Response:
     live = await d.probe(lambda: live_state(d))
     body = await d.probe(lambda: metrics.render(live))
     return Response(body, media_type=metrics.CONTENT_TYPE)
-
-
-def route_template(scope: Scope) -> str:
-    """The template of the route that answered (FastAPI puts it in the scope), else the first that
-    matches (a plain Starlette route such as ``/mcp``), else :data:`~agentd.observe.metrics.UNMATCHED_ROUTE`."""
-    route = scope.get("route")
-    path = getattr(route, "path", None)
-    if isinstance(path, str):
-        return path
-    app = scope.get("app")
-    for candidate in getattr(getattr(app, "router", None), "routes", ()):
-        match, _ = candidate.matches(scope)
-        if match is Match.FULL:
-            return str(getattr(candidate, "path", metrics.UNMATCHED_ROUTE))
-    return metrics.UNMATCHED_ROUTE
-
-
-class HttpMetrics:
-    """Counts and times every HTTP request by route template, method and status (outermost, so a
-    request the door refuses counts too; a stream counts when it ends)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self._app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not metrics.enabled():
-            await self._app(scope, receive, send)
-            return
-        start = time.perf_counter()
-        status = 500  # what the client gets if the application fails before answering
-
-        async def send_and_note(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
-        try:
-            await self._app(scope, receive, send_and_note)
-        finally:
-            metrics.http_request(route_template(scope), scope["method"], status, time.perf_counter() - start)
 
 
 @router.get("/v1/usage", response_model=UsageResponse, responses=error_responses(422), **allow(Policy.METRICS))
