@@ -183,3 +183,26 @@ def test_the_page_asks_for_the_api_key(daemons, fake_openai, browser, tmp_path) 
     wait_for(lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true", 30, "the page")
     assert browser.find_element(By.ID, "persona").get_attribute("value") == "fake"
     shot(browser, "web-key", tmp_path)
+
+
+def test_the_page_waits_out_a_429_and_posts_again(daemons, fake_openai, browser) -> None:
+    """Admission control refuses the page's message while the channel is full (429, nothing
+    stored): the page waits the Retry-After and posts again, and the reply arrives once there
+    is room, with no error shown."""
+    d = daemons('[daemon]\nmax_pending_per_channel = 1\n[user]\nname = "web"\n')
+    fake_openai.queue(Turn(hang=True, text="held"), Turn(text="second reply"))
+    first = d.client.post("/v1/channels/dm-web/messages", json={"user": "web", "text": "one", "persona": "fake"})
+    assert first.status_code == 202, first.text
+    wait_for(lambda: fake_openai.hanging == 1, 60, "the first turn to wait on the model")
+    browser.get(d.url + "/")
+    wait_for(lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true", 30, "the page")
+    browser.switch_to.active_element.send_keys("two", Keys.ENTER)
+    wait_for(lambda: d.client.get("/healthz").json()["admission"]["refused"] >= 1, 30, "the page's post refused")
+    fake_openai.release()
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, ".exchange.complete"), 60, "the reply")
+    assert texts(browser, ".reply .text") == ["second reply"]
+    assert browser.find_element(By.ID, "status").text == ""  # no error shown (a 429 would have put one here)
+    users = [
+        m["content"] for m in d.client.get("/v1/channels/dm-web/messages").json()["messages"] if m["role"] == "user"
+    ]
+    assert sorted(users) == ["one", "two"]  # the refused post was stored once, when it was let in
