@@ -473,6 +473,12 @@ def started(url: str, timeout: float) -> bool:
         return poll(ready, timeout, 0.2)
 
 
+def warm_up(url: str, channel: str) -> None:
+    """One turn answered before the clock starts: the embedder and the tokenizers are warm."""
+    httpx.post(url + f"/v1/channels/{channel}/messages", json={"user": "warm", "text": "warm up"}, timeout=60)
+    settle(url, 60)
+
+
 def settle(url: str, timeout: float) -> bool:
     """Wait until the daemon has no turn in flight."""
     with httpx.Client(base_url=url, timeout=30) as client:
@@ -720,12 +726,7 @@ def overload(args: argparse.Namespace, config: Path, home: Path, channels: list[
                 phase = Phase(f"buddy, admission {mode}, run {run + 1}", args.seconds)
                 daemon = Daemon(config, home / f"daemon-{mode}-{run}.log")
                 try:
-                    httpx.post(
-                        daemon.url + f"/v1/channels/{channels[0]}/messages",
-                        json={"user": "warm", "text": "warm up"},
-                        timeout=60,
-                    )
-                    settle(daemon.url, 60)
+                    warm_up(daemon.url, channels[0])
                     cpu = daemon.cpu_seconds()
                     drive(daemon.url, phase, args.clients, channels, args.seconds, {}, args.seed + run, args.rate)
                     phase.daemon_cpu = daemon.cpu_seconds() - cpu
@@ -841,13 +842,7 @@ def main() -> None:
             return
         daemon = Daemon(config, home / "daemon.log")
         try:
-            # One turn first: the embedder and the tokenizers are warm before the clock starts.
-            httpx.post(
-                daemon.url + f"/v1/channels/{channels[0]}/messages",
-                json={"user": "warm", "text": "warm up"},
-                timeout=60,
-            )
-            settle(daemon.url, 60)
+            warm_up(daemon.url, channels[0])
             phases = [] if args.floor_only else [Phase("buddy", args.seconds)]
             bodies: list[dict[str, Any]] = [] if args.floor_only else [{}]
             lists = [] if args.floor_only else [channels]
@@ -962,8 +957,7 @@ def observe_run(args: argparse.Namespace, home: Path, setting: str, cache: Path,
     daemon = Daemon(config, home / "daemon.log")
     try:
         started(daemon.url, 120)
-        httpx.post(daemon.url + f"/v1/channels/{channels[0]}/messages", json={"user": "warm", "text": "warm up"})
-        settle(daemon.url, 60)
+        warm_up(daemon.url, channels[0])
         # The seeded history is indexed as episodes first: that background work is not the load's.
         indexed(config, channels, 600)
         phase = Phase(setting, args.seconds)
