@@ -161,6 +161,15 @@ class MemoryConfig(_Section):
     top_k: int = Field(default=3, ge=1, le=100)
     #: Calibrated relevance below which automatic retrieval injects no memory.
     min_score: float = Field(default=0.5, ge=0.0, le=1.0)
+    #: Automatic retrieval's threshold for the user's own memories (user scope) when the
+    #: question is about them ("what's my dog called?", their name). A question that asks
+    #: nothing of the user ("Why is the Dead Sea so salty?") recalls none of their memories.
+    personal_min_score: float = Field(default=0.4, ge=0.0, le=1.0)
+    #: The same, when the question asks for a decision or advice for the user ("can I ...",
+    #: "should I ...", "... for me", "recommend ..."): their memories compete by rank, since what
+    #: constrains them rarely shares a word with the question ("Would a seafood paella be safe
+    #: for me?" / "Allergic to shellfish").
+    advice_min_score: float = Field(default=0.02, ge=0.0, le=1.0)
     recall_limit: int = Field(default=5, ge=1, le=100)
     #: Threshold of the ``recall`` skill (default none: the top ``limit`` by score).
     recall_min_score: float | None = Field(default=None, ge=0.0, le=1.0)

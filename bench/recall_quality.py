@@ -206,7 +206,9 @@ def evaluate(
                         )
                 recalled = EarlierExchanges(store, history).recall(channel, q.user, text, None)
                 text = seeded_query(text, recalled, history.seed_sparse_below)
-            hits = service.search(text, reach, limit=config.top_k, now=now)
+            # As the recaller does: a query seeded from the user's earlier messages is about them.
+            asker = "about" if text != q.text else None
+            hits = service.search(text, reach, limit=config.top_k, now=now, asker=asker)
             outcomes.append(Outcome(q, tuple(keys[h.memory.id] for h in hits), reachable, config.top_k))
         return outcomes
     finally:

@@ -33,6 +33,18 @@ languages every content word counts as topic, as before.
 
 The same rule guards the other side: a memory without a content word ("a",
 "ok", "?") is never a search result (:func:`has_content`).
+
+A topic query also asks something **of the asker** or not (:func:`asks_of_asker`):
+a decision or advice for them ("can I eat the dumplings?", "is a cruise a good
+idea for me?", "recommend a book"), something about them ("what's my dog
+called?", their name), or neither. A decision for the asker rests on whatever
+constrains them (a diet, an allergy, a fear), which rarely shares a word or a
+topic with the question. A memory *about* the user answers only a question that
+asks something of them: "Why is the Dead Sea so salty?" shares a topic with
+"Is afraid of heights" or "Sister lives in Porto" only by accident, however
+close the two sit in embedding space. A how-to question's "I" is anyone's
+("How do I save a file in Vim?"): it counts only with another reference to the
+asker ("How do I get to my sister's?").
 """
 
 from __future__ import annotations
@@ -47,6 +59,8 @@ import regex
 from agentd.words import is_content, words
 
 IntentKind = Literal["topic", "about_user", "none"]
+#: What a topic query asks of the asker: a decision or advice for them, something about them, or neither.
+Asker = Literal["for", "about", "none"]
 #: Which of the user's memories an ``about_user`` query asks for.
 Facet = Literal["all", "preferences"]
 
@@ -122,6 +136,23 @@ ACTIONS = lexicon(
 PREFERENCE_CATEGORIES = frozenset({"preference", "preferences", "like", "likes", "taste", "tastes"})
 
 _ASKS_ONLY = frozenset({"into"})
+#: "my", "mine", and the first person plural: the asker's own.
+_POSSESSIVE = lexicon("my mine myself we our ours ourselves")
+#: A request for advice is for the asker, whoever it names ("recommend a book for a long flight").
+_ASKS_ADVICE = lexicon(
+    "recommend recommends recommendation recommendations suggest suggestion suggestions advice advise tips"
+)
+#: "I", "I'm", "I've" ("I'd" and "I'll" lose their apostrophe and read as "id" and "ill").
+_SUBJECT_I = frozenset({"i", "im", "ive"})
+#: A modal before "I"/"we" asks for a decision on the asker's behalf ("can I eat ...", "should we ...").
+_MODAL = lexicon("can could should would may might must shall will")
+_WE_I = frozenset({"i", "we"})
+#: "for me", "help me": for the asker's sake.
+_FOR_ASKER = lexicon("me my myself us our")
+_BENEFIT = lexicon("for help")
+#: "how do I ...": a how-to question, whose "I" is anyone's ("how can I", "how should I" ask
+#: about the asker's own case more often than not).
+_HOW_TO = lexicon("do does")
 _ABOUT = lexicon("about on of for to regarding concerning")
 _QUESTION_START = lexicon(
     "who what which where when why how do does did can could would will am is are have has tell remind any"
@@ -189,6 +220,8 @@ class QueryIntent:
     facet: Facet = "all"
     #: The query's topic words (empty unless ``kind == "topic"``).
     topic: tuple[str, ...] = ()
+    #: What a topic query asks of the asker (:func:`asks_of_asker`); always "about" otherwise.
+    asker: Asker = "about"
 
 
 def _asks(clause: str, tokens: list[str]) -> bool:
@@ -204,6 +237,37 @@ def _personal(tokens: list[str]) -> bool:
         if token == "me" and i > 0 and (tokens[i - 1] in _ABOUT or tokens[i - 1] in META):
             return True
     return False
+
+
+def asks_of_asker(query: str, names: Collection[str] = ()) -> Asker:
+    """What ``query`` asks of the person asking (see the module docstring).
+
+    ``"for"``: a decision or advice for them: a modal with "I" or "we" ("can I", "should we"),
+    "for me" / "for my", "help me", or a request for advice ("recommend", "suggest", "tips").
+    ``"about"``: it refers to them otherwise: "my", "our", "I" outside a how-to question ("how
+    do I ..."), "me" after a preposition or a memory verb ("remind me"), one of ``names`` (the
+    asker's names). ``"none"``: neither.
+    """
+    own = {n for name in names for n in name.casefold().split()}
+    found: Asker = "none"
+    for clause in _CLAUSE.findall(query):
+        tokens = plain_words(clause)
+        for i, token in enumerate(tokens):
+            before = tokens[i - 1] if i > 0 else ""
+            if token in _ASKS_ADVICE or (token in _FOR_ASKER and before in _BENEFIT):
+                return "for"
+            if token in _WE_I and before in _MODAL:
+                return "for"
+            refers = token in _POSSESSIVE or token in own or (token == "me" and (before in _ABOUT or before in META))
+            how_to = i >= 2 and tokens[i - 2] == "how" and before in _HOW_TO
+            if refers or (token in _SUBJECT_I and not how_to):
+                found = "about"
+    return found
+
+
+def about_asker(query: str, names: Collection[str] = ()) -> bool:
+    """True when ``query`` refers to the person asking or asks for their sake (:func:`asks_of_asker`)."""
+    return asks_of_asker(query, names) != "none"
 
 
 def _about_user(clauses: Iterable[str]) -> Facet | None:
@@ -225,11 +289,12 @@ def _about_user(clauses: Iterable[str]) -> Facet | None:
     return found
 
 
-def analyse(query: str, names: Collection[str] = ()) -> QueryIntent:
-    """Classify ``query``; ``names`` (the persona's name) never count as topic words."""
+def analyse(query: str, names: Collection[str] = (), asker_names: Collection[str] = ()) -> QueryIntent:
+    """Classify ``query``; ``names`` (the persona's name) never count as topic words;
+    ``asker_names`` (the asker's) make a question about the asker."""
     topic = topic_words(query, names)
     if topic:
-        return QueryIntent("topic", topic=tuple(topic))
+        return QueryIntent("topic", topic=tuple(topic), asker=asks_of_asker(query, asker_names))
     facet = _about_user(_CLAUSE.findall(query))
     if facet is not None:
         return QueryIntent("about_user", facet)
@@ -240,7 +305,10 @@ __all__ = [
     "Facet",
     "IntentKind",
     "QueryIntent",
+    "Asker",
+    "about_asker",
     "analyse",
+    "asks_of_asker",
     "base_word",
     "has_content",
     "plain_words",

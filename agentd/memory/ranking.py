@@ -14,6 +14,7 @@ from typing import Any
 
 from agentd.memory.fusion import Evidence, Fusion, best_bm25
 from agentd.relevance import Calibration, Recency, sigmoid
+from agentd.scopes import Scope
 from agentd.store.memories import Memory
 
 #: The relevance of a memory recalled because of what the query asks rather than its words:
@@ -68,6 +69,44 @@ class MemoryHit:
             "score": round(self.score, 4),
             "created_at": seed_timestamp(self.memory.created_at),
         }
+
+
+@dataclass(frozen=True)
+class Bar:
+    """The relevance a search result needs: ``general`` for most memories, ``own`` for the asker's
+    own memories (user scope); ``own = None``: none of theirs is a result (the question is not
+    about them; agentd/memory/intent.py, :func:`~agentd.memory.intent.about_asker`)."""
+
+    general: float
+    own: float | None
+
+    @classmethod
+    def single(cls, threshold: float) -> Bar:
+        """One threshold for every memory."""
+        return cls(threshold, threshold)
+
+    @property
+    def lowest(self) -> float:
+        """The least relevance any result may have."""
+        return self.general if self.own is None else min(self.general, self.own)
+
+    @property
+    def highest(self) -> float:
+        """The least relevance that makes any memory a result (the most a near miss may have)."""
+        return max(self.general, self.own if self.own is not None else 0.0)
+
+    def admits(self, scope: Scope, relevance: float) -> bool:
+        """Whether a memory of ``scope`` with ``relevance`` is a result."""
+        if scope.kind != "user":
+            return relevance >= self.general
+        return self.own is not None and relevance >= self.own
+
+    def shows_near(self, scope: Scope, relevance: float, floor: float) -> bool:
+        """Whether it is a near miss: not a result, at least ``floor``, and not passed over
+        because the question is not about the asker."""
+        if relevance < floor or self.admits(scope, relevance):
+            return False
+        return scope.kind != "user" or self.own is not None
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ from agentd.embedders.guard import GuardedEmbedder, guarded
 from agentd.memory.dates import query_dates
 from agentd.memory.fusion import Fusion
 from agentd.memory.importer import ImportReport, parse_line, read_lines
-from agentd.memory.intent import Facet, analyse, has_content, states_preference
+from agentd.memory.intent import Asker, Facet, analyse, has_content, states_preference
 from agentd.memory.query import lexical_terms
-from agentd.memory.ranking import INTENT_RELEVANCE, MemoryHit, Ranked, rank
-from agentd.memory.subjects import indexed_text
+from agentd.memory.ranking import INTENT_RELEVANCE, Bar, MemoryHit, Ranked, rank
+from agentd.memory.subjects import indexed_text, names_of
 from agentd.relevance import DEFAULT_WORDS, Recency
 from agentd.scopes import Reach, Scope, is_blank
 from agentd.store import Store
@@ -376,6 +376,7 @@ class MemoryService:
         mode: SearchMode = "hybrid",
         scopes: Sequence[Scope] | None = None,
         excluded: list[Ineligible] | None = None,
+        asker: Asker | None = None,
     ) -> list[MemoryHit]:
         """The best memories for ``query`` within ``reach``, best first.
 
@@ -396,11 +397,29 @@ class MemoryService:
         the query names (:mod:`agentd.memory.fusion`); ``"dense"`` and
         ``"lexical"`` use one side only.
 
+        Without ``min_relevance`` (automatic retrieval's thresholds), a memory about the user
+        (user scope) is a result only for a question that asks something of the asker
+        (:func:`~agentd.memory.intent.asks_of_asker`; ``asker`` says what instead, for a follow-up
+        seeded from the user's earlier messages): at ``memory.personal_min_score`` for a question
+        about them ("what's my dog called?"), at ``memory.advice_min_score`` for a decision or
+        advice for them ("Would a seafood paella be safe for me?": their memories compete by rank).
+        "Why is the Dead Sea so salty?" recalls none of them. A given ``min_relevance`` applies to
+        every memory alike.
+
         In a shared channel (``reach.shared_channel``) a user memory learned elsewhere
         is never a result; the ones passed over are appended to ``excluded`` when given.
         """
         hits, _near = self.search_near(
-            query, reach, limit, min_relevance, vector=vector, now=now, mode=mode, scopes=scopes, excluded=excluded
+            query,
+            reach,
+            limit,
+            min_relevance,
+            vector=vector,
+            now=now,
+            mode=mode,
+            scopes=scopes,
+            excluded=excluded,
+            asker=asker,
         )
         return hits
 
@@ -418,6 +437,7 @@ class MemoryService:
         mode: SearchMode = "hybrid",
         scopes: Sequence[Scope] | None = None,
         excluded: list[Ineligible] | None = None,
+        asker: Asker | None = None,
     ) -> tuple[list[MemoryHit], list[MemoryHit]]:
         """:meth:`search`, and in the same pass up to ``near_misses`` of the best memories just
         below the threshold (relevance at least ``near_floor``): what automatic retrieval shows
@@ -435,7 +455,7 @@ class MemoryService:
         embedder = self._require_embedder()
         threshold = self._config.min_score if min_relevance is None else min_relevance
         now = now or utcnow()
-        intent = analyse(query, names=(reach.persona,))
+        intent = analyse(query, names=(reach.persona,), asker_names=names_of(reach.user) if reach.user else ())
         if intent.kind == "none":
             return [], []
         if intent.kind == "about_user" and scopes is None:
@@ -452,7 +472,9 @@ class MemoryService:
         qvec: np.ndarray | QueryVector | None = None
         if mode != "lexical":
             qvec = self._begin_query(query) if vector is None else vector
-        floor = min(threshold, near_floor) if near_misses > 0 else threshold
+        asks = intent.asker if asker is None else asker
+        bar = self._bar(threshold, asks) if min_relevance is None else Bar.single(threshold)
+        floor = min(bar.lowest, near_floor) if near_misses > 0 else bar.lowest
         with self._store.read() as conn:
             # The full-text side first: SQLite reads it while the query is embedded (neither holds
             # the GIL), and only then is the vector waited for.
@@ -473,12 +495,23 @@ class MemoryService:
                 self._fusion,
                 query_dates(query) if mode == "hybrid" and self._fusion.date_weight > 0 else (),
             )
-            hits = self._winners(conn, [r for r in ranked if r.relevance >= threshold], limit, reach, excluded)
+            above = [r for r in ranked if r.relevance >= bar.lowest]
+            hits = self._winners(conn, above, limit, reach, excluded, bar.admits)
             near: list[MemoryHit] = []
             if near_misses > 0:
                 # Near-misses are shown, never injected: what is not eligible here is not shown either.
-                near = self._winners(conn, [r for r in ranked if r.relevance < threshold], near_misses, reach, None)
+                below = [r for r in ranked if r.relevance < bar.highest]
+                near = self._winners(conn, below, near_misses, reach, None, lambda s, r: bar.shows_near(s, r, floor))
             return hits, near
+
+    def _bar(self, threshold: float, asks: Asker) -> Bar:
+        """Automatic retrieval's thresholds (see :meth:`search`)."""
+        if threshold <= 0.0:
+            return Bar.single(threshold)
+        if asks == "none":
+            return Bar(threshold, None)
+        own = self._config.advice_min_score if asks == "for" else self._config.personal_min_score
+        return Bar(threshold, min(threshold, own))
 
     # -- internals -----------------------------------------------------------------
 
@@ -489,14 +522,17 @@ class MemoryService:
         limit: int,
         reach: Reach,
         excluded: list[Ineligible] | None,
+        keep: Callable[[Scope, float], bool],
     ) -> list[MemoryHit]:
-        """The first ``limit`` of ``ranked`` that have content and may be used in ``reach``, loaded
-        (rows are read ``limit`` at a time)."""
+        """The first ``limit`` of ``ranked`` that ``keep`` (by scope and relevance), that have content
+        and that may be used in ``reach``, loaded (rows are read ``limit`` at a time)."""
         hits: list[MemoryHit] = []
         for start in range(0, len(ranked), limit):
             chunk = ranked[start : start + limit]
             rows = self._store.memories.fetch(conn, [r.id for r in chunk])
-            allowed = self._eligible(conn, reach, list(rows.values()), excluded)
+            relevance = {r.id: r.relevance for r in chunk}
+            kept = [m for m in rows.values() if keep(m.scope, relevance[m.id])]
+            allowed = self._eligible(conn, reach, kept, excluded)
             for r in chunk:
                 memory = rows.get(r.id)
                 # A memory without a content word ("a", "ok") is close to everything in

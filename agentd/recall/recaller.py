@@ -130,6 +130,9 @@ class Recaller:
             enabled=req.enabled,
             # Some found may be in the transcript and left out: ask for a few more.
             episode_limit=limit * 2,
+            # A follow-up seeded from the user's own earlier messages ("and a curry?") continues
+            # their thread: it is about them, whatever its words.
+            asker="about" if query != req.query else None,
         )
         episodes = _not_in_transcript(retrieval.episodes, req.channel, req.transcript_from)[:limit]
         retrieved_at = time.perf_counter()

@@ -11,6 +11,7 @@ from agentd._exceptions import AgentdError
 from agentd.log import get_logger
 from agentd.memory import MemoryHit, MemoryService
 from agentd.memory.episodes import Episodes
+from agentd.memory.intent import Asker
 from agentd.memory.service import Ineligible, QueryVector
 from agentd.observe import tracing
 from agentd.recall import episodes as episode_search
@@ -62,9 +63,19 @@ class Retriever:
         self._episodes = episodes
 
     @tracing.spanned("retrieval")
-    def recall(self, query: str, reach: Reach, limit: int, *, enabled: bool, episode_limit: int = 0) -> Retrieval:
+    def recall(
+        self,
+        query: str,
+        reach: Reach,
+        limit: int,
+        *,
+        enabled: bool,
+        episode_limit: int = 0,
+        asker: Asker | None = None,
+    ) -> Retrieval:
         """The best ``limit`` memories above the threshold, and the best ``episode_limit`` episodes
-        (same query vector, same time limit), or an empty result with a status."""
+        (same query vector, same time limit), or an empty result with a status. ``asker``: whether
+        the query is about the asker (``None``: judged from its words; MemoryService.search)."""
         if not enabled:
             return Retrieval((), RecallStatus.DISABLED, 0.0, query)
         if self._memory is None or self._memory.embedder is None:
@@ -82,7 +93,7 @@ class Retriever:
                 start = time.perf_counter()
             episodes = self._episodes if episode_limit > 0 else None
             future = self._pool.submit(
-                tracing.traced(_search, "search"), memory, query, reach, limit, episodes, episode_limit
+                tracing.traced(_search, "search"), memory, query, reach, limit, episodes, episode_limit, asker
             )
             hits, near, found, ineligible = future.result(timeout=self._timeout)
         except FutureTimeout:
@@ -117,6 +128,7 @@ def _search(
     limit: int,
     episodes: Episodes | None = None,
     episode_limit: int = 0,
+    asker: Asker | None = None,
 ) -> tuple[list[MemoryHit], list[MemoryHit], list[MemoryHit], list[Ineligible]]:
     """The hits above the threshold, up to :data:`NEAR_MISSES` just below it, the episodes, and
     what was not eligible in this channel.
@@ -126,7 +138,7 @@ def _search(
     """
     vector = memory.topic_vector(query, reach.persona) if episodes is not None and episode_limit > 0 else None
     with memory.store.snapshot():  # one read transaction for both searches
-        return _search_with(memory, query, reach, limit, episodes, episode_limit, vector)
+        return _search_with(memory, query, reach, limit, episodes, episode_limit, vector, asker)
 
 
 def _search_with(
@@ -137,6 +149,7 @@ def _search_with(
     episodes: Episodes | None,
     episode_limit: int,
     vector: QueryVector | None,
+    asker: Asker | None,
 ) -> tuple[list[MemoryHit], list[MemoryHit], list[MemoryHit], list[Ineligible]]:
     threshold = memory.config.min_score
     ineligible: list[Ineligible] = []
@@ -148,6 +161,7 @@ def _search_with(
         near_floor=max(0.0, threshold - NEAR_MISS_MARGIN),
         vector=vector,
         excluded=ineligible,
+        asker=asker,
     )
     found: list[MemoryHit] = []
     if episodes is not None:

@@ -1,0 +1,111 @@
+"""A memory about the user answers a question that asks something of them, and no other.
+
+Automatic retrieval (``MemoryService.search`` without ``min_relevance``) reads what a
+question asks of the person asking (agentd/memory/intent.py, ``asks_of_asker``):
+
+- a decision or advice for them ("Would a seafood paella be safe for me?"): their own
+  memories compete by rank, down to ``[memory] advice_min_score``, since what constrains
+  them (an allergy, a fear) rarely shares a word or a topic with the question;
+- something about them ("What's my dog called?"): their memories at ``personal_min_score``;
+- neither ("How do I change the row heights in a spreadsheet?"): none of their memories,
+  however close a shared word puts one.
+
+Memories of other scopes, and searches given a threshold (the admin CLI, ``recall``, the
+HTTP and MCP search), are scored as before. Real SQLite store, real local embedder.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agentd.app import App
+from agentd.memory.intent import asks_of_asker
+from agentd.scopes import GLOBAL, Reach, Scope
+
+CAROL = Reach("buddy", "dm-carol", "carol")
+FACTS = [
+    "Carol is afraid of heights",
+    "Carol is allergic to shellfish",
+    "Carol plays the cello",
+    "Carol's sister lives in Porto",
+    "Carol works weekend shifts at the airport",
+    "Carol has a golden retriever called Biscuit",
+]
+
+
+@pytest.fixture
+def carol(app: App) -> App:
+    for text in FACTS:
+        app.memory.add("buddy", Scope.user("carol"), text)
+    return app
+
+
+def texts(hits) -> list[str]:  # type: ignore[no-untyped-def]
+    return [h.memory.text for h in hits]
+
+
+@pytest.mark.parametrize(
+    ("question", "asks"),
+    [
+        ("Can I eat the pork dumplings at the party?", "for"),
+        ("Is a week-long cruise a good holiday idea for me?", "for"),
+        ("Which wine should I order with my steak?", "for"),
+        ("Can you help me choose a shirt?", "for"),
+        ("Recommend a book for a long flight", "for"),
+        ("What's my dog's name?", "about"),
+        ("Where did I grow up?", "about"),
+        ("Does Carol still play the cello?", "about"),
+        ("How do I get to my sister's flat?", "about"),
+        ("How do I save a file in Vim?", "none"),
+        ("Give me a regex that matches an email address", "none"),
+        ("Why is the Dead Sea so salty?", "none"),
+        ("What is an ID card?", "none"),
+    ],
+)
+def test_what_a_question_asks_of_the_asker_is_read_from_its_words(question: str, asks: str) -> None:
+    assert asks_of_asker(question, ["carol"]) == asks
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How do I change the row heights in a spreadsheet?",
+        "What is port wine made from?",
+        "Who wrote the cello suites?",
+        "How do airports handle lost luggage?",
+    ],
+)
+def test_a_question_that_asks_nothing_of_the_asker_recalls_none_of_their_memories(carol: App, question: str) -> None:
+    assert carol.memory.search(question, CAROL) == []
+    # A search given a threshold (the admin's, the recall skill's) still ranks them: the memory
+    # that shares the word is found first.
+    found = carol.memory.search(question, CAROL, min_relevance=0.0, limit=len(FACTS))
+    assert len(found) == len(FACTS)
+
+
+def test_memories_of_other_scopes_still_answer_any_question(carol: App) -> None:
+    carol.memory.add("buddy", GLOBAL, "Row heights in the team spreadsheet are locked by the admin")
+    hits = carol.memory.search("How do I change the row heights in a spreadsheet?", CAROL)
+    assert texts(hits) == ["Row heights in the team spreadsheet are locked by the admin"]
+
+
+@pytest.mark.parametrize(
+    ("question", "fact"),
+    [
+        ("Can I have the crab cakes?", "Carol is allergic to shellfish"),
+        ("Should I take the cable car up the mountain?", "Carol is afraid of heights"),
+    ],
+)
+def test_a_decision_for_the_asker_weighs_their_memories_by_rank(carol: App, question: str, fact: str) -> None:
+    hits = carol.memory.search(question, CAROL, limit=carol.memory.config.top_k)
+    assert fact in texts(hits)
+    # The fact that constrains the decision shares no word with it: it is recalled below the
+    # threshold a topic needs, where only the personal bar lets it in.
+    (hit,) = [h for h in hits if h.memory.text == fact]
+    assert carol.memory.config.advice_min_score <= hit.relevance < carol.memory.config.min_score
+
+
+def test_a_question_about_the_asker_keeps_a_threshold(carol: App) -> None:
+    hits = carol.memory.search("What's my dog's name?", CAROL)
+    assert texts(hits) == ["Carol has a golden retriever called Biscuit"]
+    assert all(h.relevance >= carol.memory.config.personal_min_score for h in hits)
