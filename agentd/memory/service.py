@@ -493,7 +493,7 @@ class MemoryService:
                 None,
                 floor,
                 self._fusion,
-                query_dates(query) if mode == "hybrid" and self._fusion.date_weight > 0 else (),
+                query_dates(query, now.date()) if mode == "hybrid" and self._fusion.date_weight > 0 else (),
             )
             above = [r for r in ranked if r.relevance >= bar.lowest]
             hits = self._winners(conn, above, limit, reach, excluded, bar.admits)
