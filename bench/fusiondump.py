@@ -1,8 +1,8 @@
 """What each search fused, written down so that a ranking rule can be replayed without the store.
 
 ``--dump FILE`` of bench/longmemeval.py and bench/locomo.py records, for every hybrid
-search, exactly what :func:`agentd.memory.ranking.rank` was given (each candidate's
-cosine, bm25, whether the vector side found it, its creation time; the search's
+search, exactly what :func:`agentd.memory.ranking.rank` was given (the fusion weights
+of this query, each candidate's cosine, bm25, whether the vector side found it, its creation time; the search's
 ``now`` and the calendar days the query names), the query, and whether each
 candidate has a content word (a result without one is skipped, as
 ``MemoryService.search`` does). bench/fusion_replay.py then re-ranks the records with
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import asdict
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -59,9 +60,9 @@ class Recorder:
         self.header = {
             "calibration": [calibration.midpoint, calibration.scale],
             "recency": [recency.half_life_days, recency.weight],
-            "fusion": [fusion.lexical_weight, fusion.lexical_saturation, fusion.date_weight],
         }
         self.last = {
+            "weights": [fusion.lexical_weight, fusion.lexical_saturation],
             "now": now.isoformat(),
             "days": [d.isoformat() for d in days],
             "candidates": [
@@ -80,6 +81,10 @@ class Recorder:
         return {"query": query, **record, "no_content": empty, **labels}
 
 
-def write(path: Path, recorder: Recorder, bench: str, limit: int, records: list[dict[str, Any]]) -> None:
-    """Write the dump: one JSON object with the search settings and a record per question."""
-    path.write_text(json.dumps({"bench": bench, "limit": limit, **recorder.header, "questions": records}))
+def write(
+    path: Path, recorder: Recorder, fusion: Fusion, bench: str, limit: int, records: list[dict[str, Any]]
+) -> None:
+    """Write the dump: one JSON object with the search settings (``fusion``: the service's, before
+    :meth:`~agentd.memory.fusion.Fusion.for_query`) and a record per question."""
+    header = {"bench": bench, "limit": limit, **recorder.header, "fusion": asdict(fusion)}
+    path.write_text(json.dumps({**header, "questions": records}))

@@ -390,7 +390,7 @@ def run(
                         target.recall[key].extend(vals)
                     target.latency_ms.extend(res.latency_ms)
         if recorder is not None and dump is not None:
-            write(dump, recorder, "locomo", max(ks), records)
+            write(dump, recorder, service.fusion, "locomo", max(ks), records)
         latency = latency_pass(service, conversations, modes, max(ks), rounds)
         grid_report = grid(store, embedder, conversations, dias, dev) if with_grid and dev is not None else None
     finally:

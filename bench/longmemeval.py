@@ -280,7 +280,7 @@ def run(
     finally:
         store.close()
     if dump is not None:
-        write(dump, recorder, "longmemeval", depth, records)
+        write(dump, recorder, service.fusion, "longmemeval", depth, records)
     n_turns = sum(len(q.turns) for q in questions)
     kinds = ["all", *sorted({q.kind for q in questions})]
     out = [
