@@ -2,10 +2,10 @@
 
 ``--dump FILE`` of bench/longmemeval.py and bench/locomo.py records, for every hybrid
 search, exactly what :func:`agentd.memory.ranking.rank` was given (the fusion weights
-of this query, each candidate's cosine, bm25, whether the vector side found it, its creation time; the search's
-``now`` and the calendar days the query names), the query, and whether each
-candidate has a content word (a result without one is skipped, as
-``MemoryService.search`` does). bench/fusion_replay.py then re-ranks the records with
+of this query; each candidate's cosine, bm25, whether the vector side found it, its
+creation time; the search's ``now`` and the calendar days the query names), the
+query, and which candidates have no content word (a search skips those). The file's
+header holds the service's fusion before it is chosen per query. bench/fusion_replay.py then re-ranks the records with
 the real ``rank`` under any :class:`~agentd.memory.fusion.Fusion` and prints the
 benches' metrics. The recorder wraps the ``rank`` that ``MemoryService`` calls; it
 changes nothing about the search.
