@@ -181,7 +181,8 @@ class MemoryConfig(_Section):
     retrieval_timeout_seconds: float = Field(default=2.0, gt=0)
     #: Longest memory text accepted, in characters.
     max_text_chars: int = Field(default=8000, ge=16)
-    #: Hybrid search: the most a full-text (bm25) match adds, in cosine units (0: dense only).
+    #: Hybrid search: the most a full-text (bm25) match adds, in cosine units, to a query that
+    #: names someone or something (see ``plain_lexical_weight``); 0: dense only, for every query.
     #: Unset: the embedding model's own (they differ with how spread its cosines are).
     lexical_weight: float | None = Field(default=None, ge=0.0, le=5.0)
     #: Hybrid search: bm25 below which the lexical boost fades (see agentd/memory/fusion.py).
@@ -189,6 +190,13 @@ class MemoryConfig(_Section):
     #: Hybrid search: added (cosine units) to a memory created on a calendar day the query names
     #: ("on 16 June, 2023"; see agentd/memory/dates.py). 0 turns it off.
     date_weight: float | None = Field(default=None, ge=0.0, le=5.0)
+    #: Hybrid search: ``lexical_weight`` for a query that names nothing (no capitalised word
+    #: past a sentence's start: "what should I cook tonight?"); ``lexical_weight`` and
+    #: ``lexical_saturation`` are then for a query that names someone or something ("what did
+    #: Carol say about Lisbon?"). Unset: the embedding model's own (agentd/memory/fusion.py).
+    plain_lexical_weight: float | None = Field(default=None, ge=0.0, le=5.0)
+    #: Hybrid search: ``lexical_saturation`` for a query that names nothing. Unset: the model's own.
+    plain_lexical_saturation: float | None = Field(default=None, ge=0.0)
     #: Hybrid search: candidates fetched from each side (vectors, words) per search.
     candidate_pool: int = Field(default=50, ge=1, le=1000)
     #: The user's profile: their memories in ``profile_categories`` always go into the prompt,

@@ -59,6 +59,10 @@ class WordWeights:
     lexical_saturation: float
     #: Added for a memory created on a calendar day the query names.
     date_weight: float
+    #: ``lexical_weight`` for a query that names nothing (agentd/memory/fusion.py); ``None``: the same.
+    plain_weight: float | None = None
+    #: ``lexical_saturation`` for a query that names nothing; ``None``: the same.
+    plain_saturation: float | None = None
 
 
 #: Weights for models nobody measured (measured for all-MiniLM-L6-v2, whose cosines

@@ -76,6 +76,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from embedcache import CachedEmbedder  # noqa: E402
+from fusiondump import Recorder, write  # noqa: E402
 
 from agentd.cache import cache_dir  # noqa: E402
 from agentd.config import MemoryConfig  # noqa: E402
@@ -251,17 +252,36 @@ def ask(
     ks: Sequence[int],
     mode: str,
     result: Result,
+    recorder: Recorder | None = None,
+    records: list[dict[str, Any]] | None = None,
 ) -> None:
-    """Ask every question of ``conv`` in ``mode``; add recall@k and latency to ``result``."""
+    """Ask every question of ``conv`` in ``mode``; add recall@k and latency to ``result``.
+
+    With a ``recorder``, each search's fused candidates are appended to ``records``
+    (bench/fusiondump.py).
+    """
     reach = reach_of(conv)
+    texts = {mid: conv_text(conv, ids[0]) for mid, ids in dia.items()} if recorder is not None else {}
     for q in conv.questions:
-        t = time.perf_counter()
-        hits = service.search(q.question, reach, limit=max(ks), min_relevance=0.0, mode=mode)  # type: ignore[arg-type]
-        result.latency_ms.append((time.perf_counter() - t) * 1000)
+        with recorder or ExitStack():
+            t = time.perf_counter()
+            hits = service.search(q.question, reach, limit=max(ks), min_relevance=0.0, mode=mode)  # type: ignore[arg-type]
+            result.latency_ms.append((time.perf_counter() - t) * 1000)
+        if recorder is not None and records is not None:
+            record = recorder.take(q.question, texts, conversation=conv.index, category=q.category)
+            record["evidence"] = list(q.evidence)
+            record["dia"] = {str(c[0]): dia.get(c[0], []) for c in record["candidates"]}
+            records.append(record)
         ranked = [h.memory.id for h in hits]
         for k in ks:
             top = [d for mid in ranked[:k] for d in dia.get(mid, [])]
             result.add(q.category, k, recall_at(top, q.evidence))
+
+
+def conv_text(conv: Conversation, dia_id: str) -> str:
+    """The stored text of the turn ``dia_id`` (as :func:`memories_of` writes it)."""
+    turn = next(t for t in conv.turns if t.dia_id == dia_id)
+    return f"{turn.speaker}: {turn.text}"
 
 
 def percentile(samples: Sequence[float], p: float) -> float:
@@ -328,8 +348,12 @@ def run(
     limit: int | None = None,
     config: MemoryConfig | None = None,
     rounds: int = 3,
+    dump: Path | None = None,
 ) -> str:
-    """Ingest and ask; return the printed report (into the store at ``url``, default a SQLite file in ``workdir``)."""
+    """Ingest and ask; return the printed report (into the store at ``url``, default a SQLite file in ``workdir``).
+
+    ``dump``: write each hybrid search's fused candidates there (bench/fusiondump.py).
+    """
     conversations = load(path)[:limit]
     embedder = embedder or LocalEmbedder()
     store = Store.open(url or f"sqlite:///{workdir / 'locomo.db'}", dimension=embedder.dimension)
@@ -351,18 +375,22 @@ def run(
         splits: dict[str, dict[str, Result]] = {"all": {}}
         if dev is not None:
             splits = {"dev": {}, "held-out": {}, "all": {}}
+        recorder = Recorder() if dump is not None else None
+        records: list[dict[str, Any]] = []
         for mode in modes:
             for split in splits.values():
                 split[mode] = Result()
             for conv, dia in zip(conversations, dias, strict=True):
                 res = Result()
-                ask(service, conv, dia, ks, mode, res)
+                ask(service, conv, dia, ks, mode, res, recorder if mode == "hybrid" else None, records)
                 names = ["all"] if dev is None else ["all", "dev" if conv.index in dev else "held-out"]
                 for name in names:
                     target = splits[name][mode]
                     for key, vals in res.recall.items():
                         target.recall[key].extend(vals)
                     target.latency_ms.extend(res.latency_ms)
+        if recorder is not None and dump is not None:
+            write(dump, recorder, service.fusion, "locomo", max(ks), records)
         latency = latency_pass(service, conversations, modes, max(ks), rounds)
         grid_report = grid(store, embedder, conversations, dias, dev) if with_grid and dev is not None else None
     finally:
@@ -561,6 +589,9 @@ def main() -> None:
         "cache directory, bench-embeddings/; 'none': no cache)",
     )
     parser.add_argument(
+        "--dump", type=Path, help="write each hybrid search's fused candidates here (JSON; bench/fusion_replay.py)"
+    )
+    parser.add_argument(
         "--model",
         default=DEFAULT_MODEL,
         choices=sorted(MODELS),
@@ -606,6 +637,7 @@ def main() -> None:
                     args.limit,
                     config,
                     args.rounds,
+                    args.dump,
                 )
                 print(report, flush=True)
             if args.path in ("real", "both"):

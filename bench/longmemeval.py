@@ -60,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from embedcache import CachedEmbedder  # noqa: E402
+from fusiondump import Recorder, write  # noqa: E402
 
 from agentd.cache import cache_dir  # noqa: E402
 from agentd.config import MemoryConfig  # noqa: E402
@@ -206,6 +207,16 @@ def score(q: Question, turn_ids: dict[int, list[int]], hits: Sequence[int], resu
             result.add(q.kind, "turn", metric, k, value)
 
 
+def labels(q: Question, turn_ids: dict[int, list[int]], recorder: Recorder) -> dict[str, object]:
+    """The last search's record (bench/fusiondump.py) with what scoring it needs."""
+    texts = {mid: q.turns[pos[0]].text for mid, pos in turn_ids.items()}
+    record = recorder.take(q.text, texts, kind=q.kind, sessions=q.sessions)
+    record["turns"] = {str(c[0]): turn_ids.get(c[0], []) for c in record["candidates"]}
+    record["turn_sessions"] = [t.session for t in q.turns]
+    record["evidence_turns"] = sorted(q.evidence_turns)
+    return record
+
+
 def percentile(samples: Sequence[float], p: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(p * (len(ordered) - 1)))] if ordered else float("nan")
@@ -231,13 +242,19 @@ def run(
     depth: int,
     limit: int | None,
     config: MemoryConfig,
+    dump: Path | None = None,
 ) -> str:
-    """Ingest every question's haystack, ask each question in every mode; return the report."""
+    """Ingest every question's haystack, ask each question in every mode; return the report.
+
+    ``dump``: write each hybrid search's fused candidates there (bench/fusiondump.py).
+    """
     questions, skipped = load(path)
     questions = questions[:limit]
     store = Store.open(url, dimension=embedder.dimension)
     service = MemoryService(store, embedder, config, personas=[PERSONA])
     results = {m: Scores() for m in modes}
+    recorder = Recorder()
+    records: list[dict[str, object]] = []
     try:
         t = time.perf_counter()
         turn_ids = []
@@ -253,12 +270,17 @@ def run(
         for n, (q, ids) in enumerate(zip(questions, turn_ids, strict=True)):
             reach = Reach(PERSONA, channel=f"lme-{q.index}")
             for mode in modes[n % len(modes) :] + modes[: n % len(modes)]:
-                start = time.perf_counter()
-                hits = service.search(q.text, reach, limit=depth, min_relevance=0.0, now=q.date, mode=mode)  # type: ignore[arg-type]
-                results[mode].latency_ms.append((time.perf_counter() - start) * 1000)
+                with recorder if dump is not None and mode == "hybrid" else ExitStack():
+                    start = time.perf_counter()
+                    hits = service.search(q.text, reach, limit=depth, min_relevance=0.0, now=q.date, mode=mode)  # type: ignore[arg-type]
+                    results[mode].latency_ms.append((time.perf_counter() - start) * 1000)
                 score(q, ids, [h.memory.id for h in hits], results[mode])
+                if dump is not None and mode == "hybrid":
+                    records.append(labels(q, ids, recorder))
     finally:
         store.close()
+    if dump is not None:
+        write(dump, recorder, service.fusion, "longmemeval", depth, records)
     n_turns = sum(len(q.turns) for q in questions)
     kinds = ["all", *sorted({q.kind for q in questions})]
     out = [
@@ -291,6 +313,9 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, help="where the SQLite file goes (default: a temp dir)")
     parser.add_argument("--cache", default="", help="passage-vector cache directory ('none': no cache)")
     parser.add_argument("--model", default=DEFAULT_MODEL, choices=sorted(MODELS))
+    parser.add_argument(
+        "--dump", type=Path, help="write each hybrid search's fused candidates here (JSON; bench/fusion_replay.py)"
+    )
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for m in modes:
@@ -305,7 +330,7 @@ def main() -> None:
             workdir = args.dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="agentd-lme-")))
             (workdir / "lme.db").unlink(missing_ok=True)
             url = f"sqlite:///{workdir / 'lme.db'}"
-        print(run(args.file, modes, embedder, url, args.depth, args.limit, MemoryConfig()), flush=True)
+        print(run(args.file, modes, embedder, url, args.depth, args.limit, MemoryConfig(), args.dump), flush=True)
 
 
 if __name__ == "__main__":

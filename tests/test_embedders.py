@@ -53,15 +53,21 @@ def test_minilm_is_selectable_with_its_own_calibration_and_word_weights(tmp_path
 
 
 def test_memory_settings_override_the_embedders_word_weights(app: App, tmp_path: Path, embedder: LocalEmbedder) -> None:
-    assert app.memory.fusion.lexical_weight == embedder.words.lexical_weight == 0.2
+    assert app.memory.fusion.lexical_weight == embedder.words.lexical_weight == 0.6
+    assert app.memory.fusion.plain_weight == embedder.words.plain_weight == 0.02
     assert app.memory.fusion.date_weight == embedder.words.date_weight
     config = load_config(
-        write_home(tmp_path / "other", "[memory]\nlexical_weight = 0.0\ndate_weight = 0.4\n"), environ={}
+        write_home(
+            tmp_path / "other", "[memory]\nlexical_weight = 0.0\ndate_weight = 0.4\nplain_lexical_weight = 0.1\n"
+        ),
+        environ={},
     )
     service = MemoryService(app.store, embedder, config.memory, ["buddy"])
     assert service.fusion.lexical_weight == 0.0
     assert service.fusion.date_weight == 0.4
     assert service.fusion.lexical_saturation == embedder.words.lexical_saturation
+    assert service.fusion.plain_weight == 0.1
+    assert service.fusion.plain_saturation == embedder.words.plain_saturation
 
 
 def test_the_saved_optimised_graph_gives_the_same_vectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,11 @@ import pytest
 
 from agentd import InvalidInput
 from agentd.app import App
+from agentd.config import MemoryConfig
 from agentd.memory.dates import query_dates
+from agentd.memory.fusion import Fusion
+from agentd.memory.query import named_words
+from agentd.relevance import WordWeights
 from agentd.scopes import GLOBAL, Reach, Scope
 
 pytestmark = pytest.mark.both_backends
@@ -212,3 +216,76 @@ def test_the_full_text_side_is_read_while_the_query_is_embedded(app: App, monkey
     [hit] = memory.search("Who flies to Lisbon on 27 May?", BUDDY, limit=1, min_relevance=0.0)
     assert hit.memory.text == TRIPS["27 May"]
     assert hit.score > 0
+
+
+CONCERT = [
+    "Marco: the concert last night was amazing, best show this year",
+    "Priya: the concert tickets sold out in minutes",
+    "Marco: I might go to another concert next month",
+    "Oksana: honestly the drummer was off-beat the whole night",
+]
+DAYS = [
+    "Booked a dentist appointment for next Tuesday",
+    "Started learning the cello in January",
+    "The car needs new winter tyres",
+    "Finished reading a novel about a lighthouse keeper",
+    "Our team moved to a new office downtown",
+    "Tried a new yoga studio near work",
+]
+
+
+def _top(app: App, query: str, mode: str = "hybrid") -> str:
+    return app.memory.search(query, BUDDY, limit=1, min_relevance=0.0, mode=mode)[0].memory.text  # type: ignore[arg-type]
+
+
+def test_a_query_naming_someone_ranks_their_memory_first(app: App) -> None:
+    """The embedding reads "the concert" as the topic and ranks Marco's concert memories
+    above Oksana's, which never says "concert"; the name is what tells them apart. A query
+    that names someone weighs word matches strongly (agentd/memory/fusion.py); with the one
+    weight every query had before, Marco's memory still came first."""
+    for text in CONCERT + DAYS:
+        app.memory.add("buddy", GLOBAL, text)
+    query = "What did Oksana say about the concert?"
+    assert _top(app, query, "dense").startswith("Marco:")
+    assert _top(app, query) == "Oksana: honestly the drummer was off-beat the whole night"
+
+
+def test_a_first_person_question_is_not_taken_over_by_a_memory_that_shares_its_words(app: App) -> None:
+    """ "What did I cook for my parents' anniversary?" shares no word with the memory that
+    answers it (a lasagna for mom and dad's wedding celebration) and three with one about a
+    cancelled party; the embedding ranks the answer first. A query that names nothing
+    weighs word matches lightly, so the shared words no longer reorder it (they did with
+    one weight for every query); the same holds written in lower case."""
+    answer = "Made a lasagna for mom and dad's thirtieth wedding celebration"
+    for text in [answer, "My parents' anniversary party was cancelled, so I cooked nothing", *CONCERT, *DAYS]:
+        app.memory.add("buddy", GLOBAL, text)
+    for query in ["What did I cook for my parents' anniversary?", "what did i cook for my parents' anniversary"]:
+        assert _top(app, query, "dense") == answer
+        assert _top(app, query) == answer
+
+
+def test_named_words_are_capitalised_words_where_no_sentence_starts() -> None:
+    assert named_words("When did Caroline go to the LGBTQ support group?") == ["Caroline", "LGBTQ"]
+    assert named_words("Did I finish reading 'The Nightingale' by Kristin Hannah?") == [
+        "Nightingale",
+        "Kristin",
+        "Hannah",
+    ]
+    assert named_words("How many doctor's appointments did I go to in March?") == ["March"]
+    # "I" and a sentence's first word are capitalised whatever they are.
+    assert named_words("I've been stuck lately. Any ideas? What should I paint?") == []
+    assert named_words("what did caroline say") == []
+
+
+def test_plain_query_weights_come_from_the_model_unless_configured() -> None:
+    words = WordWeights(0.6, 40.0, 0.1, plain_weight=0.05, plain_saturation=30.0)
+    fusion = Fusion.of(words, MemoryConfig())
+    plain = fusion.for_query("where does my sister live?")
+    assert (plain.lexical_weight, plain.lexical_saturation) == (0.05, 30.0)
+    assert fusion.for_query("Where does Ana live?") == fusion
+    configured = Fusion.of(words, MemoryConfig(plain_lexical_weight=0.2, plain_lexical_saturation=20.0))
+    assert configured.for_query("where does my sister live?").lexical_weight == 0.2
+    # A model without plain weights gives every query its one weight (or the configured one).
+    same = Fusion.of(WordWeights(1.5, 10.0, 0.5), MemoryConfig(lexical_weight=0.3))
+    assert same.for_query("where does my sister live?") == same
+    assert same.lexical_weight == 0.3

@@ -58,3 +58,29 @@ def test_the_bench_runs_from_its_entry_point_and_ends_with_the_default_figures(t
     assert lines[-3] == "recall_any@5=1.000"
     for mode in ("hybrid", "dense", "lexical"):
         assert any(line.startswith(mode) and "p50" in line for line in lines), mode
+
+
+def test_a_dump_replays_to_the_benchs_own_figures(tmp_path: Path) -> None:
+    """bench/fusion_replay.py re-ranks what --dump wrote with agentd's own ranking: with the weights
+    the bench ran, every session metric of every mode is the bench's; other weights are taken."""
+    data = _fixture(tmp_path / "lme.json")
+    dump = tmp_path / "dump.json"
+    bench = [sys.executable, str(REPO / "bench" / "longmemeval.py"), str(data), "--cache", "none"]
+    done = subprocess.run(
+        [*bench, "--dir", str(tmp_path), "--dump", str(dump)], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    session = done.stdout.split("## session level")[1].split("## turn level")[0]
+    ran = {line.split()[0]: line.split()[3:] for line in session.splitlines() if " all " in line}
+    replay = [sys.executable, str(REPO / "bench" / "fusion_replay.py"), str(dump)]
+    again = subprocess.run(replay, capture_output=True, text=True, timeout=120, check=False)
+    assert again.returncode == 0, again.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in again.stdout.splitlines()[1:]}
+    assert set(rows) == set(ran) == {"hybrid", "dense", "lexical"}
+    for mode, values in rows.items():
+        assert [v.split("=")[1] for v in values] == ran[mode], mode
+    other = subprocess.run(
+        [*replay, "--plain-weight", "0.5", "--one-weight"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert other.returncode == 0, other.stderr
+    assert other.stdout.startswith("one weight for every query: ")

@@ -115,8 +115,11 @@ E5_SMALL = LocalModel(
     max_tokens=512,
     # e5's cosines are compressed (unrelated pairs ~0.73, evidence ~0.82): README, "Relevance".
     calibration=Calibration(midpoint=0.785, scale=0.013),
-    # Chosen on dev data only: LoCoMo conversations 0-2, LongMemEval-S dev (agentd/memory/fusion.py).
-    words=WordWeights(lexical_weight=0.2, lexical_saturation=20.0, date_weight=0.25 / 3),
+    # Chosen on dev data only: LoCoMo conversations 0-2, LongMemEval-S dev (agentd/memory/fusion.py):
+    # a query that names someone or something 0.6 / 40, one that names nothing 0.02 / 2.
+    words=WordWeights(
+        lexical_weight=0.6, lexical_saturation=40.0, date_weight=0.25 / 3, plain_weight=0.02, plain_saturation=2.0
+    ),
     query_prefix="query: ",
     passage_prefix="passage: ",
     # Batched, a text's vector moved by up to 0.008 in cosine (median 0.003, about a

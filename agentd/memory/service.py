@@ -483,6 +483,8 @@ class MemoryService:
                 qvec = qvec.get()
             nearest = self._store.vectors.nearest(conn, qvec, reach.persona, searched, pool) if qvec is not None else []
             candidates = self._fusion.merge(nearest, matched)
+            # How much words count depends on whether the query names someone or something.
+            fusion = self._fusion.for_query(query) if mode == "hybrid" else self._fusion
             # Rank on ids and dates; load whole rows (text, metadata) for the winners only.
             ranked = rank(
                 candidates,
@@ -492,7 +494,7 @@ class MemoryService:
                 now,
                 None,
                 floor,
-                self._fusion,
+                fusion,
                 query_dates(query, now.date()) if mode == "hybrid" and self._fusion.date_weight > 0 else (),
             )
             above = [r for r in ranked if r.relevance >= bar.lowest]
