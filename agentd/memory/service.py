@@ -444,14 +444,7 @@ class MemoryService:
         as near-misses. The hits are exactly what :meth:`search` returns. The query is embedded
         only when the search needs its vector (a greeting or a question about the user does not).
         """
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInput("query", "must not be empty")
-        limit = self._config.recall_limit if limit is None else limit
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise InvalidInput("limit", "must be a positive integer")
-        if mode not in SEARCH_MODES:
-            raise InvalidInput("mode", f"must be one of {', '.join(SEARCH_MODES)}")
-        self.check_persona(reach.persona)
+        limit = self._checked(query, reach, limit, mode)
         embedder = self._require_embedder()
         threshold = self._config.min_score if min_relevance is None else min_relevance
         now = now or utcnow()
@@ -505,6 +498,18 @@ class MemoryService:
                 below = [r for r in ranked if r.relevance < bar.highest]
                 near = self._winners(conn, below, near_misses, reach, None, lambda s, r: bar.shows_near(s, r, floor))
             return hits, near
+
+    def _checked(self, query: str, reach: Reach, limit: int | None, mode: str) -> int:
+        """The search's limit, after its arguments are checked (InvalidInput names the bad one)."""
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query", "must not be empty")
+        limit = self._config.recall_limit if limit is None else limit
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidInput("limit", "must be a positive integer")
+        if mode not in SEARCH_MODES:
+            raise InvalidInput("mode", f"must be one of {', '.join(SEARCH_MODES)}")
+        self.check_persona(reach.persona)
+        return limit
 
     def _bar(self, threshold: float, asks: Asker) -> Bar:
         """Automatic retrieval's thresholds (see :meth:`search`)."""
