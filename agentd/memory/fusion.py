@@ -35,7 +35,11 @@ off-topic memories as well as the one that answers, and the embedding already
 reads them as a topic: there a word match mostly reorders strong dense matches
 by chance (LongMemEval-S: the default lost to dense alone at @1 and @10 with one
 weight for both kinds). A query written in lower case names nothing and is
-ranked nearly as dense search ranks it.
+ranked nearly as dense search ranks it. A question that asks for a number or a
+total ("How many rare items do I have in total?") gets the naming weights too:
+its answer is spread over every session that mentions one item, and the shared
+words are what gather them (LongMemEval-S dev recall_all@5 0.938 -> 0.951 with
+that rule, replayed; recall_any@1 0.938 -> 0.914, still above dense's 0.901).
 
 The weights are in cosine units, so they belong to the embedding model (how
 spread out its cosines are): each embedder carries its own
@@ -70,7 +74,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from agentd.memory.query import named_words
+from agentd.memory.query import counts, named_words
 from agentd.relevance import DEFAULT_WORDS
 
 if TYPE_CHECKING:
@@ -124,8 +128,9 @@ class Fusion:
 
     def for_query(self, query: str) -> Fusion:
         """The weights for ``query``: these when it names someone or something
-        (:func:`~agentd.memory.query.named_words`), the plain ones when it names nothing."""
-        if named_words(query):
+        (:func:`~agentd.memory.query.named_words`) or counts (:func:`~agentd.memory.query.counts`),
+        the plain ones otherwise."""
+        if named_words(query) or counts(query):
             return self
         weight = self.lexical_weight if self.plain_weight is None else self.plain_weight
         saturation = self.lexical_saturation if self.plain_saturation is None else self.plain_saturation

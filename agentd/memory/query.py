@@ -49,3 +49,14 @@ def named_words(query: str) -> list[str]:
         if is_content(_POSSESSIVE.sub("", word).casefold()):
             found.append(word)
     return found
+
+
+#: "How many ...", "how much ...", "in total": a question that asks for a number or a total.
+_COUNTS = regex.compile(r"\b(?:how\s+many|how\s+much|in\s+total|total\s+number|altogether)\b", regex.IGNORECASE)
+
+
+def counts(query: str) -> bool:
+    """True when ``query`` asks for a number or a total ("How many rare items do I have in
+    total?"): its answer is spread over every mention of the thing counted, and its words
+    ("rare items") are what gathers them."""
+    return _COUNTS.search(query) is not None
