@@ -265,11 +265,6 @@ def asks_of_asker(query: str, names: Collection[str] = ()) -> Asker:
     return found
 
 
-def about_asker(query: str, names: Collection[str] = ()) -> bool:
-    """True when ``query`` refers to the person asking or asks for their sake (:func:`asks_of_asker`)."""
-    return asks_of_asker(query, names) != "none"
-
-
 def _about_user(clauses: Iterable[str]) -> Facet | None:
     """What a query without topic words asks about the user, if anything (see the module docstring).
 
@@ -306,7 +301,6 @@ __all__ = [
     "IntentKind",
     "QueryIntent",
     "Asker",
-    "about_asker",
     "analyse",
     "asks_of_asker",
     "base_word",

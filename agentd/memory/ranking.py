@@ -75,7 +75,7 @@ class MemoryHit:
 class Bar:
     """The relevance a search result needs: ``general`` for most memories, ``own`` for the asker's
     own memories (user scope); ``own = None``: none of theirs is a result (the question is not
-    about them; agentd/memory/intent.py, :func:`~agentd.memory.intent.about_asker`)."""
+    about them; agentd/memory/intent.py, :func:`~agentd.memory.intent.asks_of_asker`)."""
 
     general: float
     own: float | None
