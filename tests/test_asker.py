@@ -21,6 +21,7 @@ import pytest
 from agentd.app import App
 from agentd.memory.intent import asks_of_asker
 from agentd.scopes import GLOBAL, Reach, Scope
+from tests.fakeopenai import Turn
 
 CAROL = Reach("buddy", "dm-carol", "carol")
 FACTS = [
@@ -109,3 +110,15 @@ def test_a_question_about_the_asker_keeps_a_threshold(carol: App) -> None:
     hits = carol.memory.search("What's my dog's name?", CAROL)
     assert texts(hits) == ["Carol has a golden retriever called Biscuit"]
     assert all(h.relevance >= carol.memory.config.personal_min_score for h in hits)
+
+
+def test_a_direct_channel_over_post_v1_chat_shows_it_in_the_memory_context_event(daemons, fake_openai) -> None:  # type: ignore[no-untyped-def]
+    d = daemons()
+    for text in FACTS:
+        d.app.memory.add("fake", Scope.user("carol"), text)
+    fake_openai.queue(Turn(text="Grapes, mostly."), Turn(text="Better not."))
+    unrelated = d.chat("What is port wine made from?", channel="dm-carol", user="carol")
+    assert unrelated[0].event == "memory_context"
+    assert unrelated[0].data["memories"] == []
+    decision = d.chat("Can I have the crab cakes?", channel="dm-carol", user="carol")
+    assert "Carol is allergic to shellfish" in [m["text"] for m in decision[0].data["memories"]]
