@@ -122,3 +122,13 @@ def test_a_direct_channel_over_post_v1_chat_shows_it_in_the_memory_context_event
     assert unrelated[0].data["memories"] == []
     decision = d.chat("Can I have the crab cakes?", channel="dm-carol", user="carol")
     assert "Carol is allergic to shellfish" in [m["text"] for m in decision[0].data["memories"]]
+
+
+def test_near_misses_keep_their_own_floor_when_the_asker_s_memories_compete_by_rank(carol: App) -> None:
+    carol.memory.add("buddy", GLOBAL, "Seafood platters are half price on Tuesdays")  # relevance ~0.23
+    hits, near = carol.memory.search_near("Can I have the crab cakes?", CAROL, 3, near_misses=3, near_floor=0.35)
+    assert "Carol is allergic to shellfish" in texts(hits)
+    # Shown as near misses: only what came within the margin of the threshold, never the user's
+    # memories that the personal bar already weighed.
+    assert all(0.35 <= h.relevance < carol.memory.config.min_score for h in near)
+    assert not {h.memory.id for h in near} & {h.memory.id for h in hits}

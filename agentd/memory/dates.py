@@ -93,6 +93,8 @@ _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
 _LAST_WEEKDAY = re.compile(rf"\b(?:last|past|this past)\s+({'|'.join(_WEEKDAYS)})\b", re.IGNORECASE)
 _LAST_WEEKEND = re.compile(r"\b(?:last|past|this past|the past)\s+weekend\b", re.IGNORECASE)
 _YESTERDAY = re.compile(r"\b(?:the day before )?yesterday\b", re.IGNORECASE)
+#: One of these is in every phrase the expressions below read.
+_CUES = ("yesterday", "ago", "last", "past")
 #: Days either side of "N weeks ago" and "N months ago" (people round them).
 _SLACK = {"day": 0, "week": 1, "month": 2}
 #: The farthest back a relative phrase is taken to reach.
@@ -108,6 +110,9 @@ def _months_back(today: date, months: int) -> date:
 
 def relative_dates(query: str, today: date) -> set[date]:
     """The days a relative phrase in ``query`` names, counted back from ``today`` (see the module docstring)."""
+    lowered = query.casefold()
+    if not any(cue in lowered for cue in _CUES):  # most queries: no regular expression runs
+        return set()
     found: set[date] = set()
     for m in _YESTERDAY.finditer(query):
         found.add(today - timedelta(days=2 if m.group().lower().startswith("the day before") else 1))

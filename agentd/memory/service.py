@@ -490,14 +490,24 @@ class MemoryService:
                 fusion,
                 query_dates(query, now.date()) if mode == "hybrid" and self._fusion.date_weight > 0 else (),
             )
-            above = [r for r in ranked if r.relevance >= bar.lowest]
-            hits = self._winners(conn, above, limit, reach, excluded, bar.admits)
+            hits = self._winners(conn, self._above(conn, ranked, bar, reach), limit, reach, excluded, bar.admits)
             near: list[MemoryHit] = []
             if near_misses > 0:
                 # Near-misses are shown, never injected: what is not eligible here is not shown either.
-                below = [r for r in ranked if r.relevance < bar.highest]
-                near = self._winners(conn, below, near_misses, reach, None, lambda s, r: bar.shows_near(s, r, floor))
+                below = [r for r in ranked if near_floor <= r.relevance < bar.highest]
+                near = self._winners(
+                    conn, below, near_misses, reach, None, lambda s, r: bar.shows_near(s, r, near_floor)
+                )
             return hits, near
+
+    def _above(self, conn: Any, ranked: list[Ranked], bar: Bar, reach: Reach) -> list[Ranked]:
+        """The candidates that may clear ``bar``: below its general threshold, only the asker's own
+        (looked up by id, so no other memory's row is loaded to be turned away)."""
+        if bar.own is None or bar.own >= bar.general or reach.user is None:
+            return [r for r in ranked if r.relevance >= bar.lowest]
+        low = [r.id for r in ranked if bar.own <= r.relevance < bar.general]
+        own = self._store.memories.in_scope(conn, low, Scope.user(reach.user)) if low else set()
+        return [r for r in ranked if r.relevance >= bar.general or r.id in own]
 
     def _checked(self, query: str, reach: Reach, limit: int | None, mode: str) -> int:
         """The search's limit, after its arguments are checked (InvalidInput names the bad one)."""

@@ -163,6 +163,15 @@ class MemoryRepo:
             found.update((mid, channel) for mid, channel in conn.execute(query))
         return found
 
+    def in_scope(self, conn: sa.Connection, ids: Sequence[int], scope: Scope) -> set[int]:
+        """Which of ``ids`` are memories of ``scope`` (without loading their rows)."""
+        found: set[int] = set()
+        for start in range(0, len(ids), 500):
+            chunk = [int(i) for i in ids[start : start + 500]]
+            query = sa.select(_T.c.id).where(_T.c.id.in_(chunk), _T.c.scope == str(scope))
+            found.update(int(mid) for (mid,) in conn.execute(query))
+        return found
+
     def created_at(self, conn: sa.Connection, ids: Sequence[int]) -> dict[int, datetime]:
         """When each of ``ids`` was created (missing ids are absent): what ranking needs, without the rows.
 
