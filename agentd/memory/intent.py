@@ -140,8 +140,10 @@ _ASKS_ONLY = frozenset({"into"})
 _POSSESSIVE = lexicon("my mine myself we our ours ourselves")
 #: A request for advice is for the asker, whoever it names ("recommend a book for a long flight").
 _ASKS_ADVICE = lexicon(
-    "recommend recommends recommendation recommendations suggest suggestion suggestions advice advise tips"
+    "recommend recommends recommendation recommendations suggest suggestion suggestions advice advise tips idea ideas"
 )
+#: "I wonder ...", "I'm curious ...", "I want to know ...": an "I" that only frames the question.
+_WONDER = lexicon("wonder wondered wondering curious know")
 #: "I", "I'm", "I've" ("I'd" and "I'll" lose their apostrophe and read as "id" and "ill").
 _SUBJECT_I = frozenset({"i", "im", "ive"})
 #: A modal before "I"/"we" asks for a decision on the asker's behalf ("can I eat ...", "should we ...").
@@ -245,8 +247,9 @@ def asks_of_asker(query: str, names: Collection[str] = ()) -> Asker:
     ``"for"``: a decision or advice for them: a modal with "I" or "we" ("can I", "should we"),
     "for me" / "for my", "help me", or a request for advice ("recommend", "suggest", "tips").
     ``"about"``: it refers to them otherwise: "my", "our", "I" outside a how-to question ("how
-    do I ..."), "me" after a preposition or a memory verb ("remind me"), one of ``names`` (the
-    asker's names). ``"none"``: neither.
+    do I ...") and not only framing it ("I wonder why ...", "I'm curious ..."), "me" after a
+    preposition or a memory verb ("remind me"), one of ``names`` (the asker's names).
+    ``"none"``: neither.
     """
     own = {n for name in names for n in name.casefold().split()}
     found: Asker = "none"
@@ -260,7 +263,8 @@ def asks_of_asker(query: str, names: Collection[str] = ()) -> Asker:
                 return "for"
             refers = token in _POSSESSIVE or token in own or (token == "me" and (before in _ABOUT or before in META))
             how_to = i >= 2 and tokens[i - 2] == "how" and before in _HOW_TO
-            if refers or (token in _SUBJECT_I and not how_to):
+            framing = not _WONDER.isdisjoint(tokens[i + 1 : i + 4])
+            if refers or (token in _SUBJECT_I and not how_to and not framing):
                 found = "about"
     return found
 
