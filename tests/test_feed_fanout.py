@@ -44,8 +44,9 @@ def test_many_followers_share_one_read_and_get_every_message_once_in_order(daemo
         assert sum(e.event == "done" for e in events) == 3
         first_done = next(i for i, e in enumerate(events) if e.event == "done")
         assert any(e.event == "message" and e.data["role"] == "assistant" for e in events[:first_done])
-    # Reads of new messages: a few per post and turn for the channel, not one per follower.
-    assert len(reads) < 3 * 6, len(reads)
+    # Reads of new messages: a few per post and turn for the channel (15 on a quiet machine, 18 seen
+    # once on a loaded one, where wake-ups coalesce less), not one per follower per message (240).
+    assert len(reads) < FOLLOWERS, len(reads)
 
 
 def test_followers_are_bounded_per_channel_and_per_key(daemons: Any) -> None:
