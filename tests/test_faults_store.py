@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -117,27 +118,19 @@ def test_a_reply_the_store_refuses_is_written_again_and_healthz_says_why_meanwhi
     be stored. ``/healthz`` says the store is not writable and why (the worker process's failed
     write too), the channel's next message is not answered before it, and once the lock is gone
     the reply is written again: both are answered, in order, and ``/healthz`` is healthy again."""
-    config = f'[embedding]\nprovider = "none"\n[runtime]\nworkers = {workers}\n'
-    home = write_home(tmp_path, config, {"fake": fake_persona(fake_openai.url)})
-    home.write_text(home.read_text().replace("[logging]", "busy_timeout_ms = 200\n[logging]", 1))
-    fake_openai.chat_delay_per_token = 0.1
+    home = _slow_reply_home(tmp_path, fake_openai, f"[runtime]\nworkers = {workers}\n")
     daemon = Serve(home)
     try:
         with httpx.Client(base_url=daemon.url, timeout=30) as client:
             first = _post(client, "one two three four five six seven eight nine ten")
             second = _post(client, "and then")
             wait_for(fake_openai.streaming.is_set, 60, "the first reply to stream")
-            holder = sqlean.connect(str(home.parent / "agentd.db"), isolation_level=None)
-            try:
-                holder.execute("BEGIN IMMEDIATE")
+            with _write_lock(home):
                 health = wait_for(lambda: _degraded(client), 30, "healthz to report the refused write")
                 assert health["healthy"] is False
                 assert health["store"]["writable"] is False
                 assert "locked" in health["store"]["error"]
                 assert _replies(client) == {}  # nothing answered meanwhile, the second not before the first
-            finally:
-                holder.rollback()
-                holder.close()
             replies = wait_for(lambda: len(_replies(client)) == 2 and _replies(client), 60, "both replies")
             assert replies[first] < replies[second]  # in order
             assert len(fake_openai.chat_requests()) == 2  # the reply was stored again, not asked again
@@ -145,6 +138,27 @@ def test_a_reply_the_store_refuses_is_written_again_and_healthz_says_why_meanwhi
             assert client.get("/healthz").json()["store"] == {"writable": True}
     finally:
         daemon.stop()
+
+
+def _slow_reply_home(tmp_path: Path, fake_openai: FakeOpenAI, config: str = "") -> Path:
+    """A home whose store gives up on a lock after 200 ms, and a model that streams slowly enough
+    to take the lock while a reply is on its way."""
+    home = write_home(tmp_path, '[embedding]\nprovider = "none"\n' + config, {"fake": fake_persona(fake_openai.url)})
+    home.write_text(home.read_text().replace("[logging]", "busy_timeout_ms = 200\n[logging]", 1))
+    fake_openai.chat_delay_per_token = 0.1
+    return home
+
+
+@contextmanager
+def _write_lock(home: Path) -> Iterator[None]:
+    """Another process holds the database's write lock meanwhile."""
+    holder = sqlean.connect(str(home.parent / "agentd.db"), isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        yield
+    finally:
+        holder.rollback()
+        holder.close()
 
 
 def _post(client: httpx.Client, text: str) -> int:
@@ -171,22 +185,15 @@ def test_a_reply_the_store_refuses_for_longer_ends_failed_before_a_later_message
     marked failed, so the channel's next message is not answered either (its turn does not start).
     Once the store takes writes, a third message finds both marked failed before it is answered:
     never a later message answered while an earlier one waits."""
-    home = write_home(tmp_path, '[embedding]\nprovider = "none"\n', {"fake": fake_persona(fake_openai.url)})
-    home.write_text(home.read_text().replace("[logging]", "busy_timeout_ms = 200\n[logging]", 1))
-    fake_openai.chat_delay_per_token = 0.1
+    home = _slow_reply_home(tmp_path, fake_openai)
     daemon = Serve(home)
     try:
         with httpx.Client(base_url=daemon.url, timeout=30) as client:
             first = _post(client, "one two three four five six seven eight nine ten")
             second = _post(client, "and then")
             wait_for(fake_openai.streaming.is_set, 60, "the first reply to stream")
-            holder = sqlean.connect(str(home.parent / "agentd.db"), isolation_level=None)
-            try:
-                holder.execute("BEGIN IMMEDIATE")
+            with _write_lock(home):
                 wait_for(lambda: "turn_not_started" in "".join(daemon.stderr), 90, "the second turn to be held back")
-            finally:
-                holder.rollback()
-                holder.close()
             third = _post(client, "and now?")
             replies = wait_for(lambda: _replies(client).get(third) and _replies(client), 60, "the third reply")
             status = {m["id"]: m["status"] for m in client.get("/v1/channels/general/messages").json()["messages"]}

@@ -61,6 +61,7 @@ class LitellmChat:
         One span, ``chat MODEL``, with the GenAI semantic conventions' attributes (retries inside)."""
         with tracing.span(f"chat {settings.model}", _chat_attributes(settings), kind="client") as span:
             result = self._stream(settings, messages, tools, on_text, should_stop)
+            count_call(settings, result.usage)  # metrics: tokens and cost of every call
             span.set("gen_ai.usage.input_tokens", result.usage.prompt_tokens)
             span.set("gen_ai.usage.output_tokens", result.usage.completion_tokens)
             if result.finish_reason:
@@ -76,9 +77,7 @@ class LitellmChat:
         should_stop: Callable[[], bool],
     ) -> ModelTurn:
         if is_offline(settings.model):
-            answered = self._offline.stream(settings, messages, tools, on_text, should_stop)
-            count_call(settings, answered.usage)  # metrics: tokens and cost of every call
-            return answered
+            return self._offline.stream(settings, messages, tools, on_text, should_stop)
         api_key = request_key(settings.model, settings.api_key_env, settings.api_base)
         missing = [] if api_key else missing_credentials(settings.model)
         if missing:
@@ -96,9 +95,7 @@ class LitellmChat:
                 on_text(text)
 
             try:
-                answered = self._stream_once(settings, messages, tools, relay, should_stop)
-                count_call(settings, answered.usage)  # metrics: tokens and cost of every call
-                return answered
+                return self._stream_once(settings, messages, tools, relay, should_stop)
             except LLMError as error:
                 cause = error.__cause__ if error.__cause__ is not None else error
                 wait = self._retry_wait(error, cause, attempt, retries, streamed, settings)

@@ -87,7 +87,7 @@ _NUMBERS = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
     "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2, "a couple of": 2,
 }  # fmt: skip
-_COUNT = r"(\d{1,3}|a couple of|couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+_COUNT = r"(\d{1,3}|" + "|".join(sorted(_NUMBERS, key=len, reverse=True)) + ")"
 _AGO = re.compile(rf"\b{_COUNT}\s+(day|week|month)s?\s+ago\b", re.IGNORECASE)
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _LAST_WEEKDAY = re.compile(rf"\b(?:last|past|this past)\s+({'|'.join(_WEEKDAYS)})\b", re.IGNORECASE)
