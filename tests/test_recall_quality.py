@@ -104,8 +104,9 @@ def test_a_fact_is_recalled_alike_whichever_way_it_names_the_user(everyday_talli
         if style != "messy":
             assert tally.rate() >= base - 0.05, (style, tally.rate(), base, tally.misses)
     # Before memories about the user answered only questions that ask something of them (intent.py,
-    # asks_of_asker), the worst style recalled 0.60 (now 0.75, the messy one; the others 0.86-0.90).
-    assert everyday.worst(everyday_tallies) >= 0.7
+    # asks_of_asker), the worst style recalled 0.60; then 0.75 (the messy one), and 0.875 since a
+    # decision's own candidates are reordered by the cross-encoder (agentd/memory/rerank.py).
+    assert everyday.worst(everyday_tallies) >= 0.8
 
 
 def test_no_unrelated_question_or_shared_word_trap_recalls_anything(everyday_tallies) -> None:  # type: ignore[no-untyped-def]

@@ -15,17 +15,20 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentd._exceptions import EmbedderNotConfigured, InvalidInput, NotFound
+from agentd._exceptions import EmbedderError, EmbedderNotConfigured, InvalidInput, NotFound
 from agentd.config import MemoryConfig
 from agentd.embedders import Embedder
 from agentd.embedders.guard import GuardedEmbedder, guarded
+from agentd.embedders.reranker import CrossEncoder, shared_cross_encoder
+from agentd.log import get_logger
 from agentd.memory.dates import query_dates
 from agentd.memory.fusion import Fusion
 from agentd.memory.importer import ImportReport, parse_line, read_lines
 from agentd.memory.intent import Asker, Facet, analyse, has_content, states_preference
 from agentd.memory.query import lexical_terms
 from agentd.memory.ranking import INTENT_RELEVANCE, Bar, MemoryHit, Ranked, rank
-from agentd.memory.subjects import indexed_text, names_of
+from agentd.memory.rerank import mixed_order
+from agentd.memory.subjects import indexed_text, names_of, reread_text
 from agentd.relevance import DEFAULT_WORDS, Recency
 from agentd.scopes import Reach, Scope, is_blank
 from agentd.store import Store
@@ -111,6 +114,7 @@ class MemoryService:
         self._personas = personas
         self._recency = Recency(config.half_life_days, config.decay_weight)
         self._fusion = Fusion.of(embedder.words if embedder is not None else DEFAULT_WORDS, config)
+        self._encoder_failed = False
         if embedder is not None and check_embedding:
             store.bind_embedding(embedder.model_id, embedder.dimension)
 
@@ -490,7 +494,10 @@ class MemoryService:
                 fusion,
                 query_dates(query, now.date()) if mode == "hybrid" and self._fusion.date_weight > 0 else (),
             )
-            hits = self._winners(conn, self._above(conn, ranked, bar, reach), limit, reach, excluded, bar.admits)
+            above = self._above(conn, ranked, bar, reach)
+            if min_relevance is None and asks == "for" and bar.own is not None:
+                above = self._reranked(conn, query, above, reach)
+            hits = self._winners(conn, above, limit, reach, excluded, bar.admits)
             near: list[MemoryHit] = []
             if near_misses > 0:
                 # Near-misses are shown, never injected: what is not eligible here is not shown either.
@@ -508,6 +515,39 @@ class MemoryService:
         low = [r.id for r in ranked if bar.own <= r.relevance < bar.general]
         own = self._store.memories.in_scope(conn, low, Scope.user(reach.user)) if low else set()
         return [r for r in ranked if r.relevance >= bar.general or r.id in own]
+
+    def _reranked(self, conn: Any, query: str, above: list[Ranked], reach: Reach) -> list[Ranked]:
+        """``above`` with the asker's best ``memory.rerank_pool`` own memories (user scope) in the order
+        of the cross-encoder mixed with the search's (:mod:`agentd.memory.rerank`), in the places the
+        search gave them; ``above`` as it is when reranking is off or the cross-encoder cannot be loaded.
+
+        Only the asker's own are reordered: a decision rests on what constrains them, and the rest of
+        a decision's candidates (channel and global memories) are ranked as any question's are."""
+        if not self._config.rerank or reach.user is None or len(above) < 2:
+            return above
+        own = self._store.memories.in_scope(conn, [r.id for r in above], Scope.user(reach.user))
+        head = [r for r in above if r.id in own][: self._config.rerank_pool]
+        encoder = self._cross_encoder() if len(head) >= 2 else None
+        if encoder is None:
+            return above
+        rows = self._store.memories.fetch(conn, [r.id for r in head])
+        head = [r for r in head if r.id in rows]
+        texts = [reread_text(rows[r.id].text, rows[r.id].scope) for r in head]
+        order = iter(mixed_order(head, [float(c) for c in encoder.score(query, texts)], self._config.rerank_weight))
+        places = {r.id for r in head}
+        return [next(order) if r.id in places else r for r in above]
+
+    def _cross_encoder(self) -> CrossEncoder | None:
+        """The shared cross-encoder, loaded on first use; ``None`` (logged once) when it cannot be."""
+        if self._encoder_failed:
+            return None
+        try:
+            return shared_cross_encoder()
+        except (EmbedderError, ImportError, OSError) as exc:
+            self._encoder_failed = True
+            log = get_logger(__name__)
+            log.warning("rerank.unavailable", error=str(exc), effect="decisions keep the search's order")
+            return None
 
     def _checked(self, query: str, reach: Reach, limit: int | None, mode: str) -> int:
         """The search's limit, after its arguments are checked (InvalidInput names the bad one)."""

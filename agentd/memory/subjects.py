@@ -46,8 +46,10 @@ def names_of(user_id: str) -> tuple[str, ...]:
     return tuple(n.casefold() for n in names)
 
 
-def _subject(names: tuple[str, ...]) -> re.Pattern[str]:
+def _subject(names: tuple[str, ...], user_word: bool = False) -> re.Pattern[str]:
     who = [_FIRST_PERSON, *(re.escape(n).replace(r"\ ", r"\s+") for n in names)]
+    if user_word:
+        who.append(r"(?:the\s+)?user")
     return re.compile(rf"^\s*(?:{'|'.join(who)})(?:['’]s\b|s['’]|s\b)?{_AFTER}\b[\s,:]*", re.IGNORECASE)
 
 
@@ -58,4 +60,15 @@ def indexed_text(text: str, scope: Scope) -> str:
         return text
     stripped = _subject(names_of(scope.id)).sub("", text, count=1)
     # Nothing left: the subject was the whole memory ("Carol").
+    return stripped if stripped.strip() else text
+
+
+def reread_text(text: str, scope: Scope) -> str:
+    """The text the cross-encoder reads (:mod:`agentd.memory.rerank`): for a user's memory, without a
+    leading subject that names the user, "User" and "The user" included (it only orders candidates,
+    so the threshold case that keeps "User" in :func:`indexed_text` does not arise); any other
+    memory's text as it is."""
+    if scope.kind != "user":
+        return text
+    stripped = _subject(names_of(scope.id), user_word=True).sub("", text, count=1)
     return stripped if stripped.strip() else text

