@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from daemon import FLOOR_PERSONA, QUESTIONS, STAGES, fill, pct, seed, write_home  # noqa: E402
+from daemon import FACTS, FLOOR_PERSONA, QUESTIONS, STAGES, fill, pct, seed, write_home  # noqa: E402
 
 
 class CpuClock:
@@ -75,6 +75,13 @@ def main() -> None:
     parser.add_argument("--channels", type=int, default=10)
     parser.add_argument("--history", type=int, default=100, help="earlier messages in each channel")
     parser.add_argument("--memories", type=int, default=1000, help="global memories in reach")
+    parser.add_argument(
+        "--user-memories",
+        type=int,
+        default=0,
+        help="memories of each of the three asking users (user scope): a decision's own candidates, which the "
+        "cross-encoder reorders ([memory] rerank); 0 leaves that path out, as before",
+    )
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
 
@@ -103,11 +110,19 @@ def main() -> None:
         config_path = write_home(home)
         channels = [f"dm-bench-{i}" for i in range(args.channels)]
         seed(config_path, channels, args.history, args.memories, rng)
-        config = load_config(config_path, environ={})
+        # Only the single-key overrides (AGENTD_MEMORY__RERANK=false) reach the bench's config.
+        overrides = {k: v for k, v in os.environ.items() if k.startswith("AGENTD_") and "__" in k}
+        config = load_config(config_path, environ=overrides)
         # Info, so that each turn's ``turn`` line (its stages' wall times) is logged; captured, not printed.
         configure(config.logging.model_copy(update={"level": "info"}))
         app = App(config)
         runtime = Runtime(app)
+        if args.user_memories:
+            from agentd.scopes import Scope
+
+            for u in range(3):
+                for _ in range(args.user_memories):
+                    app.memory.add("buddy", Scope.user(f"user{u}"), fill(rng.choice(FACTS), rng))
         statements: Counter[str] = Counter()
 
         @sa.event.listens_for(app.store.engine, "before_cursor_execute")
@@ -123,7 +138,8 @@ def main() -> None:
 
         print(
             f"bench/turn_cpu.py: {args.turns} turns per persona, one at a time, {args.channels} channels, "
-            f"history {args.history}/channel, memories {args.memories}; cpus {os.cpu_count()}; "
+            f"history {args.history}/channel, memories {args.memories}, user memories {args.user_memories}; "
+            f"cpus {os.cpu_count()}; "
             f"load {' '.join(Path('/proc/loadavg').read_text().split()[:3])}"
         )
         try:

@@ -39,9 +39,33 @@ FACTS = [
     "Dana is scared of deep water",
     "Dana night-shifts as a nurse",
     "Dana has a bad back",
+    "Dana collects vinyl records",
+    "Dana volunteers at an animal shelter",
 ]
 #: A decision whose constraint (the peanut allergy) e5 ranks below three of Dana's other facts.
 SATAY = "Can I try the chicken satay at the night market?"
+PEANUTS, LIGHTS, WATER = (
+    "Dana is allergic to peanuts",
+    "Dana gets migraines from bright lights",
+    "Dana is scared of deep water",
+)
+#: Decisions for Dana and the fact that constrains each, written after the weight was chosen.
+DECISIONS = [
+    ("Can I grab a Thai green curry with satay sides tonight?", PEANUTS),
+    ("Which chocolate bar should I buy at the station?", PEANUTS),
+    ("Should I book the glass-bottom boat tour?", WATER),
+    ("Can I go to the rave with strobe lights on Friday?", LIGHTS),
+    ("Is a cliff-diving lesson a good birthday present for me?", WATER),
+    (SATAY, PEANUTS),
+    ("Should I order the pad thai for lunch?", PEANUTS),
+    ("Is a snorkelling trip a good idea for me?", WATER),
+    ("Would a laser show be a fun night out for me?", LIGHTS),
+    ("Can I have a slice of the Snickers cheesecake?", PEANUTS),
+    ("Should I sign up for the open-water swim?", WATER),
+    ("Is a kayaking holiday a good plan for me?", WATER),
+    ("Can I eat the satay skewers?", PEANUTS),
+    ("Any ideas for a dessert I can order?", PEANUTS),
+]
 
 
 def _service(path: Path, embedder: LocalEmbedder, **memory: object) -> Iterator[MemoryService]:
@@ -78,6 +102,19 @@ def test_a_decision_recalls_the_constraint_the_search_alone_ranks_too_low(
     assert "Dana is allergic to peanuts" in texts(hits)
     # The mix orders; every memory keeps the relevance the search gave it, above the advice bar.
     assert all(h.relevance >= reranking.config.advice_min_score for h in hits)
+
+
+def test_on_decisions_written_afterwards_the_mix_recalls_no_fewer_constraints(
+    reranking: MemoryService, search_order: MemoryService
+) -> None:
+    """Out of sample (docs/notes/recall-tuning.md, "Sixth pass"): 13 of 14 either way today; the mix
+    gains the chicken satay and loses the Thai curry, where it ranks "collects vinyl"-like hubs high."""
+    top_k = reranking.config.top_k
+
+    def recalled(service: MemoryService) -> int:
+        return sum(fact in texts(service.search(q, DANA, limit=top_k)) for q, fact in DECISIONS)
+
+    assert recalled(reranking) >= recalled(search_order) >= len(DECISIONS) - 2
 
 
 def test_only_a_decision_for_the_asker_is_reordered(reranking: MemoryService, search_order: MemoryService) -> None:

@@ -1,0 +1,87 @@
+"""How a decision's own candidates should be reordered: the cross-encoder's pool and weight, on the everyday set.
+
+    python bench/rerank_grid.py            # ~1 min: e5 and the cross-encoder over every (question, fact) pair
+
+For every question of the everyday set (tests/data/everyday_set.json, bench/everyday.py) and
+every writing style, the asker's facts are ranked as automatic retrieval ranks a decision's own
+candidates (agentd/memory/rerank.py): the best ``pool`` by the e5-small-v2 cosine of the
+question and the fact's indexed text, reordered by ``z(search) + weight x z(cross-encoder)``
+(:func:`agentd.memory.rerank.mixed_order`, on the calibrated relevance of that cosine; the
+cross-encoder reads the text :func:`agentd.memory.subjects.reread_text` gives), then the rest.
+It prints the share of questions whose fact is in the first three (``[memory] top_k``), per kind
+(direct, one-step) and part (dev, held-out), for each pool and weight; ``dense`` is the search's
+order alone. The pool and weight were chosen on the dev columns only (docs/notes/recall-tuning.md,
+"Sixth pass").
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from everyday import load_everyday  # noqa: E402
+from everyday_signals import Pairs  # noqa: E402
+
+from agentd.embedders.local import LocalEmbedder  # noqa: E402
+from agentd.embedders.reranker import CrossEncoder  # noqa: E402
+from agentd.memory.ranking import Ranked  # noqa: E402
+from agentd.memory.rerank import mixed_order  # noqa: E402
+from agentd.memory.subjects import reread_text  # noqa: E402
+from agentd.relevance import sigmoid  # noqa: E402
+from agentd.scopes import Scope  # noqa: E402
+
+POOLS = (6, 8, 10, 12)
+WEIGHTS = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+TOP_K = 3
+
+
+def main() -> None:
+    labelled = load_everyday()
+    embedder = LocalEmbedder("e5-small-v2")
+    encoder = CrossEncoder()
+    pairs = Pairs(labelled, embedder)
+    calibration = embedder.calibration
+    # (kind, held, facts ranked by cosine as Ranked, the fact's id, cross-encoder logit by fact id)
+    cases = []
+    q = 0
+    for fi, fact in enumerate(labelled.facts):
+        facts = pairs.users_facts(fact.user["id"])
+        for question in fact.questions:
+            for s, style in enumerate(labelled.styles):
+                cos = {i: float(pairs.facts[i, s] @ pairs.questions[q]) for i in facts}
+                ranked = [
+                    Ranked(i, sigmoid(calibration.logit(cos[i])), 0.0, cos[i], 0.0)
+                    for i in sorted(facts, key=lambda i: -cos[i])
+                ]
+                read = [reread_text(labelled.facts[i].text(style), Scope.user(fact.user["id"])) for i in facts]
+                cross = dict(zip(facts, (float(x) for x in encoder.score(question, read)), strict=True))
+                cases.append((fact.kind, fact.held, ranked, fi, cross))
+            q += 1
+
+    def share(pool: int | None, weight: float) -> str:
+        cells = []
+        for kind in ("direct", "one_step"):
+            for held in (False, True):
+                chosen = [c for c in cases if c[0] == kind and c[1] == held]
+                hit = 0
+                for _kind, _held, ranked, fi, cross in chosen:
+                    order = ranked
+                    if pool is not None:
+                        head = ranked[:pool]
+                        order = mixed_order(head, [cross[r.id] for r in head], weight) + ranked[pool:]
+                    hit += fi in [r.id for r in order[:TOP_K]]
+                cells.append(f"{hit / len(chosen):.3f}")
+        return " ".join(f"{c:>9}" for c in cells)
+
+    print(f"{'pool':>5} {'weight':>6} {'dir dev':>9} {'dir held':>9} {'1-st dev':>9} {'1-st held':>9}")
+    print(f"{'dense':>5} {'':>6} {share(None, 0.0)}")
+    for pool in POOLS:
+        for weight in WEIGHTS:
+            print(f"{pool:>5} {weight:>6} {share(pool, weight)}")
+
+
+if __name__ == "__main__":
+    main()
