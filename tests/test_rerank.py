@@ -170,3 +170,13 @@ def test_the_mix_weighs_both_sides_and_keeps_the_search_order_on_ties() -> None:
     assert [r.id for r in mixed_order(head, [-9.0, -9.5, -1.0], 2.0)] == [3, 1, 2]
     assert [r.id for r in mixed_order(head, [-9.0, -9.5, -1.0], 0.0)] == [1, 2, 3]
     assert [r.id for r in mixed_order(head[:1], [5.0], 2.0)] == [1]
+
+
+@pytest.mark.both_backends
+def test_a_decision_is_reordered_on_either_backend(app) -> None:  # type: ignore[no-untyped-def]
+    for text in FACTS:
+        app.memory.add("buddy", Scope.user("dana"), text)
+    app.memory.add("buddy", Scope.user("erin"), "Erin is allergic to peanuts")  # another user's: never a result
+    hits = app.memory.search(SATAY, DANA, limit=app.memory.config.top_k)
+    assert "Dana is allergic to peanuts" in texts(hits)
+    assert all(h.memory.scope == Scope.user("dana") for h in hits)
