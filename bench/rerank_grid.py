@@ -12,12 +12,21 @@ It prints the share of questions whose fact is in the first three (``[memory] to
 (direct, one-step) and part (dev, held-out), for each pool and weight; ``dense`` is the search's
 order alone. The pool and weight were chosen on the dev columns only (docs/notes/recall-tuning.md,
 "Sixth pass").
+
+    python bench/rerank_grid.py --about    # could the cross-encoder admit, not only order?
+
+``--about`` measures, for the questions about the asker (``asks_of_asker`` = "about", which keep
+``personal_min_score`` 0.4), a second way in that was measured and not kept: below the bar, the
+asker's memory that the cross-encoder (or the mix) ranks first among the pool is admitted when its
+relevance is at least a lower floor. Per floor: the questions it would recover (their fact below
+0.4 and admitted) and the wrong memories it would add, dev and held-out.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -27,6 +36,7 @@ from everyday_signals import Pairs  # noqa: E402
 
 from agentd.embedders.local import LocalEmbedder  # noqa: E402
 from agentd.embedders.reranker import CrossEncoder  # noqa: E402
+from agentd.memory.intent import asks_of_asker  # noqa: E402
 from agentd.memory.ranking import Ranked  # noqa: E402
 from agentd.memory.rerank import mixed_order  # noqa: E402
 from agentd.memory.subjects import reread_text  # noqa: E402
@@ -58,7 +68,7 @@ def main() -> None:
                 ]
                 read = [reread_text(labelled.facts[i].text(style), Scope.user(fact.user["id"])) for i in facts]
                 cross = dict(zip(facts, (float(x) for x in encoder.score(question, read)), strict=True))
-                cases.append((fact.kind, fact.held, ranked, fi, cross))
+                cases.append((fact.kind, fact.held, ranked, fi, cross, asks_of_asker(question)))
             q += 1
 
     def share(pool: int | None, weight: float) -> str:
@@ -67,7 +77,7 @@ def main() -> None:
             for held in (False, True):
                 chosen = [c for c in cases if c[0] == kind and c[1] == held]
                 hit = 0
-                for _kind, _held, ranked, fi, cross in chosen:
+                for _kind, _held, ranked, fi, cross, _asks in chosen:
                     order = ranked
                     if pool is not None:
                         head = ranked[:pool]
@@ -76,11 +86,42 @@ def main() -> None:
                 cells.append(f"{hit / len(chosen):.3f}")
         return " ".join(f"{c:>9}" for c in cells)
 
+    if "--about" in sys.argv[1:]:
+        about(cases)
+        return
     print(f"{'pool':>5} {'weight':>6} {'dir dev':>9} {'dir held':>9} {'1-st dev':>9} {'1-st held':>9}")
     print(f"{'dense':>5} {'':>6} {share(None, 0.0)}")
     for pool in POOLS:
         for weight in WEIGHTS:
             print(f"{pool:>5} {weight:>6} {share(pool, weight)}")
+
+
+def about(cases: list[tuple[Any, ...]]) -> None:
+    """The ``--about`` table (see the module docstring), pool 8, weight 2."""
+    pool, weight, bar = 8, 2.0, 0.4
+    print(f"{'floor':>6} {'by':>4} {'dev recovered':>14} {'dev wrong':>10} {'held recovered':>15} {'held wrong':>11}")
+    for floor in (0.05, 0.1, 0.2, 0.3):
+        for by in ("ce", "mix"):
+            cells = []
+            for held in (False, True):
+                recovered = wrong = 0
+                for kind, part, ranked, fi, cross, asks in cases:
+                    if kind != "direct" or part != held or asks != "about":
+                        continue
+                    head = ranked[:pool]
+                    first = (
+                        max(head, key=lambda r: cross[r.id])
+                        if by == "ce"
+                        else mixed_order(head, [cross[r.id] for r in head], weight)[0]
+                    )
+                    answer = next(r for r in ranked if r.id == fi)
+                    if floor <= first.relevance < bar:
+                        if first.id == fi and answer.relevance < bar:
+                            recovered += 1
+                        elif first.id != fi:
+                            wrong += 1
+                cells += [recovered, wrong]
+            print(f"{floor:>6} {by:>4} {cells[0]:>14} {cells[1]:>10} {cells[2]:>15} {cells[3]:>11}")
 
 
 if __name__ == "__main__":
