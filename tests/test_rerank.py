@@ -153,6 +153,20 @@ def test_without_the_cross_encoder_a_decision_keeps_the_search_order(
     assert [e["event"] for e in logged if e["event"] == "rerank.unavailable"] == ["rerank.unavailable"]
 
 
+def test_a_failing_cross_encoder_leaves_the_search_order(
+    reranking: MemoryService, search_order: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Broken:
+        def score(self, query: str, passages: list[str]) -> None:
+            raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION")
+
+    monkeypatch.setattr(service_module, "shared_cross_encoder", Broken)
+    with capture_logs() as logged:
+        hits = reranking.search(SATAY, DANA, limit=3)
+    assert texts(hits) == texts(search_order.search(SATAY, DANA, limit=3))
+    assert "rerank.failed" in [e["event"] for e in logged]
+
+
 def test_the_cross_encoder_reads_question_and_memory_together() -> None:
     scores = shared_cross_encoder().score(SATAY, ["allergic to peanuts", "supports Leeds United"])
     assert scores.shape == (2,)

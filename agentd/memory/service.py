@@ -533,7 +533,12 @@ class MemoryService:
         rows = self._store.memories.fetch(conn, [r.id for r in head])
         head = [r for r in head if r.id in rows]
         texts = [reread_text(rows[r.id].text, rows[r.id].scope) for r in head]
-        order = iter(mixed_order(head, [float(c) for c in encoder.score(query, texts)], self._config.rerank_weight))
+        try:
+            cross = [float(c) for c in encoder.score(query, texts)]
+        except (RuntimeError, ValueError) as exc:  # onnxruntime's failures: the decision keeps the search's order
+            get_logger(__name__).warning("rerank.failed", error=str(exc), effect="the search's order is kept")
+            return above
+        order = iter(mixed_order(head, cross, self._config.rerank_weight))
         places = {r.id for r in head}
         return [next(order) if r.id in places else r for r in above]
 
