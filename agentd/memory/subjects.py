@@ -56,11 +56,7 @@ def _subject(names: tuple[str, ...], user_word: bool = False) -> re.Pattern[str]
 def indexed_text(text: str, scope: Scope) -> str:
     """The text a memory's vector is made from: for a user's memory, without a leading subject
     that names the user (see the module docstring); any other memory's text as it is."""
-    if scope.kind != "user":
-        return text
-    stripped = _subject(names_of(scope.id)).sub("", text, count=1)
-    # Nothing left: the subject was the whole memory ("Carol").
-    return stripped if stripped.strip() else text
+    return _without_subject(text, scope, user_word=False)
 
 
 def reread_text(text: str, scope: Scope) -> str:
@@ -68,7 +64,12 @@ def reread_text(text: str, scope: Scope) -> str:
     leading subject that names the user, "User" and "The user" included (it only orders candidates,
     so the threshold case that keeps "User" in :func:`indexed_text` does not arise); any other
     memory's text as it is."""
+    return _without_subject(text, scope, user_word=True)
+
+
+def _without_subject(text: str, scope: Scope, user_word: bool) -> str:
     if scope.kind != "user":
         return text
-    stripped = _subject(names_of(scope.id), user_word=True).sub("", text, count=1)
+    stripped = _subject(names_of(scope.id), user_word).sub("", text, count=1)
+    # Nothing left: the subject was the whole memory ("Carol").
     return stripped if stripped.strip() else text
