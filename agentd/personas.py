@@ -11,6 +11,12 @@ A persona file::
     skills = ["remember", "recall", "delegate"]
     mcp_servers = ["files"]        # MCP servers ([mcp.servers.NAME]) whose tools it may call
     project_dir = "../myproject"   # optional: its AGENTS.md is the project context
+    owners = ["alice"]             # users who decide its tools' approvals (besides admin keys)
+
+    [tools."mcp__files__read"]     # a tool's policy (a skill's name, or mcp__SERVER__TOOL)
+    users = ["alice", "bob"]       # who may trigger it (default: everyone who may talk to it)
+    channels = ["dm-*"]            # where (globs; default: everywhere it answers)
+    approval = "required"          # "never" (default) | "required": an owner approves each call
 """
 
 from __future__ import annotations
@@ -21,12 +27,27 @@ import tomllib
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentd._exceptions import ConfigError, NotFound
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+#: How a persona's MCP tools are named to its model (agentd.mcp.tools.offered_name).
+MCP_PREFIX = "mcp__"
+#: The approval settings a tool policy takes.
+APPROVALS = ("never", "required")
+
+
+class _ToolPolicyFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    users: list[str] | None = None
+    channels: list[str] | None = None
+    approval: Literal["never", "required"] = "never"
 
 
 class _PersonaFile(BaseModel):
@@ -46,6 +67,34 @@ class _PersonaFile(BaseModel):
     #: For OpenAI-compatible servers: where to send requests and which env var holds the key.
     api_base: str | None = None
     api_key_env: str | None = None
+    #: Users who decide the approvals of its tools (admin keys always may).
+    owners: list[str] = []
+    #: Each tool's policy, by the name the model is offered (``[tools."NAME"]``).
+    tools: dict[str, _ToolPolicyFile] = {}
+
+
+@dataclass(frozen=True)
+class ToolPolicy:
+    """Who may trigger one tool of a persona, where, and whether an owner approves each call.
+
+    ``users`` / ``channels`` ``None``: everyone who may talk to the persona, everywhere it answers.
+    """
+
+    name: str
+    users: tuple[str, ...] | None = None
+    channels: tuple[str, ...] | None = None
+    approval: str = "never"
+
+    def allows(self, user: str | None, channel: str) -> bool:
+        """True when ``user`` may trigger the tool in ``channel`` (channels may be globs)."""
+        if self.users is not None and (user is None or user not in self.users):
+            return False
+        return self.channels is None or any(fnmatch.fnmatchcase(channel, pat) for pat in self.channels)
+
+    @property
+    def needs_approval(self) -> bool:
+        """True when each call waits for an owner's decision."""
+        return self.approval == "required"
 
 
 @dataclass(frozen=True)
@@ -67,6 +116,19 @@ class Persona:
     source: str
     #: MCP servers (``[mcp.servers.NAME]`` in agentd.toml) whose tools it may call.
     mcp_servers: tuple[str, ...] = ()
+    #: Users who decide its tools' approvals (besides admin keys).
+    owners: tuple[str, ...] = ()
+    #: The policies of its tools that have one (``[tools."NAME"]``), in file order.
+    tool_policies: tuple[ToolPolicy, ...] = ()
+
+    def policy(self, tool: str) -> ToolPolicy:
+        """``tool``'s policy (the default when the file sets none: everyone, everywhere, no approval)."""
+        return next((p for p in self.tool_policies if p.name == tool), ToolPolicy(tool))
+
+    @property
+    def asks_approval(self) -> bool:
+        """True when one of its tools needs an owner's approval for each call."""
+        return any(p.needs_approval for p in self.tool_policies)
 
     def serves(self, channel: str) -> bool:
         """True when ``channel`` is bound to this persona (exact name or glob)."""
@@ -86,6 +148,7 @@ def _persona_from(path: Path, data: dict[str, object], skills: Collection[str]) 
     for skill in raw.skills:
         if skill not in skills:
             raise ConfigError(str(path), "skills", f"unknown skill {skill!r}; known: {', '.join(skills)}")
+    policies = _tool_policies(path, raw)
     project = None
     if raw.project_dir:
         project = (path.parent / raw.project_dir).resolve()
@@ -106,7 +169,36 @@ def _persona_from(path: Path, data: dict[str, object], skills: Collection[str]) 
         api_key_env=raw.api_key_env,
         source=str(path),
         mcp_servers=tuple(dict.fromkeys(raw.mcp_servers)),
+        owners=tuple(raw.owners),
+        tool_policies=policies,
     )
+
+
+def _tool_policies(path: Path, raw: _PersonaFile) -> tuple[ToolPolicy, ...]:
+    """The ``[tools."NAME"]`` tables as policies; a name that is none of the persona's tools is an
+    error (a misspelt name would otherwise leave the tool open to everyone)."""
+    found: list[ToolPolicy] = []
+    for name, entry in raw.tools.items():
+        key = f"tools.{name}"
+        if name.startswith(MCP_PREFIX):
+            server = name[len(MCP_PREFIX) :].split("__", 1)[0]
+            if "__" not in name[len(MCP_PREFIX) :] or server not in raw.mcp_servers:
+                listed = ", ".join(raw.mcp_servers) or "none"
+                raise ConfigError(
+                    str(path), key, f"names no tool of its MCP servers (mcp__SERVER__TOOL; its servers: {listed})"
+                )
+        elif name not in raw.skills:
+            enabled = ", ".join(raw.skills) or "none"
+            raise ConfigError(
+                str(path), key, f"names no tool of this persona (its skills: {enabled}; MCP tools: mcp__SERVER__TOOL)"
+            )
+        for field_name, values in (("users", entry.users), ("channels", entry.channels)):
+            if values is not None and not all(isinstance(v, str) and v.strip() for v in values):
+                raise ConfigError(str(path), f"{key}.{field_name}", "must be a list of non-empty names")
+        users = tuple(entry.users) if entry.users is not None else None
+        channels = tuple(entry.channels) if entry.channels is not None else None
+        found.append(ToolPolicy(name, users, channels, entry.approval))
+    return tuple(found)
 
 
 def load_persona_file(path: Path, skills: Collection[str]) -> Persona:

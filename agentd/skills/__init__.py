@@ -46,7 +46,7 @@ def build_registry(
     found = [skill for skill in (SKILLS[name](deps) for name in persona.skills if name in SKILLS) if skill is not None]
     if more is not None and persona.mcp_servers:
         found += more.skills_for(persona)
-    return SkillRegistry(found)
+    return SkillRegistry(found, (p.name for p in persona.tool_policies if p.needs_approval))
 
 
 __all__ = [

@@ -97,8 +97,10 @@ def function_tool(name: str, description: str, properties: dict[str, Any], requi
 class SkillRegistry:
     """The skills one persona may use, by name."""
 
-    def __init__(self, skills: Iterable[Skill] = ()) -> None:
+    def __init__(self, skills: Iterable[Skill] = (), approvals: Iterable[str] = ()) -> None:
+        """``approvals``: the names of the tools whose every call waits for an owner's approval."""
         self._skills = {s.name: s for s in skills}
+        self._approvals = frozenset(approvals) & set(self._skills)
 
     def __contains__(self, name: object) -> bool:
         return name in self._skills
@@ -106,6 +108,15 @@ class SkillRegistry:
     def names(self) -> list[str]:
         """Registered skill names, sorted."""
         return sorted(self._skills)
+
+    def needs_approval(self, name: str) -> bool:
+        """True when a call to ``name`` waits for an owner's approval."""
+        return name in self._approvals
+
+    def only(self, names: Iterable[str]) -> SkillRegistry:
+        """A registry of these of its skills (their approvals kept)."""
+        keep = set(names)
+        return SkillRegistry((s for n, s in self._skills.items() if n in keep), self._approvals)
 
     def tool_definitions(self) -> list[dict[str, Any]]:
         """Every skill's definition, in name order (stable, so prompts are deterministic)."""

@@ -89,6 +89,8 @@ class ContextRecord:
     episodes: tuple[RecalledMemory, ...] = ()
     #: The channel's visibility, which user memories it allowed and those it did not (``ineligible``).
     privacy: dict[str, Any] = field(default_factory=dict)
+    #: The persona's tools withheld from the asker in this channel (its tool policies).
+    withheld_tools: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (what :meth:`from_json` reads)."""
@@ -106,6 +108,7 @@ class ContextRecord:
             "profile": [_fields(m) for m in self.profile],
             "episodes": [_fields(m) for m in self.episodes],
             "privacy": self.privacy,
+            "withheld_tools": list(self.withheld_tools),
         }
 
     @classmethod
@@ -131,6 +134,7 @@ class ContextRecord:
             profile=tuple(ProfileMemory(**m) for m in data.get("profile", ())),
             episodes=tuple(RecalledMemory(**m) for m in data.get("episodes", ())),
             privacy=dict(data.get("privacy") or {}),
+            withheld_tools=tuple(data.get("withheld_tools", ())),
         )
 
 
@@ -193,6 +197,7 @@ def context_record(
         profile=profile_memories(ctx),
         episodes=recalled_episodes(ctx),
         privacy=_privacy_note(prepared, user),
+        withheld_tools=prepared.withheld,
     )
 
 

@@ -11,7 +11,8 @@ says a turn would use is what the turn uses:
    the transcript no longer carries (their seeds join a sparse query), memories and
    episodes by meaning, bounded in time, and the user's profile memories
    (``[memory] profile_tokens``, off by default);
-4. the tools the persona may call here;
+4. the tools the persona may call here, for this asker (its ``[tools."NAME"]`` policies: a
+   tool the asker may not trigger in this channel is withheld, never offered to the model);
 5. the prompt, assembled by priority under the model's window.
 
 Opting out opts out: with ``disable_memory`` on the request or ``[memory]
@@ -36,6 +37,7 @@ from agentd.recall import Recalled, Recaller, RecallRequest, RecallStatus
 from agentd.recall.earlier import EarlierRecall, normalise
 from agentd.recall.retrieval import Retrieval, Retriever
 from agentd.skills import DelegateRunner, SkillRegistry, ToolSource, build_registry
+from agentd.skills.policy import offer
 from agentd.store import Store
 from agentd.visibility import ChannelVisibility, resolve
 
@@ -67,6 +69,8 @@ class PreparedTurn:
     #: Who reads the channel, which decides which user memories may be used.
     visibility: ChannelVisibility | None = None
     stages: StageTimes = field(default_factory=StageTimes)
+    #: The persona's tools withheld from this asker here (its tool policies), sorted.
+    withheld: tuple[str, ...] = ()
 
     @property
     def query(self) -> str:
@@ -191,7 +195,11 @@ class TurnPreparer:
         recalling = time.perf_counter()
         recalled = self._recaller.recall(request)
         recalled_at = time.perf_counter()
-        registry = build_registry(persona, self._memory, self._personas, self._delegate, self._tools)
+        # Computed from the asker, once per turn: what a tool answers later cannot widen it.
+        offered = offer(
+            build_registry(persona, self._memory, self._personas, self._delegate, self._tools), persona, user, channel
+        )
+        registry = offered.registry
         context = self._builder.build(
             persona,
             channel,
@@ -213,7 +221,7 @@ class TurnPreparer:
             times.retrieval_ms,
             times.profile_ms + (time.perf_counter() - recalled_at) * 1000,
         )
-        return PreparedTurn(recalled, registry, context, visibility, stages)
+        return PreparedTurn(recalled, registry, context, visibility, stages, offered.withheld)
 
     def query(self, channel: str, user: str | None, text: str | None, before_id: int | None) -> str:
         """The retrieval query: ``user``'s burst of messages since the last reply, then ``text``.
