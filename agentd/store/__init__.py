@@ -62,12 +62,15 @@ class Store:
         from agentd.store.jobs import CursorRepo, MemoryHistoryRepo
         from agentd.store.keys import KeyRepo
         from agentd.store.messages import MessageRepo
+        from agentd.store.tools import ApprovalRepo, ToolCallRepo
 
         self.messages = MessageRepo()
         self.contexts = ContextRepo()
         self.cursors = CursorRepo()
         self.memory_history = MemoryHistoryRepo()
         self.keys = KeyRepo()
+        self.approvals = ApprovalRepo()
+        self.tool_calls = ToolCallRepo()
 
     @classmethod
     def open(cls, url: str, busy_timeout_ms: int = 5000, dimension: int = 384) -> Store:

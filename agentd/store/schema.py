@@ -183,3 +183,60 @@ api_keys = sa.Table(
     sa.Column("created_at", UTCDateTime, nullable=False, default=utcnow),
     sa.Column("revoked_at", UTCDateTime),
 )
+
+#: A call to a tool with ``approval = "required"``, paused until an owner decides (migration 0012).
+approvals = sa.Table(
+    "approvals",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("persona", sa.String(64), nullable=False),
+    sa.Column("channel", sa.String(128), nullable=False),
+    # The user message whose turn is paused (not a foreign key: erasure deletes both).
+    sa.Column("message_id", _BIGINT, nullable=False),
+    sa.Column("request_id", sa.String(64), nullable=False),
+    sa.Column("tool", sa.String(128), nullable=False),
+    sa.Column("call_id", sa.String(128), nullable=False),
+    # The call's arguments, as the model sent them (JSON text).
+    sa.Column("arguments", sa.Text, nullable=False),
+    sa.Column("asked_by", sa.String(128), nullable=False),
+    # pending | approved | denied | expired
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("decided_by", sa.String(128)),
+    sa.Column("reason", sa.Text),
+    # JSON: the conversation so far and the rest of the round (agentd.runtime.pipeline.approval).
+    sa.Column("resume", sa.Text, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False, default=utcnow),
+    sa.Column("expires_at", UTCDateTime, nullable=False),
+    sa.Column("decided_at", UTCDateTime),
+    # When a daemon re-enqueued the decided turn; when the resumed turn used the decision.
+    sa.Column("claimed_at", UTCDateTime),
+    sa.Column("done_at", UTCDateTime),
+    sa.Index("ix_approvals_state", "state"),
+    sa.Index("ix_approvals_persona_channel", "persona", "channel", "message_id"),
+)
+
+#: One tool call a persona's model made: who triggered it, where, its arguments, the approval
+#: decision and the outcome (the audit trail, ``agentd tools log``; migration 0012).
+tool_calls = sa.Table(
+    "tool_calls",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("persona", sa.String(64), nullable=False),
+    sa.Column("channel", sa.String(128), nullable=False),
+    sa.Column("message_id", _BIGINT),
+    sa.Column("asked_by", sa.String(128)),
+    sa.Column("tool", sa.String(128), nullable=False),
+    sa.Column("arguments", sa.Text, nullable=False),
+    # none | approved | denied | expired
+    sa.Column("approval", sa.String(16), nullable=False),
+    sa.Column("approval_id", _BIGINT),
+    sa.Column("decided_by", sa.String(128)),
+    # ok | error | denied
+    sa.Column("outcome", sa.String(16), nullable=False),
+    # The result or the error, cut short (RESULT_CHARS in agentd.store.tools).
+    sa.Column("result", sa.Text, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False, default=utcnow),
+    sa.Index("ix_tool_calls_asked_by", "asked_by", "id"),
+    sa.Index("ix_tool_calls_persona", "persona", "id"),
+    sa.Index("ix_tool_calls_message_id", "message_id"),
+)
