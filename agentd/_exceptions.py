@@ -22,6 +22,7 @@ errors are mapped once, at the module that owns the library, with
     │   ├── NetworkUnavailable    not reachable now: the adapter retries
     │   └── NetworkRefused        it refused (a login, a room, an event): retrying will not help
     ├── TooManyFollowers          a channel, or a key, follows as many feeds as it may
+    ├── AlreadyDecided            an approval was decided already (each is decided once)
     ├── StoreError                the database cannot be opened or written
     │   └── EmbeddingMismatch     the store's vectors come from another model
     ├── EmbedderError             the embedding model failed
@@ -110,6 +111,10 @@ class ErrorCode(StrEnum):
     MCP_UNAVAILABLE = "mcp_unavailable"
     MCP_TIMEOUT = "mcp_timeout"
     MCP_TOOL_ERROR = "mcp_tool_error"
+    # Tool policies and approvals
+    AWAITING_APPROVAL = "awaiting_approval"
+    APPROVAL_DENIED = "approval_denied"
+    ALREADY_DECIDED = "already_decided"
 
 
 @dataclass(frozen=True)
@@ -187,6 +192,15 @@ CATALOGUE: dict[ErrorCode, CodeInfo] = {
     ),
     ErrorCode.MCP_TIMEOUT: CodeInfo(504, "an MCP server's tool did not answer in time (tool results only)"),
     ErrorCode.MCP_TOOL_ERROR: CodeInfo(502, "an MCP server's tool answered with an error (tool results only)"),
+    ErrorCode.AWAITING_APPROVAL: CodeInfo(
+        202,
+        "the turn waits for an owner's approval of a tool call (or behind one in its channel); the reply "
+        "follows the decision",
+    ),
+    ErrorCode.APPROVAL_DENIED: CodeInfo(
+        403, "an owner denied the tool call, or nobody decided in time (tool results only)"
+    ),
+    ErrorCode.ALREADY_DECIDED: CodeInfo(409, "the approval was decided already (each is decided once)"),
 }
 
 
@@ -251,6 +265,12 @@ class UnauthorizedCaller(AgentdError):
     """No API key, or one that is not valid (or was revoked)."""
 
     code = ErrorCode.UNAUTHORIZED
+
+
+class AlreadyDecided(AgentdError):
+    """An approval was decided already: each is decided once, by whoever decides first."""
+
+    code = ErrorCode.ALREADY_DECIDED
 
 
 class ShuttingDown(AgentdError):

@@ -378,6 +378,14 @@ class ClusterConfig(_Section):
     lease_seconds: float = Field(default=10.0, ge=2, le=600)
 
 
+class ToolsConfig(_Section):
+    """``[tools]``: the tools personas call (each persona's ``[tools."NAME"]`` policies say who may
+    trigger which, where, and which need an owner's approval; docs/guides/tools.md)."""
+
+    #: A call waiting for an owner's approval longer than this is denied (its turn resumes).
+    approval_timeout_seconds: float = Field(default=600.0, gt=0, le=30 * 86400)
+
+
 class LoggingConfig(_Section):
     """``[logging]``."""
 
@@ -617,6 +625,7 @@ class _Root(_Section):
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
     adapters: AdaptersConfig = AdaptersConfig()
     mcp: McpConfig = McpConfig()
+    tools: ToolsConfig = ToolsConfig()
 
 
 @dataclass(frozen=True)
@@ -643,6 +652,7 @@ class Config:
     user: UserConfig = UserConfig()
     mcp: McpConfig = McpConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
+    tools: ToolsConfig = ToolsConfig()
     #: ``AGENTD_*`` variables in the environment that agentd does not read (typos, perhaps).
     ignored_env: tuple[str, ...] = ()
 
@@ -849,5 +859,6 @@ def load_config(
         user=root.user,
         mcp=root.mcp,
         telemetry=root.telemetry,
+        tools=root.tools,
         ignored_env=ignored,
     )

@@ -186,7 +186,7 @@ RUNTIME_LAYERS: dict[str, int] = {
     **dict.fromkeys(["events", "messages", "group_commit", "inflight"], 0),
     "admission": 0,
     "pipeline": 1,
-    "dispatch": 2,
+    **dict.fromkeys(["dispatch", "approvals"], 2),
     **dict.fromkeys(["actors", "intake"], 3),
     "scaleout": 4,
     **dict.fromkeys(["runtime", "__init__"], 5),

@@ -14,7 +14,19 @@ from starlette.routing import Route
 from starlette.types import Scope
 
 from agentd import __version__
-from agentd.api import admin, channels, chat, errors, memory_routes, monitoring, openai_compat, openapi, users, web
+from agentd.api import (
+    admin,
+    approvals,
+    channels,
+    chat,
+    errors,
+    memory_routes,
+    monitoring,
+    openai_compat,
+    openapi,
+    users,
+    web,
+)
 from agentd.api.access import AccessLog
 from agentd.api.body import Framing, JsonBody
 from agentd.api.guard import BodyLimit, HostGuard, KeyGuard, allowed_hosts
@@ -82,6 +94,8 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
             count = await to_thread.run_sync(d.runtime.resume_pending)
             if count:
                 log.info("resumed_pending_messages", count=count)
+        # Decided approvals are re-enqueued, undecided ones expire (after the resume: no turn twice).
+        d.runtime.start_approvals()
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(mcp.serve)
             try:
@@ -93,7 +107,7 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
     api.state.daemon = d
     errors.install(api)
     openapi.install(api, cfg, d.keys.required, lambda: list(d.app.personas))
-    for module in (chat, channels, memory_routes, users, admin, openai_compat, web, monitoring):
+    for module in (chat, channels, memory_routes, users, approvals, admin, openai_compat, web, monitoring):
         api.include_router(module.router)
     # MCP over Streamable HTTP (agentd.mcpserver.http), behind the same door as every route.
     api.router.routes.append(Route(MCP_PATH, endpoint=mcp, methods=["GET", "POST", "DELETE"]))

@@ -30,6 +30,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: one-line summary for ``agentd --help`` (tests/test_cli_startup.py checks they agree).
 COMMANDS: dict[str, tuple[str, str]] = {
     "adapter": ("agentd.cli.adapter", "Bridge a chat network to a running daemon (`agentd serve`)."),
+    "approvals": ("agentd.cli.approvals", "Tool calls waiting for an owner's approval: list, approve, deny."),
     "budget": ("agentd.cli.budget", "Show what PERSONA's prompt in a channel would be made of right now."),
     "chat": ("agentd.cli.chat", "Chat with PERSONA; recalled memories are shown before each streamed reply."),
     "db": ("agentd.cli.db", "The database: schema migrations, copying a store to another backend, backups."),
@@ -48,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "personas": ("agentd.cli.personas", "List the personas with their model and context window."),
     "post": ("agentd.cli.post", "Post TEXT to CHANNEL on a running daemon and print the persona's reply."),
     "serve": ("agentd.cli.serve", "Run the daemon: the HTTP API with server-sent events, on the actor runtime."),
+    "tools": ("agentd.cli.tools", "Tools personas call: the audit trail of every call."),
     "user": ("agentd.cli.user", "A person's data: export everything kept about a user, or erase it."),
     "usage": ("agentd.cli.usage", "Show the tokens the models used and what they cost, per persona and model."),
 }

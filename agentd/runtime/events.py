@@ -1,9 +1,10 @@
 """What a turn emits, in order: MemoryContext → HistoryContext → TokenDelta… →
-ToolCall/ToolResult… → Done | Error.
+ToolCall/ToolResult… → Done | Error (a call waiting for an owner: ApprovalRequired → Error
+``awaiting_approval``; the resumed turn's events follow the decision).
 
 Events are frozen dataclasses; ``as_json()`` carries the event's ``type``
 (``memory_context``, ``history_context``, ``token_delta``, ``tool_call``,
-``tool_result``, ``done``, ``error``), which is also the SSE ``event:`` name.
+``tool_result``, ``approval_required``, ``done``, ``error``), which is also the SSE ``event:`` name.
 """
 
 from __future__ import annotations
@@ -109,6 +110,24 @@ class ToolResult(Event):
 
 
 @dataclass(frozen=True)
+class ApprovalRequired(Event):
+    """A call to a tool with ``approval = "required"``: the turn pauses until an owner decides
+    (``agentd approvals approve|deny ID``, ``POST /v1/approvals/{id}``), then resumes."""
+
+    type: ClassVar[str] = "approval_required"
+    id: int = 0
+    tool: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    #: Who started the turn (whose rights the call has).
+    asked_by: str = ""
+    persona: str = ""
+    channel: str = ""
+    user_message_id: int = 0
+    #: When it is denied if nobody decides (ISO 8601, UTC).
+    expires_at: str = ""
+
+
+@dataclass(frozen=True)
 class Done(Event):
     """The reply is complete and stored as ``message_id``."""
 
@@ -133,7 +152,7 @@ class Error(Event):
 
 
 _TYPES: dict[str, type[Event]] = {
-    k.type: k for k in (MemoryContext, HistoryContext, TokenDelta, ToolCall, ToolResult, Done, Error)
+    k.type: k for k in (MemoryContext, HistoryContext, TokenDelta, ToolCall, ToolResult, ApprovalRequired, Done, Error)
 }
 
 

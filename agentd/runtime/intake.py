@@ -44,6 +44,7 @@ from agentd.log import get_logger
 from agentd.memory.learning import Learning
 from agentd.observe import metrics, tracing
 from agentd.runtime.admission import Admission
+from agentd.runtime.approvals import ApprovalDesk
 from agentd.runtime.dispatch import DispatcherFactory, Parts
 from agentd.runtime.events import Done, Error, Event
 from agentd.runtime.group_commit import GroupCommit
@@ -100,6 +101,8 @@ class Intake:
         self._runner = TurnRunner(app, llm, self._pool, self._inflight, learning.episodes)
         self._accepting = True
         self._dispatcher = dispatcher(Parts(app, llm, self._runner, self._inflight, learning, self._pool))
+        #: Moves paused turns on once decided (started by the daemon: :meth:`start_approvals`).
+        self._desk = ApprovalDesk(app, self.dispatch, _discard)
         self._commit: GroupCommit[Incoming, Message, _Delivery] = GroupCommit(
             self._runner.writer.accept_many,
             self._route_stored,
@@ -241,6 +244,16 @@ class Intake:
             log.info("resumed_pending", count=resumed)
         return resumed
 
+    def start_approvals(self) -> None:
+        """Start the approvals desk (:mod:`agentd.runtime.approvals`): decided approvals are
+        re-enqueued, undecided ones expire, and held messages are released. The daemon starts it
+        after :meth:`resume_pending`."""
+        self._desk.start()
+
+    def approval_decided(self) -> None:
+        """An approval was decided in this process: move its turn on now, not at the next poll."""
+        self._desk.nudge()
+
     def health(self, timeout: float = 5.0) -> dict[str, Any]:
         """Every actor's state (asked of the supervisor, or of every worker, with a timeout), and
         admission control's bounds."""
@@ -278,6 +291,7 @@ class Intake:
         the rest as interrupted, and stop every actor."""
         grace = self._config.daemon.shutdown_grace_seconds if grace is None else grace
         self._accepting = False
+        self._desk.stop()
         self._dispatcher.stop(grace)
         self._pool.shutdown(wait=False, cancel_futures=True)
 

@@ -32,6 +32,8 @@ class TurnState(StrEnum):
     ANSWERED = "answered"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
+    #: Paused: a tool call waits for an owner's approval (or the turn waits behind one).
+    AWAITING_APPROVAL = "awaiting_approval"
 
 
 class Draft:

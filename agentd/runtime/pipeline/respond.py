@@ -31,6 +31,7 @@ from agentd.personas import Persona
 from agentd.recall import RecallStatus
 from agentd.recall.earlier import EarlierRecall
 from agentd.runtime.events import (
+    ApprovalRequired,
     Done,
     Error,
     HistoryContext,
@@ -42,11 +43,14 @@ from agentd.runtime.events import (
     ToolResult,
 )
 from agentd.runtime.messages import Turn, TurnState
+from agentd.runtime.pipeline.approval import ApprovalBook, Decided, Gate, Progress
 from agentd.runtime.pipeline.context_record import ToolUse, context_record
 from agentd.runtime.pipeline.record import Reply, TurnWriter
 from agentd.runtime.pipeline.retry import Unsettled, retried
 from agentd.runtime.pipeline.turn import PreparedTurn, TurnPreparer
 from agentd.skills import Caller, SkillRegistry
+from agentd.store.tools import Approval
+from agentd.text import data_json
 
 #: A tool result longer than this (characters) is cut before it goes back to the model.
 MAX_TOOL_RESULT_CHARS = 16_000
@@ -76,6 +80,8 @@ class Rounds:
     interrupted: bool = False
     #: Milliseconds from the first call to the model to its first text (0: no text came).
     first_token_ms: float = 0.0
+    #: Set when a call waits for an owner's approval: the conversation so far, to store.
+    paused: Progress | None = None
 
 
 class Responder:
@@ -90,16 +96,18 @@ class Responder:
         preparer: TurnPreparer,
         writer: TurnWriter,
         llm: ChatModel,
+        book: ApprovalBook,
         slots: threading.Semaphore | None = None,
     ) -> None:
         """``slots``: held while the turn prepares (not while the model runs), shared by every
-        responder of the runtime."""
+        responder of the runtime; ``book``: approvals and the audit trail of tool calls."""
         self._persona = persona
         self._channel = channel
         self._config = config
         self._preparer = preparer
         self._writer = writer
         self._llm = llm
+        self._book = book
         self._slots = slots if slots is not None else threading.Semaphore(1024)
         #: Messages of this channel whose outcome the store refused (still pending).
         self._unsettled = Unsettled()
@@ -137,9 +145,15 @@ class Responder:
             return Outcome(None, "", False)
         prepared: PreparedTurn | None = None
         try:
+            gate, approval = self._gate(turn, chain)
+            if gate not in (Gate.GO, Gate.RESUME):
+                return self._wait(turn, gate, approval, log)
             prepared = self._prepare(turn, memory_limit, memory_budget)
             self._announce(turn, prepared, log)
-            rounds = self.model_rounds(turn, prepared, chain)
+            resume = (Progress.from_json(approval.resume), Decided(approval)) if approval is not None else None
+            rounds = self.model_rounds(turn, prepared, chain, resume)
+            if rounds.paused is not None:
+                return self._pause(turn, rounds.paused, log, prepared)
             if rounds.interrupted:
                 # Cut by shutdown: a turn of its own is answered again after the next start (its
                 # message stays pending); a subagent's is not, its caller's turn is.
@@ -150,17 +164,93 @@ class Responder:
         except AgentdError as exc:
             return self._end(turn, exc.code, exc.message, log, prepared)
 
-    def model_rounds(self, turn: Turn, prepared: PreparedTurn, chain: tuple[str, ...] = ()) -> Rounds:
-        """Stream the model on the prepared prompt; run the tools it calls and stream it again, for
-        at most ``[runtime] max_tool_rounds`` rounds with tools (the last round is offered none)."""
-        cfg = self._config
-        messages: list[dict[str, Any]] = list(prepared.context.for_llm())
-        settings = self._settings()
-        usage = Usage()
-        tool_log: list[ToolUse] = []
-        rounds = 0
-        tools = [] if turn.disable_tools else prepared.registry.tool_definitions()
+    def _gate(self, turn: Turn, chain: tuple[str, ...]) -> tuple[Gate, Approval | None]:
+        """Whether the turn goes ahead, resumes from a decided approval, or waits (only a persona
+        with approvals reads the store for it; a delegated task never pauses)."""
+        if chain or not self._persona.asks_approval:
+            return Gate.GO, None
+        return self._book.gate(self._persona.name, self._channel, turn.message_id)
 
+    def _wait(self, turn: Turn, gate: Gate, approval: Approval | None, log: Any) -> Outcome:
+        """The turn does not run now: it waits behind a paused turn (its message ``held``), its own
+        approval is still pending, or its message was answered already."""
+        if gate is Gate.HOLD:
+            self._book.hold(turn.message_id)
+        state = TurnState.INTERRUPTED if gate is Gate.SKIP else TurnState.AWAITING_APPROVAL
+        if not turn.draft.finish(state):
+            return Outcome(None, "", False)
+        metrics.turn_ended(self._persona.name, state)
+        log.info("turn", outcome=str(gate), approval_id=approval.id if approval else None)
+        turn.sink(MemoryContext((), RecallStatus.OK, turn.message_id))  # always a turn's first event
+        if gate is Gate.SKIP:
+            turn.sink(Error(ErrorCode.INTERRUPTED, "this message was answered already", turn.message_id))
+            return Outcome(None, "", False)
+        assert approval is not None
+        why = (
+            f"an earlier message of this channel waits for an owner's approval (id {approval.id}); this one is "
+            "answered after it"
+            if gate is Gate.HOLD
+            else f"the call to {approval.tool} waits for an owner's approval (id {approval.id})"
+        )
+        turn.sink(Error(ErrorCode.AWAITING_APPROVAL, why, turn.message_id))
+        return Outcome(None, "", False)
+
+    def _pause(self, turn: Turn, progress: Progress, log: Any, prepared: PreparedTurn) -> Outcome:
+        """Store the call waiting for approval and the conversation so far, then tell the sink
+        (``approval_required``, then the ``awaiting_approval`` error that ends this stream)."""
+        if not turn.draft.finish(TurnState.AWAITING_APPROVAL):
+            return Outcome(None, turn.draft.text(), False, prepared)  # shutdown ended it first
+        try:
+            approval = retried(
+                lambda: self._book.pause(
+                    self._persona.name, self._channel, turn.message_id, turn.request_id, turn.user, progress
+                ),
+                turn.draft.cancel,
+                log,
+                "approval",
+            )
+        except StoreError as exc:  # the message stays pending: answered afresh after a restart
+            log.error("approval_not_stored", error=exc.message)
+            why = f"a tool call needs an owner's approval, which could not be stored ({exc.message})"
+            turn.sink(Error(ErrorCode.STORE_ERROR, why, turn.message_id))
+            return Outcome(None, turn.draft.text(), False, prepared)
+        metrics.turn_ended(self._persona.name, TurnState.AWAITING_APPROVAL)
+        log.info("turn", outcome="awaiting_approval", approval_id=approval.id, tool=approval.tool)
+        call = progress.calls[0]
+        turn.sink(
+            ApprovalRequired(
+                approval.id,
+                call.name,
+                _shown_arguments(call),
+                turn.user,
+                self._persona.name,
+                self._channel,
+                turn.message_id,
+                approval.expires_at.isoformat().replace("+00:00", "Z"),
+            )
+        )
+        why = (
+            f"the call to {call.name} waits for an owner's approval (id {approval.id}); the reply follows the decision"
+        )
+        turn.sink(Error(ErrorCode.AWAITING_APPROVAL, why, turn.message_id))
+        return Outcome(None, turn.draft.text(), False, prepared)
+
+    def model_rounds(
+        self,
+        turn: Turn,
+        prepared: PreparedTurn,
+        chain: tuple[str, ...] = (),
+        resume: tuple[Progress, Decided] | None = None,
+    ) -> Rounds:
+        """Stream the model on the prepared prompt; run the tools it calls and stream it again, for
+        at most ``[runtime] max_tool_rounds`` rounds with tools (the last round is offered none).
+
+        A call to a tool that needs an owner's approval stops the rounds (``Rounds.paused``: the
+        conversation so far, to store). ``resume``: go on from a stored conversation, whose first
+        pending call was decided."""
+        cfg = self._config
+        tools = [] if turn.disable_tools else prepared.registry.tool_definitions()
+        progress = resume[0] if resume else Progress(list(prepared.context.for_llm()))
         first_text: list[float] = []
 
         def on_text(text: str) -> None:
@@ -169,8 +259,42 @@ class Responder:
             turn.draft.append(text)
             turn.sink(TokenDelta(text=text))
 
+        caller = self._caller(turn, prepared, chain)
+        model_started = time.perf_counter()
+        if resume is not None:
+            turn.draft.append(progress.text)
+            self._apply(resume[1], progress, prepared.registry, caller, turn)
+        while True:
+            while progress.calls:
+                call = progress.calls[0]
+                if prepared.registry.needs_approval(call.name) and not chain:
+                    progress.text = turn.draft.text()
+                    return Rounds(progress.usage, tuple(progress.tools), progress.rounds, 0.0, paused=progress)
+                progress.calls.pop(0)
+                if prepared.registry.needs_approval(call.name):  # a delegated task cannot pause
+                    progress.messages.append(self._deny_tool(call, turn, progress.tools, None, _NO_WAIT))
+                    continue
+                progress.messages.append(self._run_tool(call, prepared.registry, caller, turn, progress.tools))
+            offer = tools if progress.rounds < cfg.runtime.max_tool_rounds else []
+            settings = self._settings()
+            result = self._llm.stream(settings, progress.messages, offer, on_text, should_stop=turn.draft.cancel.is_set)
+            progress.usage += result.usage
+            progress.rounds += 1
+            if result.interrupted:
+                return Rounds(progress.usage, tuple(progress.tools), progress.rounds, 0.0, interrupted=True)
+            if not result.tool_calls or not offer:
+                break
+            progress.messages.append(_assistant_with_calls(result.text, result.tool_calls))
+            progress.calls = list(result.tool_calls)
+        first_ms = (first_text[0] - model_started) * 1000 if first_text else 0.0
+        elapsed = (time.perf_counter() - model_started) * 1000
+        return Rounds(progress.usage, tuple(progress.tools), progress.rounds, elapsed, False, first_ms)
+
+    def _caller(self, turn: Turn, prepared: PreparedTurn, chain: tuple[str, ...]) -> Caller:
+        """Who calls the turn's tools: always the person who started the turn (a tool's answer that
+        asks for another call gets no more rights than they have)."""
         shared = prepared.visibility is not None and not prepared.visibility.private_to(turn.user)
-        caller = Caller(
+        return Caller(
             self._persona.name,
             self._channel,
             turn.user,
@@ -178,21 +302,18 @@ class Responder:
             chain or (self._persona.name,),
             shared_channel=self._channel if shared else None,
         )
-        model_started = time.perf_counter()
-        while True:
-            offer = tools if rounds < cfg.runtime.max_tool_rounds else []
-            result = self._llm.stream(settings, messages, offer, on_text, should_stop=turn.draft.cancel.is_set)
-            usage += result.usage
-            rounds += 1
-            if result.interrupted:
-                return Rounds(usage, tuple(tool_log), rounds, 0.0, interrupted=True)
-            if not result.tool_calls or not offer:
-                break
-            messages.append(_assistant_with_calls(result.text, result.tool_calls))
-            for call in result.tool_calls:
-                messages.append(self._run_tool(call, prepared.registry, caller, turn, tool_log))
-        first_ms = (first_text[0] - model_started) * 1000 if first_text else 0.0
-        return Rounds(usage, tuple(tool_log), rounds, (time.perf_counter() - model_started) * 1000, False, first_ms)
+
+    def _apply(self, decided: Decided, progress: Progress, registry: SkillRegistry, caller: Caller, turn: Turn) -> None:
+        """The decided call (``progress.calls[0]``): run if approved, else the denial the model sees;
+        the decision is marked used before the turn goes on."""
+        call = progress.calls.pop(0)
+        approval = decided.approval
+        if decided.approved:
+            message = self._run_tool(call, registry, caller, turn, progress.tools, approval)
+        else:
+            message = self._deny_tool(call, turn, progress.tools, approval, decided.denial(self._book.timeout))
+        progress.messages.append(message)
+        self._book.used(approval.id)
 
     def store(self, turn: Turn, prepared: PreparedTurn, rounds: Rounds, log: Any, started: float) -> Outcome:
         """Store the reply and its context record, then send ``done`` (one call, one transaction)."""
@@ -311,28 +432,59 @@ class Responder:
         caller: Caller,
         turn: Turn,
         tool_log: list[ToolUse],
+        approval: Approval | None = None,
     ) -> dict[str, Any]:
-        try:
-            shown = json.loads(call.arguments or "{}")
-            if not isinstance(shown, dict):
-                shown = {"_raw": call.arguments}
-        except json.JSONDecodeError:
-            shown = {"_raw": call.arguments}
+        shown = _shown_arguments(call)
         turn.sink(ToolCall(call.id, call.name, shown))
         try:
             result = registry.execute(call.name, call.arguments, caller)
             turn.sink(ToolResult(call.id, call.name, result=result))
             payload: dict[str, Any] = result
             tool_log.append(ToolUse(call.name, shown, True))
+            outcome = "ok"
         except SkillError as exc:
             error = {"code": str(exc.code), "message": exc.message}
             turn.sink(ToolResult(call.id, call.name, error=error))
             payload = {"error": error}
             tool_log.append(ToolUse(call.name, shown, False, error))
-        content = json.dumps(payload, ensure_ascii=False)
+            outcome = "error"
+        content = data_json(payload)  # data, never a heading or a role
+        self._audit(call, turn, outcome, content, approval)
         if len(content) > MAX_TOOL_RESULT_CHARS:
             content = content[:MAX_TOOL_RESULT_CHARS] + " …[tool result truncated]"
         return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
+
+    def _deny_tool(
+        self, call: ToolCallRequest, turn: Turn, tool_log: list[ToolUse], approval: Approval | None, why: str
+    ) -> dict[str, Any]:
+        """A call an owner denied (or nobody approved in time, or a delegated task asked for one that
+        needs approval): never run; the model is told why."""
+        error = {"code": str(ErrorCode.APPROVAL_DENIED), "message": why}
+        turn.sink(ToolCall(call.id, call.name, _shown_arguments(call)))
+        turn.sink(ToolResult(call.id, call.name, error=error))
+        tool_log.append(ToolUse(call.name, _shown_arguments(call), False, error))
+        content = data_json({"error": error})
+        self._audit(call, turn, "denied", content, approval)
+        return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
+
+    def _audit(self, call: ToolCallRequest, turn: Turn, outcome: str, result: str, approval: Approval | None) -> None:
+        """Keep the call in the audit trail; a store that refuses it does not fail the turn (logged)."""
+        try:
+            self._book.record(
+                persona=self._persona.name,
+                channel=self._channel,
+                message_id=turn.message_id,
+                asked_by=turn.user,
+                tool=call.name,
+                arguments=call.arguments or "{}",
+                approval=approval.state if approval is not None else "none",
+                approval_id=approval.id if approval is not None else None,
+                decided_by=approval.decided_by if approval is not None else None,
+                outcome=outcome,
+                result=result,
+            )
+        except StoreError as exc:
+            get_logger("agentd.turn").error("tool_call_not_audited", tool=call.name, store_error=exc.message)
 
     def _end(
         self,
@@ -440,6 +592,9 @@ def _count_answered(persona: str, prepared: PreparedTurn, rounds: Rounds, store_
     )
 
 
+#: What a delegated task's call to a tool that needs approval is answered (it cannot pause).
+_NO_WAIT = "this tool needs an owner's approval for each call, which a delegated task cannot wait for"
+
 #: Turn errors that are part of normal operation (logged at info; the rest at warning).
 _QUIET_CODES = frozenset({ErrorCode.INTERRUPTED, ErrorCode.CONTEXT_OVERFLOW})
 
@@ -468,6 +623,15 @@ def _history_event(recalled: EarlierRecall, kept: Sequence[Any], status: RecallS
         recalled.seeds,
         status,
     )
+
+
+def _shown_arguments(call: ToolCallRequest) -> dict[str, Any]:
+    """A call's arguments as its events show them (``{"_raw": ...}`` when not a JSON object)."""
+    try:
+        shown = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        return {"_raw": call.arguments}
+    return shown if isinstance(shown, dict) else {"_raw": call.arguments}
 
 
 def _assistant_with_calls(text: str, calls: Sequence[ToolCallRequest]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from agentd.personas import Persona
 from agentd.runtime.events import Error, Event, MemoryContext
 from agentd.runtime.inflight import InFlight
 from agentd.runtime.messages import Turn
+from agentd.runtime.pipeline.approval import ApprovalBook
 from agentd.runtime.pipeline.record import TurnWriter
 from agentd.runtime.pipeline.respond import Responder
 from agentd.runtime.pipeline.turn import TurnPreparer
@@ -42,6 +43,8 @@ class TurnRunner:
         self._slots = threading.BoundedSemaphore(app.config.runtime.slots)
         self.preparer = TurnPreparer.for_app(app, pool, delegate=self, episodes=episodes)
         self.writer = TurnWriter(app.store, app.builder)
+        #: Approvals and the audit trail of tool calls.
+        self.book = ApprovalBook(app.store, app.config.tools.approval_timeout_seconds)
 
     def responder(self, persona: Persona, channel: str) -> Responder:
         """A responder for one (persona, channel) actor."""
@@ -52,6 +55,7 @@ class TurnRunner:
             preparer=self.preparer,
             writer=self.writer,
             llm=self._llm,
+            book=self.book,
             slots=self._slots,
         )
 

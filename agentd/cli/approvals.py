@@ -1,0 +1,87 @@
+"""``agentd approvals …``: tool calls waiting for an owner's approval: list, approve, deny.
+
+The command decides in the database; the running daemon moves the paused turn on within a
+second (its approvals desk), in whichever way it runs turns.
+"""
+
+from __future__ import annotations
+
+import getpass
+
+import click
+from rich.table import Table
+
+from agentd.app import App
+from agentd.cli.main import pass_app
+from agentd.cli.output import out, print_json
+from agentd.skills.approvals import STATES, decide, list_approvals
+
+
+@click.group()
+def approvals() -> None:
+    """Tool calls waiting for an owner's approval: list, approve, deny."""
+
+
+@approvals.command("list")
+@click.option("--state", type=click.Choice(STATES), help="Only these (default: pending).")
+@click.option("--all", "every", is_flag=True, help="Every approval, decided ones too.")
+@click.option("--persona", help="Only this persona's.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_app
+def list_(app: App, state: str | None, every: bool, persona: str | None, as_json: bool) -> None:
+    """List the tool calls waiting for approval (newest first), with who asked and the arguments."""
+    found = list_approvals(app.store, None if every else (state or "pending"), persona)
+    if as_json:
+        print_json({"approvals": [a.as_json() for a in found]})
+        return
+    if not found:
+        out.print("no approvals" if every or state else "no tool call waits for approval")
+        return
+    table = Table("id", "state", "persona", "channel", "asked by", "tool", "arguments", "created (UTC)")
+    for a in found:
+        table.add_row(
+            str(a.id),
+            a.state,
+            a.persona,
+            a.channel,
+            a.asked_by,
+            a.tool,
+            a.arguments[:80],
+            f"{a.created_at:%m-%d %H:%M}",
+        )
+    out.print(table)
+
+
+def _operator() -> str:
+    """Who decides from the command line (an operator: the database's owner)."""
+    try:
+        return f"operator:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "operator"
+
+
+@approvals.command()
+@click.argument("approval_id", metavar="ID", type=int)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_app
+def approve(app: App, approval_id: int, as_json: bool) -> None:
+    """Approve tool call ID: the daemon runs it and the turn goes on with its result."""
+    decided = decide(app.store, approval_id, "approve", _operator())
+    if as_json:
+        print_json(decided.as_json())
+        return
+    out.print(f"approved {decided.id}: {decided.tool} for {decided.asked_by} in #{decided.channel}")
+
+
+@approvals.command()
+@click.argument("approval_id", metavar="ID", type=int)
+@click.option("--reason", help="Why (the model, and so the person, is told).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_app
+def deny(app: App, approval_id: int, reason: str | None, as_json: bool) -> None:
+    """Deny tool call ID: it is never run; the turn goes on with the denial."""
+    decided = decide(app.store, approval_id, "deny", _operator(), reason)
+    if as_json:
+        print_json(decided.as_json())
+        return
+    out.print(f"denied {decided.id}: {decided.tool} for {decided.asked_by} in #{decided.channel}")
