@@ -20,6 +20,15 @@ def one_line(text: str) -> str:
     return LINE_BREAKS.sub(" ", text).strip()
 
 
+def data_json(value: object) -> str:
+    """``value`` as one line of JSON (a tool's result, given to the model as data): every line
+    break escaped, U+0085, U+2028 and U+2029 too, so nothing inside can open a prompt section
+    or fake a role (:func:`quote` does the same for a single text)."""
+    return LINE_BREAKS.sub(
+        lambda m: "".join(f"\\u{ord(c):04x}" for c in m.group()), json.dumps(value, ensure_ascii=False)
+    )
+
+
 def quote(text: str) -> str:
     """``text`` as a one-line, double-quoted literal (JSON string escaping).
 
