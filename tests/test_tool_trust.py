@@ -153,6 +153,17 @@ def test_a_tool_is_withheld_from_a_user_not_on_its_list_and_offered_to_one_who_i
     assert "sunny" in calls[0]["result"]
     only_bob = json.loads(agentd_cli("tools", "log", "--user", "bob", "--json", config=d.home).stdout)
     assert [c["asked_by"] for c in only_bob["tool_calls"]] == ["bob"]
+    shown = agentd_cli("inspect", str(sse[-1].data["message_id"]), "--json", config=d.home)
+    assert [c["outcome"] for c in json.loads(shown.stdout)["tool_log"]] == ["ok"]
+
+    # A person's export has the calls they triggered; their erasure removes them.
+    exported = json.loads(agentd_cli("user", "export", "bob", config=d.home).stdout)
+    assert [(c["asked_by"], c["tool"]) for c in exported["tool_calls"]] == [("bob", WEATHER)]
+    forgot = agentd_cli("user", "forget", "bob", "--yes", "--json", config=d.home)
+    assert forgot.returncode == 0, forgot.stderr
+    assert json.loads(forgot.stdout)["tool_calls"] == 1
+    left = json.loads(agentd_cli("tools", "log", "--json", config=d.home).stdout)["tool_calls"]
+    assert [c["asked_by"] for c in left] == ["alice"]
 
 
 def test_a_tool_result_is_data_it_cannot_forge_a_heading_or_a_role(

@@ -156,6 +156,10 @@ class UserExport(_Out):
     messages: list[dict[str, Any]] = Field(description="The messages they wrote.")
     replies: list[dict[str, Any]] = Field(description="The replies to those messages.")
     context_records: list[dict[str, Any]] = Field(description="What each of those replies was given.")
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list, description="The tool calls they triggered.")
+    approvals: list[dict[str, Any]] = Field(
+        default_factory=list, description="The approvals their tool calls asked for (with the paused conversation)."
+    )
 
 
 class UserForgotten(_Out):
@@ -168,6 +172,7 @@ class UserForgotten(_Out):
     episodes: int
     context_records: int
     memory_history: int
+    tool_calls: int = Field(default=0, description="Tool calls they triggered (with their approvals).")
     redacted: dict[str, int] = Field(description="Quotes of the user replaced elsewhere, by kind of row.")
     channels: list[str] = Field(description="The channels their messages were erased from.")
     wal_kept: bool = Field(description="SQLite: a reader kept the WAL from being truncated (the next checkpoint does).")

@@ -27,6 +27,8 @@ def inspect(app: App, message_id: int, as_json: bool) -> None:
             )
         reply = app.store.messages.get(conn, record.reply_id)
         asked = app.store.messages.get(conn, record.user_message_id) if record.user_message_id else None
+        # The audit trail's account of the turn's calls: who decided an approval, the outcome.
+        audited = app.store.tool_calls.for_messages(conn, [record.user_message_id] if record.user_message_id else [])
     given = ContextRecord.from_json(record.data)
     if as_json:
         print_json(
@@ -40,6 +42,7 @@ def inspect(app: App, message_id: int, as_json: bool) -> None:
                 "message": asked.content if asked else None,
                 "reply": reply.content if reply else None,
                 **given.to_json(),
+                "tool_log": [c.as_json() for c in audited],
             }
         )
         return
@@ -82,6 +85,13 @@ def inspect(app: App, message_id: int, as_json: bool) -> None:
         out.print(f"search seeds: {', '.join(recalled.seeds)}")
     for call in given.tool_calls:
         out.print(f"tool {call.name}({call.arguments}) -> {'ok' if call.ok else call.error}")
+    for entry in audited:
+        if entry.approval != "none":
+            out.print(
+                f"  approval of {entry.tool}: {entry.approval} by {entry.decided_by or 'timeout'} -> {entry.outcome}"
+            )
+    if given.withheld_tools:
+        out.print(f"tools withheld from {asked.author if asked else 'the asker'}: {', '.join(given.withheld_tools)}")
     usage = given.usage
     out.print(
         f"usage: {usage.get('prompt_tokens', 0)} prompt + {usage.get('completion_tokens', 0)} completion tokens "

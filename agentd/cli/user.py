@@ -27,7 +27,8 @@ def export(app: App, user_id: str, persona: str | None, output: str | None) -> N
 
     \b
     Their memories (with their history), their episodes, the messages they
-    wrote, the replies to them and those replies' context records.
+    wrote, the replies to them and those replies' context records, and the
+    tool calls they triggered (with their approvals).
     """
     from agentd.memory.people import export_user
 
@@ -53,7 +54,8 @@ def forget(app: App, user_id: str, persona: str | None, yes: bool, as_json: bool
     \b
     Their messages and the replies to them with their context records, their
     memories and episodes with their vectors, full-text entries and history,
-    and memories learned from their messages. Elsewhere in their channels a
+    memories learned from their messages, and the tool calls they triggered
+    (with their approvals). Elsewhere in their channels a
     word-for-word quote of them is replaced by "[forgotten]". On SQLite the
     deleted bytes are overwritten and the WAL truncated (docs/guides/privacy.md).
     """
@@ -70,7 +72,8 @@ def forget(app: App, user_id: str, persona: str | None, yes: bool, as_json: bool
     redacted = sum(erased.redacted.values())
     out.print(
         f"forgot {user_id}: {erased.messages} messages, {erased.memories} memories, {erased.episodes} episodes, "
-        f"{erased.context_records} context records, {erased.memory_history} history entries; "
+        f"{erased.context_records} context records, {erased.memory_history} history entries, "
+        f"{erased.tool_calls} tool calls; "
         f"{redacted} quotes redacted elsewhere"
     )
     if erased.wal_kept:

@@ -44,6 +44,7 @@ def forget_user(store: Store, user: str, persona: str | None = None) -> Erased:
         episodes=erased.episodes,
         context_records=erased.context_records,
         memory_history=erased.memory_history,
+        tool_calls=erased.tool_calls,
         redacted=sum(erased.redacted.values()),
         wal_kept=erased.wal_kept,
     )

@@ -44,6 +44,8 @@ _T = schema.memories
 _H = schema.memory_history
 _R = schema.context_records
 _J = schema.job_cursors
+_X = schema.tool_calls
+_A = schema.approvals
 
 #: What replaces a quote of a forgotten text (and a forgotten memory's text in a context record).
 REDACTED = "[forgotten]"
@@ -66,6 +68,8 @@ class Erased:
     episodes: int = 0
     context_records: int = 0
     memory_history: int = 0
+    #: Tool calls they triggered (and calls of turns answering them), with their approvals.
+    tool_calls: int = 0
     redacted: dict[str, int] = field(default_factory=dict)
     channels: list[str] = field(default_factory=list)
     #: SQLite: a reader kept the WAL (old page images) from being truncated after the erasure.
@@ -79,6 +83,7 @@ class Erased:
             "episodes": self.episodes,
             "context_records": self.context_records,
             "memory_history": self.memory_history,
+            "tool_calls": self.tool_calls,
             "redacted": dict(self.redacted),
             "channels": list(self.channels),
             "wal_kept": self.wal_kept,
@@ -87,7 +92,9 @@ class Erased:
     @property
     def total(self) -> int:
         """Rows deleted."""
-        return self.messages + self.memories + self.episodes + self.context_records + self.memory_history
+        return (
+            self.messages + self.memories + self.episodes + self.context_records + self.memory_history + self.tool_calls
+        )
 
 
 def _chunks(ids: Sequence[int]) -> Iterable[list[int]]:
@@ -176,6 +183,24 @@ def export(conn: sa.Connection, user: str, persona: str | None = None) -> dict[s
         "messages": messages,
         "replies": replies,
         "context_records": records,
+        **_tool_rows(conn, user, persona, authored),
+    }
+
+
+def _theirs(table: sa.Table, user: str, persona: str | None, message_ids: Sequence[int]) -> Any:
+    """The rows of ``tool_calls`` or ``approvals`` that ``user`` triggered or that belong to their
+    turns (of ``persona``, when given)."""
+    where = sa.or_(table.c.asked_by == user, table.c.message_id.in_(list(message_ids)))
+    return where if persona is None else sa.and_(where, table.c.persona == persona)
+
+
+def _tool_rows(conn: sa.Connection, user: str, persona: str | None, message_ids: Sequence[int]) -> dict[str, Any]:
+    """The tool calls ``user`` triggered and the approvals they asked for, for an export."""
+    return {
+        name: [
+            _plain(dict(r._mapping)) for r in conn.execute(sa.select(t).where(_theirs(t, user, persona, message_ids)))
+        ]
+        for name, t in (("tool_calls", _X), ("approvals", _A))
     }
 
 
@@ -281,6 +306,9 @@ def forget(
         erased.memory_history += conn.execute(sa.delete(_H).where(_H.c.memory_id.in_(chunk))).rowcount
     for chunk in _chunks(gone_messages):
         erased.memory_history += conn.execute(sa.delete(_H).where(_H.c.source_message_id.in_(chunk))).rowcount
+    for table in (_X, _A):  # their tool calls (arguments, results) and paused conversations
+        gone = conn.execute(sa.delete(table).where(_theirs(table, user, persona, gone_messages))).rowcount
+        erased.tool_calls += gone if table is _X else 0
     _erase_messages(conn, gone_messages, channels, erased)
     _drop_empty_direct_channels(conn, user)
     if quotes:
