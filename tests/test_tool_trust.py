@@ -201,6 +201,7 @@ def paused(d: Running, channel: str = "general", user: str = "alice") -> tuple[l
     return sse, asked
 
 
+@pytest.mark.both_backends
 def test_an_approved_call_resumes_the_turn_with_the_tools_answer_and_later_messages_wait(
     daemons: Callable[..., Running], fake_openai: FakeOpenAI
 ) -> None:
@@ -217,6 +218,8 @@ def test_an_approved_call_resumes_the_turn_with_the_tools_answer_and_later_messa
     assert later[-1].data["code"] == "awaiting_approval", later[-1]
     held_id = later[-1].data["user_message_id"]
     assert status_of(d, held_id) == "held"
+    last_id = d.chat("And after that?")[-1].data["user_message_id"]
+    assert status_of(d, last_id) == "held"
     fake_openai.queue(Turn(text="Elsewhere, hello."))
     assert d.chat("Hello", channel="random")[-1].event == "done"  # other channels do not wait
 
@@ -224,7 +227,7 @@ def test_an_approved_call_resumes_the_turn_with_the_tools_answer_and_later_messa
     assert listed.returncode == 0, listed.stderr
     (pending,) = json.loads(listed.stdout)["approvals"]
     assert (pending["id"], pending["state"], pending["asked_by"]) == (asked["id"], "pending", "alice")
-    fake_openai.queue(Turn(text="Sunny in Oslo, 21 degrees."), Turn(text="Tomorrow too."))
+    fake_openai.queue(Turn(text="Sunny in Oslo, 21 degrees."), Turn(text="Tomorrow too."), Turn(text="Then rain."))
     approved = agentd_cli("approvals", "approve", str(asked["id"]), config=d.home)
     assert approved.returncode == 0, approved.stderr
     reply = wait_for(lambda: reply_to(d, "general", message_id), 60, "the resumed reply")
@@ -235,6 +238,8 @@ def test_an_approved_call_resumes_the_turn_with_the_tools_answer_and_later_messa
     assert wait_for(lambda: reply_to(d, "general", held_id), 60, "the held message's reply")["content"] == (
         "Tomorrow too."
     )
+    # Released in the channel's order.
+    assert wait_for(lambda: reply_to(d, "general", last_id), 60, "the last reply")["content"] == "Then rain."
     (used,) = record_of(d, reply["id"]).tool_calls
     assert used.name == WEATHER
     assert used.ok
@@ -246,6 +251,7 @@ def test_an_approved_call_resumes_the_turn_with_the_tools_answer_and_later_messa
     assert call["decided_by"].startswith("operator")
 
 
+@pytest.mark.both_backends
 def test_a_call_denied_over_http_is_never_run_and_the_model_is_told(
     daemons: Callable[..., Running], fake_openai: FakeOpenAI
 ) -> None:

@@ -81,8 +81,9 @@ messages = sa.Table(
     sa.Column("content", sa.Text, nullable=False),
     # Where it came from: chat, adapter, delegate, user_history, ...
     sa.Column("source", sa.String(32), nullable=False, default="chat"),
-    # pending | answered | failed (user messages); complete | interrupted | error (replies)
-    sa.Column("status", sa.String(16), nullable=False),
+    # pending | answered | failed | awaiting_approval | held (user messages); complete | interrupted |
+    # error (replies). 32 characters since migration 0012.
+    sa.Column("status", sa.String(32), nullable=False),
     sa.Column("reply_to", sa.Integer, sa.ForeignKey("messages.id")),
     sa.Column("request_id", sa.String(64)),
     # Token count, computed once by the named counter and kept.

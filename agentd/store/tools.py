@@ -187,6 +187,14 @@ class ApprovalRepo:
         row = conn.execute(query).first()
         return None if row is None else Approval(**row._mapping)
 
+    def held_before(self, conn: sa.Connection, persona: str, channel: str, message_id: int) -> bool:
+        """True when an earlier message to ``persona`` in ``channel`` is ``held`` (a later one waits
+        behind it too, so the channel's order holds when they are released)."""
+        query = sa.select(_M.c.id).where(
+            _M.c.channel == channel, _M.c.persona == persona, _M.c.status == "held", _M.c.id < message_id
+        )
+        return conn.execute(query.limit(1)).first() is not None
+
     def move(self, conn: sa.Connection, message_id: int, old: str, new: str) -> bool:
         """Set a user message's status from ``old`` to ``new``; False when it was not ``old``."""
         done = conn.execute(sa.update(_M).where(_M.c.id == message_id, _M.c.status == old).values(status=new))

@@ -123,11 +123,12 @@ class ApprovalBook:
         with store.read() as conn:
             status = store.messages.statuses(conn, [message_id]).get(message_id)
             holding = store.approvals.holding(conn, persona, channel, message_id)
+            behind = holding is None and store.approvals.held_before(conn, persona, channel, message_id)
         if holding is not None and holding.message_id == message_id:
             return (Gate.RESUME if holding.state != "pending" else Gate.WAIT), holding
         if status not in ("pending", HELD):
             return Gate.SKIP, None
-        return (Gate.HOLD, holding) if holding is not None else (Gate.GO, None)
+        return (Gate.HOLD, holding) if holding is not None or behind else (Gate.GO, None)
 
     def pause(
         self, persona: str, channel: str, message_id: int, request_id: str, user: str, progress: Progress

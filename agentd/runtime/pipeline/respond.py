@@ -185,11 +185,10 @@ class Responder:
         if gate is Gate.SKIP:
             turn.sink(Error(ErrorCode.INTERRUPTED, "this message was answered already", turn.message_id))
             return Outcome(None, "", False)
-        assert approval is not None
+        waits = f" (id {approval.id})" if approval is not None else ""
         why = (
-            f"an earlier message of this channel waits for an owner's approval (id {approval.id}); this one is "
-            "answered after it"
-            if gate is Gate.HOLD
+            f"an earlier message of this channel waits for an owner's approval{waits}; this one is answered after it"
+            if gate is Gate.HOLD or approval is None
             else f"the call to {approval.tool} waits for an owner's approval (id {approval.id})"
         )
         turn.sink(Error(ErrorCode.AWAITING_APPROVAL, why, turn.message_id))
