@@ -300,6 +300,12 @@ def test_an_undecided_call_is_denied_after_the_timeout(
     (approval,) = d.client.get("/v1/approvals", params={"state": "expired"}).json()["approvals"]
     assert approval["id"] == asked["id"]
     assert "approval_timeout_seconds" in approval["reason"]
+    # Through the OpenAI route the wait is a 409 in OpenAI's shape (a 2xx would read as a completion).
+    fake_openai.queue(Turn(tool_calls=[(WEATHER, {"city": "Rome"})]), Turn(text="Nobody again."))
+    body = {"model": "fake", "messages": [{"role": "user", "content": "Rome?"}], "user": "alice"}
+    answer = d.client.post("/v1/chat/completions", json={**body, "metadata": {"channel": "general"}})
+    assert answer.status_code == 409, answer.text
+    assert answer.json()["error"]["code"] == "awaiting_approval"
 
 
 def test_owners_decide_through_their_key_others_may_not(

@@ -50,7 +50,14 @@ router = APIRouter(tags=["openai"], responses=openai_error_responses(400, 401, 4
 #: The memory user when a request names none.
 DEFAULT_USER = "anonymous"
 #: HTTP status of a turn that ended with an Error event (non-streaming), by its code.
-_TURN_STATUS = {"context_overflow": 400, "shutting_down": 503, "interrupted": 503, "timeout": 504}
+_TURN_STATUS = {
+    "context_overflow": 400,
+    "shutting_down": 503,
+    "interrupted": 503,
+    "timeout": 504,
+    # A 2xx would be read as a completion by OpenAI's SDKs: the reply follows the owner's decision.
+    "awaiting_approval": 409,
+}
 #: The roles a message may have (OpenAI's).
 MessageRole = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
