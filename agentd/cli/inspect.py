@@ -10,6 +10,7 @@ from agentd.cli.budget import budget_table
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
 from agentd.runtime.pipeline.record import ContextRecord
+from agentd.store.tools import ToolCallEntry
 
 
 @click.command()
@@ -83,18 +84,22 @@ def inspect(app: App, message_id: int, as_json: bool) -> None:
         )
     if recalled.seeds:
         out.print(f"search seeds: {', '.join(recalled.seeds)}")
-    for call in given.tool_calls:
-        out.print(f"tool {call.name}({call.arguments}) -> {'ok' if call.ok else call.error}")
-    for entry in audited:
-        if entry.approval != "none":
-            out.print(
-                f"  approval of {entry.tool}: {entry.approval} by {entry.decided_by or 'timeout'} -> {entry.outcome}"
-            )
-    if given.withheld_tools:
-        out.print(f"tools withheld from {asked.author if asked else 'the asker'}: {', '.join(given.withheld_tools)}")
+    _print_tools(given, audited, asked.author if asked else "the asker")
     usage = given.usage
     out.print(
         f"usage: {usage.get('prompt_tokens', 0)} prompt + {usage.get('completion_tokens', 0)} completion tokens "
         f"over {given.rounds} round(s)"
     )
     out.print(budget_table(given.budget))
+
+
+def _print_tools(given: ContextRecord, audited: list[ToolCallEntry], asker: str) -> None:
+    """The turn's tool calls, the approvals the audit trail kept for them, and the tools withheld."""
+    for call in given.tool_calls:
+        out.print(f"tool {call.name}({call.arguments}) -> {'ok' if call.ok else call.error}")
+    for entry in audited:
+        if entry.approval != "none":
+            decided = entry.decided_by or "timeout"
+            out.print(f"  approval of {entry.tool}: {entry.approval} by {decided} -> {entry.outcome}")
+    if given.withheld_tools:
+        out.print(f"tools withheld from {asker}: {', '.join(given.withheld_tools)}")
