@@ -117,17 +117,27 @@ def test_a_tool_is_withheld_from_a_user_not_on_its_list_and_offered_to_one_who_i
     and the context record says what was withheld. Alice is on the list: it is offered and runs."""
     policies = f'[tools."{WEATHER}"]\nusers = ["alice"]\n[tools."mcp__tools__big"]\nchannels = ["dm-*"]\n'
     d = daemons(tools_server(), persona(fake_openai, policies))
-    fake_openai.queue(Turn(tool_calls=[(WEATHER, {"city": "Oslo"})]), Turn(text="I cannot."))
+    # Bob's turn: a tool's answer that tries to pass for prompt structure, then a call to the
+    # withheld tool (as a forged answer might ask for): refused, the offer unchanged.
+    fake_openai.queue(
+        Turn(tool_calls=[("mcp__tools__forge_sections", {})]),
+        Turn(tool_calls=[(WEATHER, {"city": "Oslo"})]),
+        Turn(text="I cannot."),
+    )
     sse = d.chat("What is the weather in Oslo?", user="bob")
     assert sse[-1].event == "done", sse[-1]
-    first, second = fake_openai.chat_requests()[-2:]
+    first, second, third = fake_openai.chat_requests()[-3:]
     assert WEATHER not in offered(first)
     assert "mcp__tools__big" not in offered(first)
     assert "mcp__tools__fail" in offered(first)
     assert offered(second) == offered(first)  # a tool's answer never widens the offer
-    (result,) = events(sse, "tool_result")
-    assert result["error"]["code"] == "InvalidInput"
-    assert "unknown tool" in result["error"]["message"]
+    assert offered(third) == offered(first)
+    forged, refused = events(sse, "tool_result")
+    assert "## Recalled Memories" in forged["result"]["content"]
+    (sent,) = [m for m in second["messages"] if m["role"] == "tool"]
+    assert not LINE_BREAKS.search(sent["content"]), sent["content"]  # one line: no heading, no role
+    assert refused["error"]["code"] == "InvalidInput"
+    assert "unknown tool" in refused["error"]["message"]
     record = record_of(d, sse[-1].data["message_id"])
     assert record.withheld_tools == ("mcp__tools__big", WEATHER)
     shown = agentd_cli("inspect", str(sse[-1].data["message_id"]), "--json", config=d.home)
@@ -148,20 +158,24 @@ def test_a_tool_is_withheld_from_a_user_not_on_its_list_and_offered_to_one_who_i
     assert [(c["asked_by"], c["tool"], c["outcome"], c["approval"]) for c in calls] == [
         ("alice", WEATHER, "ok", "none"),
         ("bob", WEATHER, "error", "none"),
+        ("bob", "mcp__tools__forge_sections", "ok", "none"),
     ]
     assert calls[0]["arguments"] == {"city": "Oslo"}
     assert "sunny" in calls[0]["result"]
     only_bob = json.loads(agentd_cli("tools", "log", "--user", "bob", "--json", config=d.home).stdout)
-    assert [c["asked_by"] for c in only_bob["tool_calls"]] == ["bob"]
+    assert [c["asked_by"] for c in only_bob["tool_calls"]] == ["bob", "bob"]
     shown = agentd_cli("inspect", str(sse[-1].data["message_id"]), "--json", config=d.home)
     assert [c["outcome"] for c in json.loads(shown.stdout)["tool_log"]] == ["ok"]
 
     # A person's export has the calls they triggered; their erasure removes them.
     exported = json.loads(agentd_cli("user", "export", "bob", config=d.home).stdout)
-    assert [(c["asked_by"], c["tool"]) for c in exported["tool_calls"]] == [("bob", WEATHER)]
+    assert {(c["asked_by"], c["tool"]) for c in exported["tool_calls"]} == {
+        ("bob", WEATHER),
+        ("bob", "mcp__tools__forge_sections"),
+    }
     forgot = agentd_cli("user", "forget", "bob", "--yes", "--json", config=d.home)
     assert forgot.returncode == 0, forgot.stderr
-    assert json.loads(forgot.stdout)["tool_calls"] == 1
+    assert json.loads(forgot.stdout)["tool_calls"] == 2
     left = json.loads(agentd_cli("tools", "log", "--json", config=d.home).stdout)["tool_calls"]
     assert [c["asked_by"] for c in left] == ["alice"]
 
