@@ -74,13 +74,17 @@ class ApprovalDesk:
         store = self._app.store
         now = utcnow()
         timeout = self._app.config.tools.approval_timeout_seconds
-        with store.write() as conn:
-            for approval_id in store.approvals.due(conn, now):
-                reason = f"no owner decided within {timeout:g} s ([tools] approval_timeout_seconds)"
-                store.approvals.decide(conn, approval_id, "expired", None, reason, now)
-        routed = 0
+        # Read first: an idle daemon's sweep takes no write turn (SQLite has one writer at a time).
         with store.read() as conn:
+            due = store.approvals.due(conn, now)
             claimable = store.approvals.claimable(conn)
+        if due:
+            with store.write() as conn:
+                for approval_id in due:
+                    reason = f"no owner decided within {timeout:g} s ([tools] approval_timeout_seconds)"
+                    store.approvals.decide(conn, approval_id, "expired", None, reason, now)
+                claimable = store.approvals.claimable(conn)
+        routed = 0
         for approval in claimable:
             with store.write() as conn:
                 if not store.approvals.claim(conn, approval.id, now):
@@ -94,13 +98,12 @@ class ApprovalDesk:
         """Held messages nothing holds any more: pending again, and answered, in id order."""
         store = self._app.store
         with store.read() as conn:
-            held = store.messages.with_status(conn, HELD)
+            held = [m for m in store.messages.with_status(conn, HELD) if m.persona is not None]
+            free = [m for m in held if store.approvals.holding(conn, str(m.persona), m.channel, m.id) is None]
         routed = 0
-        for message in held:
-            if message.persona is None:
-                continue
-            with store.write() as conn:
-                if store.approvals.holding(conn, message.persona, message.channel, message.id) is not None:
+        for message in free:
+            with store.write() as conn:  # checked again where it is moved: a new pause may hold it now
+                if store.approvals.holding(conn, str(message.persona), message.channel, message.id) is not None:
                     continue
                 moved = store.approvals.move(conn, message.id, HELD, "pending")
             if moved:
