@@ -42,11 +42,13 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("post", "/v1/chat/completions"): {"admin", "adapter"},
     ("get", "/v1/users/{user}/export"): {"admin"},
     ("delete", "/v1/users/{user}"): {"admin"},
+    ("get", "/v1/approvals"): {"admin", "adapter", "service"},
+    ("post", "/v1/approvals/{approval_id}"): {"admin", "adapter", "service"},
     ("get", "/metrics"): {"admin", "metrics"},
     ("get", "/v1/usage"): {"admin", "metrics"},
 }
 #: Path parameters: a channel the adapter key may use, a memory id, a model.
-PARAMS = {"channel": "irc-lobby", "memory_id": "1", "model": "fake", "user": "alice"}
+PARAMS = {"channel": "irc-lobby", "memory_id": "1", "model": "fake", "user": "alice", "approval_id": "1"}
 
 
 def _keys(d: Running) -> dict[str, str]:
