@@ -59,7 +59,9 @@ def test_alices_secrets_reach_no_one_else_by_any_path(daemons, fake_openai: Fake
     d = daemons(personas=_personas(fake_openai))
     book = KeyBook(d.app.store)
     admin = {"Authorization": f"Bearer {book.create('admin', 'ops').token}"}
-    lobby_adapter = {"Authorization": f"Bearer {book.create('adapter', 'lobby-bridge', ['lobby', 'dm-*']).token}"}
+    lobby_adapter = {
+        "Authorization": f"Bearer {book.create('adapter', 'lobby-bridge', ['lobby', 'dm-*'], ['web:*']).token}"
+    }
     other = {"Authorization": f"Bearer {book.create('adapter', 'other', ['irc-*']).token}"}
     service = {"Authorization": f"Bearer {book.create('service', 'crm').token}"}
     leaks: Counter[str] = Counter()

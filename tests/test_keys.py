@@ -106,7 +106,7 @@ def test_an_adapter_key_uses_only_its_channels_and_nobody_posts_to_or_follows_a_
     tokens = _keys(d)
     adapter = {"Authorization": f"Bearer {tokens['adapter']}"}
     admin = {"Authorization": f"Bearer {tokens['admin']}"}
-    post = {"user": "alice", "text": "hello", "persona": "fake"}
+    post = {"user": "irc:alice", "text": "hello", "persona": "fake"}
     assert d.client.post("/v1/channels/irc-lobby/messages", json=post, headers=adapter).status_code == 202
     refused = d.client.post("/v1/channels/general/messages", json=post, headers=adapter)
     assert refused.status_code == 403

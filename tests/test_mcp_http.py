@@ -108,7 +108,7 @@ def test_mcp_on_the_daemon_takes_its_keys_and_roles(daemons: Callable[..., Runni
         assert not inside.is_error, inside
         results["chat"] = payload(inside)
 
-    over_http(url, token["adapter"], as_adapter)
+    over_http(f"{d.url}/mcp?persona=fake&user=irc:alice", token["adapter"], as_adapter)
     assert results["chat"]["reply"] == "echo: hello there"
     assert results["chat"]["channel"] == "irc-lobby"
     d.client.headers["Authorization"] = f"Bearer {token['admin']}"

@@ -200,7 +200,7 @@ def test_only_admin_and_metrics_keys_read_the_metrics(daemons: Any) -> None:
     d = daemons()
     book = KeyBook(d.app.store)
     metrics_key = book.create("metrics", "prometheus", ()).token
-    adapter_key = book.create("adapter", "irc", ("general",)).token
+    adapter_key = book.create("adapter", "irc", ("general",), ("irc:*",)).token
     admin_key = book.create("admin", "ops", ()).token
 
     def get(path: str, key: str | None) -> int:

@@ -29,7 +29,9 @@ Channel = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description="1-128 cha
     responses=error_responses(403, 404, 422, 429),
     **allow(Policy.CHANNEL),
 )
-async def post_message(channel: Channel, body: ChannelPost, d: Annotated[Daemon, Depends(daemon)]) -> JSONResponse:
+async def post_message(
+    channel: Channel, body: ChannelPost, d: Annotated[Daemon, Depends(daemon)], request: Request
+) -> JSONResponse:
     """Store a message for the channel's persona and answer at once with its id (202).
 
     The reply arrives on ``GET /v1/channels/{channel}/events`` and can be read
@@ -47,6 +49,7 @@ async def post_message(channel: Channel, body: ChannelPost, d: Annotated[Daemon,
             disable_memory=body.disable_memory,
             source="channel",
             visibility=body.visibility,
+            caller=caller_of(request),
         )
     )
     d.hub.wake(channel)

@@ -48,6 +48,7 @@ async def chat(body: ChatRequest, d: Annotated[Daemon, Depends(daemon)], request
             sink=bridge.sink,
             source="chat",
             visibility=body.visibility,
+            caller=caller_of(request),
         )
     )
     d.hub.wake(body.channel)

@@ -4,8 +4,12 @@ A key is a random token (``agentd_`` + 43 URL-safe characters, 256 bits); the st
 keeps only its sha256, so a copy of the database gives no key. Roles:
 
 * ``admin``: everything (the config's ``[daemon] api_key`` is an admin key).
-* ``adapter``: post to, read and follow the channels its globs match, and chat as
-  any user there; no memory administration.
+* ``adapter``: post to, read and follow the channels its globs match, and chat there
+  only as the users it owns (:func:`owned_users`): the user globs given when it was
+  made (``--users 'irc:*'``), else its network's users, named by its channel globs
+  (``irc-*`` or ``dm-irc-*``: ``irc:*``). A key whose globs name no network and that
+  was given no users acts for no one: it may read and follow, not post. No memory
+  administration.
 * ``service``: ``/v1/memory/search`` and ``/v1/memory/context`` for any user, read-only.
 * ``metrics``: ``/metrics`` and ``/v1/usage``, read-only (for Prometheus and dashboards).
 """
@@ -22,6 +26,7 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
 from agentd._exceptions import InvalidInput, NotFound
+from agentd.scopes import check_identifier
 from agentd.store import Store
 from agentd.store.keys import StoredKey
 
@@ -43,14 +48,41 @@ class Role(StrEnum):
     METRICS = "metrics"
 
 
+#: Characters that make a glob match more than one name.
+_WILDCARDS = frozenset("*?[")
+
+
+def owned_users(channels: Sequence[str]) -> tuple[str, ...]:
+    """The users an adapter key owns when it was given none: ``NET:*`` for each network ``NET``
+    its channel globs name (``irc-*`` and ``dm-irc-*`` name ``irc``; adapters map a network's
+    rooms to ``NET-ROOM``, its direct messages to ``dm-NET-SENDER`` and its people to
+    ``NET:SENDER``). Globs that name no network (``lobby``, ``dm-*``, ``*``) give none."""
+    found: set[str] = set()
+    for glob in channels:
+        head, dash, _rest = glob.removeprefix("dm-").partition("-")
+        if dash and head and not _WILDCARDS & set(head):
+            found.add(f"{head}:*")
+    return tuple(sorted(found))
+
+
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: a key's role, name and channel globs."""
+    """Who is calling: a key's role, name, channel globs and (an adapter's) user globs."""
 
     role: Role
     name: str
     channels: tuple[str, ...] = ()
     key_id: int | None = None
+    users: tuple[str, ...] = ()
+
+    def may_act_as(self, user: str) -> bool:
+        """True when this caller may post or chat as ``user`` (and so have ``user``'s memories
+        recalled): an admin as anyone, an adapter only as the users its globs match."""
+        if self.role is Role.ADMIN:
+            return True
+        if self.role is Role.ADAPTER:
+            return any(fnmatchcase(user, glob) for glob in self.users)
+        return False
 
     def may_use_channel(self, channel: str) -> bool:
         """True when this caller may post to, read and follow ``channel``."""
@@ -90,23 +122,37 @@ class KeyBook:
         self._store = store
         self._config_key = config_key.encode()
 
-    def create(self, role: str, name: str | None = None, channels: Sequence[str] = ()) -> CreatedKey:
-        """Make a key; only its hash is stored."""
+    def create(
+        self, role: str, name: str | None = None, channels: Sequence[str] = (), users: Sequence[str] = ()
+    ) -> CreatedKey:
+        """Make a key; only its hash is stored. ``users``: the user globs an adapter key acts for
+        (default: its network's, :func:`owned_users`; one is needed)."""
         try:
             parsed = Role(role)
         except ValueError:
             raise InvalidInput("role", f"must be one of {', '.join(r.value for r in Role)}") from None
         globs = [c.strip() for c in channels if c.strip()]
+        people = [u.strip() for u in users if u.strip()]
         if parsed is Role.ADAPTER and not globs:
             raise InvalidInput("channels", "an adapter key needs at least one channel glob (--channels 'irc-*')")
-        if parsed is not Role.ADAPTER and globs:
-            raise InvalidInput("channels", "only adapter keys are limited to channels")
+        if parsed is not Role.ADAPTER and (globs or people):
+            raise InvalidInput("channels" if globs else "users", "only adapter keys are limited to channels and users")
+        if parsed is Role.ADAPTER:
+            people = people or list(owned_users(globs))
+            if not people:
+                raise InvalidInput(
+                    "users",
+                    f"the channel globs {', '.join(globs)} name no network whose users the key would act for: "
+                    "give them (--users 'irc:*', or user ids)",
+                )
+            for glob in people:
+                check_identifier("users", glob)
         token = new_token()
         label = name or f"{parsed.value}-{secrets.token_hex(3)}"
         if not 0 < len(label) <= 128:
             raise InvalidInput("name", "must be 1-128 characters")
         with self._store.write() as conn:
-            key = self._store.keys.add(conn, label, parsed.value, globs, token_hash(token))
+            key = self._store.keys.add(conn, label, parsed.value, globs, token_hash(token), people)
         return CreatedKey(token, key)
 
     def list(self) -> list[StoredKey]:
@@ -157,4 +203,5 @@ class KeyBook:
         # Found by an index on the hash; compared once more in constant time.
         if key is None or key.revoked_at is not None or not hmac.compare_digest(key.token_hash, digest):
             return None
-        return Principal(Role(key.role), key.name, key.channels, key.id)
+        users = key.users if key.users is not None else owned_users(key.channels)
+        return Principal(Role(key.role), key.name, key.channels, key.id, users)

@@ -41,6 +41,7 @@ from agentd.api.roles import Policy, allow, caller_of, check_channel
 from agentd.api.sse import HEADERS, KEEPALIVE, MEDIA_TYPE, EventBridge
 from agentd.api.state import Daemon, daemon
 from agentd.runtime import Done, Error, Event, HistoryContext, MemoryContext, TokenDelta
+from agentd.runtime.acting import check_acting
 from agentd.scopes import check_identifier
 
 #: The key check, the Host check, the body limit, bad input (400, as OpenAI answers it), an
@@ -207,7 +208,9 @@ async def chat_completions(body: ChatCompletionRequest, d: Annotated[Daemon, Dep
     check_identifier("user", user)
     meta = body.metadata or {}
     channel = meta.get("channel") or f"dm-{user}"
-    check_channel(caller_of(request), channel)
+    caller = caller_of(request)
+    check_channel(caller, channel)
+    check_acting(caller, user)  # before the earlier messages are stored as ``user``
     # The default channel is this user's own; a named one is shared unless the caller says otherwise.
     visibility = meta.get("visibility") or (None if meta.get("channel") else "direct")
     persona = d.persona_for(channel, body.model)
@@ -230,6 +233,7 @@ async def chat_completions(body: ChatCompletionRequest, d: Annotated[Daemon, Dep
             source="openai",
             disable_tools=disable_tools,
             visibility=visibility,
+            caller=caller,
         )
     )
     d.hub.wake(channel)

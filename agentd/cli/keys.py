@@ -16,7 +16,8 @@ def keys() -> None:
 
     \b
     admin    everything (the config's [daemon] api_key is an admin key too)
-    adapter  post to, read and follow the channels its globs match; chat as any user there
+    adapter  post to, read and follow the channels its globs match; chat there as its own users
+             (--users, default its network's: --channels 'irc-*' acts for 'irc:*')
     service  /v1/memory/search and /v1/memory/context for any user, read-only
     """
 
@@ -29,18 +30,30 @@ def keys() -> None:
     multiple=True,
     help="Channel globs an adapter key may use (repeat, or separate with spaces: --channels 'irc-*').",
 )
+@click.option(
+    "--users",
+    "users",
+    multiple=True,
+    help="User ids or globs an adapter key may post and chat as (repeat, or separate with spaces: "
+    "--users 'irc:*'); default: the users of the network its channel globs name (irc-* → irc:*).",
+)
 @click.option("--name", help="A name to recognise the key by (default: ROLE-xxxxxx).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_app
-def create(app: App, role: str, channels: tuple[str, ...], name: str | None, as_json: bool) -> None:
+def create(
+    app: App, role: str, channels: tuple[str, ...], users: tuple[str, ...], name: str | None, as_json: bool
+) -> None:
     """Make a key; its token is printed once and only its hash is stored."""
     globs = [g for given in channels for g in given.split()]
-    made = KeyBook(app.store).create(role, name, globs)
+    people = [u for given in users for u in given.split()]
+    made = KeyBook(app.store).create(role, name, globs, people)
     if as_json:
         print_json({**made.key.as_json(), "token": made.token})
         return
     click.echo(made.token)
     where = f" for channels {', '.join(made.key.channels)}" if made.key.channels else ""
+    if made.key.users:
+        where += f" as users {', '.join(made.key.users)}"
     click.echo(
         f"key {made.key.id} ({made.key.name}, {made.key.role}{where}) created; the token above is shown only "
         "once: send it as 'Authorization: Bearer <token>'",
@@ -63,6 +76,8 @@ def list_keys(app: App, as_json: bool) -> None:
     for k in found:
         state = f"revoked {k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "active"
         globs = f"  channels: {', '.join(k.channels)}" if k.channels else ""
+        if k.role == "adapter":
+            globs += f"  users: {', '.join(k.users) if k.users is not None else 'derived from channels'}"
         out.print(f"{k.id:>4}  {k.name}  {k.role}  created {k.created_at:%Y-%m-%d %H:%M}  {state}{globs}")
 
 

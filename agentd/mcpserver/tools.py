@@ -61,6 +61,10 @@ class Caller(Protocol):
         """True when this caller may post to ``channel``."""
         ...
 
+    def may_act_as(self, user: str) -> bool:
+        """True when this caller may chat as ``user``."""
+        ...
+
 
 @dataclass(frozen=True)
 class LocalCaller:
@@ -71,6 +75,10 @@ class LocalCaller:
 
     def may_use_channel(self, channel: str) -> bool:
         """Every channel."""
+        return True
+
+    def may_act_as(self, user: str) -> bool:
+        """Every user."""
         return True
 
 
@@ -347,6 +355,7 @@ class Tools:
             sink=events.put,
             source="mcp",
             visibility=_str(args, "visibility"),
+            caller=s.caller,
         )
         return _outcome(accepted.persona, channel, events)
 

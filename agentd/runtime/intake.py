@@ -43,6 +43,7 @@ from agentd.llm.chat import ChatModel
 from agentd.log import get_logger
 from agentd.memory.learning import Learning
 from agentd.observe import metrics, tracing
+from agentd.runtime.acting import Caller, check_acting
 from agentd.runtime.admission import Admission
 from agentd.runtime.approvals import ApprovalDesk
 from agentd.runtime.dispatch import DispatcherFactory, Parts
@@ -129,6 +130,7 @@ class Intake:
         disable_tools: bool = False,
         at: datetime | None = None,
         visibility: str | None = None,
+        caller: Caller | None = None,
     ) -> Accepted:
         """Validate and store a user message, then hand it to its actor.
 
@@ -138,6 +140,8 @@ class Intake:
         ``visibility``: what the caller says of the channel (``direct``: only this user
         and the persona read it; ``shared``); config's ``[channels.NAME] visibility``
         wins, and the first declaration of a channel stands.
+        ``caller``: the key that sends it (:func:`~agentd.runtime.acting.check_acting`: it must
+        own ``user``); ``None``: the operator, in process.
         """
         # 1. validate
         if not self._accepting:
@@ -146,6 +150,7 @@ class Intake:
         p = self._app.personas[persona]
         check_identifier("channel", channel)
         check_identifier("user", user)
+        check_acting(caller, user)  # before anything is stored or recalled as ``user``
         if not isinstance(text, str) or not text.strip():
             raise InvalidInput("message", "must not be empty or whitespace")
         limit = self._config.runtime.max_message_chars

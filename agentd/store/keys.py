@@ -28,6 +28,9 @@ class StoredKey:
     token_hash: str
     created_at: datetime
     revoked_at: datetime | None
+    #: The users an adapter key may act for (globs: ``irc:*``, ``alice``); ``None``: made before
+    #: keys named their users (the API derives them from the channel globs).
+    users: tuple[str, ...] | None = None
 
     def as_json(self) -> dict[str, Any]:
         """A JSON-ready dict (without the hash)."""
@@ -36,6 +39,7 @@ class StoredKey:
             "name": self.name,
             "role": self.role,
             "channels": list(self.channels),
+            "users": None if self.users is None else list(self.users),
             "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
             "revoked_at": self.revoked_at.isoformat().replace("+00:00", "Z") if self.revoked_at else None,
         }
@@ -51,18 +55,34 @@ def _key(row: sa.Row[Any]) -> StoredKey:
         token_hash=m["token_hash"],
         created_at=m["created_at"],
         revoked_at=m["revoked_at"],
+        users=None if m["users"] is None else tuple(m["users"]),
     )
 
 
 class KeyRepo:
     """SQL for API keys."""
 
-    def add(self, conn: sa.Connection, name: str, role: str, channels: Sequence[str], token_hash: str) -> StoredKey:
-        """Insert a key."""
+    def add(
+        self,
+        conn: sa.Connection,
+        name: str,
+        role: str,
+        channels: Sequence[str],
+        token_hash: str,
+        users: Sequence[str] = (),
+    ) -> StoredKey:
+        """Insert a key (``users``: the users an adapter key may act for)."""
         now = utcnow()
-        values = {"name": name, "role": role, "channels": list(channels), "token_hash": token_hash, "created_at": now}
+        values = {
+            "name": name,
+            "role": role,
+            "channels": list(channels),
+            "users": list(users),
+            "token_hash": token_hash,
+            "created_at": now,
+        }
         kid = inserted_id(conn.execute(sa.insert(_T).values(**values)))
-        return StoredKey(kid, name, role, tuple(channels), token_hash, now, None)
+        return StoredKey(kid, name, role, tuple(channels), token_hash, now, None, tuple(users))
 
     def by_hash(self, conn: sa.Connection, token_hash: str) -> StoredKey | None:
         """The key (revoked or not) whose token hashes to ``token_hash``."""

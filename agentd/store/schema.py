@@ -183,6 +183,8 @@ api_keys = sa.Table(
     sa.Column("token_hash", sa.String(64), nullable=False, unique=True),
     sa.Column("created_at", UTCDateTime, nullable=False, default=utcnow),
     sa.Column("revoked_at", UTCDateTime),
+    # User globs an adapter key may act for (a JSON list); NULL for keys made before 0012.
+    sa.Column("users", sa.JSON),
 )
 
 #: A call to a tool with ``approval = "required"``, paused until an owner decides (migration 0012).
