@@ -40,7 +40,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from agentd._exceptions import ConfigError
-from agentd.scopes import IDENTIFIER_PATTERN
+from agentd.scopes import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 
 ENV_PREFIX = "AGENTD_"
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
@@ -406,7 +406,7 @@ class UserConfig(_Section):
     @classmethod
     def _identifier(cls, value: str) -> str:
         if value and not _IDENTIFIER.fullmatch(value):
-            raise ValueError("must be 1-128 characters without whitespace or NUL and not start with ':'")
+            raise ValueError(IDENTIFIER_RULE)
         return value
 
 

@@ -10,6 +10,7 @@ persona's, channel's or user's memories.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
@@ -31,16 +32,45 @@ def is_blank(text: str) -> bool:
     return _BLANK.match(text) is not None
 
 
+#: Control (Unicode category Cc) and format (Cf) characters of the Basic Multilingual Plane:
+#: zero-width spaces and joiners, direction marks, embeddings, overrides and isolates, the soft
+#: hyphen, the byte order mark. In an identifier they make ``alice\u200b`` a different user that
+#: looks like ``alice``. (Format characters beyond the BMP, such as tags, are refused by
+#: :func:`check_identifier` by their category: JSON Schema's patterns cannot name them portably.)
+CONTROL_OR_FORMAT = (
+    "\\x00-\\x1f\\x7f-\\x9f\\xad\\u0600-\\u0605\\u061c\\u06dd\\u070f\\u0890-\\u0891\\u08e2\\u180e"
+    "\\u200b-\\u200f\\u202a-\\u202e\\u2060-\\u2064\\u2066-\\u206f\\ufeff\\ufff9-\\ufffb"
+)
 #: A channel name or user id (also the pattern the API's schema declares): 1-128 characters,
-#: no whitespace, no NUL, not starting with ':'.
-IDENTIFIER_PATTERN = f"^[^{WHITESPACE}:\\x00][^{WHITESPACE}\\x00]{{0,127}}$"
+#: no whitespace, no control, invisible or bidirectional characters, not starting with ':'.
+IDENTIFIER_PATTERN = f"^[^{WHITESPACE}{CONTROL_OR_FORMAT}:][^{WHITESPACE}{CONTROL_OR_FORMAT}]{{0,127}}$"
+#: What an identifier must be, in words (the API's 422 for :data:`IDENTIFIER_PATTERN`).
+IDENTIFIER_RULE = (
+    "must be 1-128 characters without whitespace, control, invisible or bidirectional characters and not start with ':'"
+)
 _ID = re.compile(IDENTIFIER_PATTERN)
+_UNSEEN = re.compile(f"[{CONTROL_OR_FORMAT}]")
+
+
+def unseen_character(value: str) -> str | None:
+    """The first control, format (invisible) or bidirectional character of ``value``, spelled
+    ``U+200B at 5``; ``None`` when it has none."""
+    for index, char in enumerate(value):
+        if _UNSEEN.match(char) or unicodedata.category(char) in ("Cc", "Cf"):
+            return f"U+{ord(char):04X} ({unicodedata.name(char, 'unnamed')}) at {index}"
+    return None
 
 
 def check_identifier(field: str, value: str) -> str:
-    """Validate a channel name or user id: 1-128 characters, no whitespace or NUL, no leading ':'."""
-    if not isinstance(value, str) or not _ID.fullmatch(value):
-        raise InvalidInput(field, "must be 1-128 characters without whitespace or NUL and not start with ':'")
+    """Validate a channel name or user id: 1-128 characters, no whitespace, no control, invisible
+    (zero-width, format) or bidirectional characters, no leading ':'."""
+    if not isinstance(value, str):
+        raise InvalidInput(field, IDENTIFIER_RULE)
+    unseen = unseen_character(value)
+    if unseen is not None:
+        raise InvalidInput(field, f"must not hold control, invisible or bidirectional characters: {unseen}")
+    if not _ID.fullmatch(value):
+        raise InvalidInput(field, IDENTIFIER_RULE)
     return value
 
 

@@ -27,9 +27,9 @@ from agentd._exceptions import (
     ShuttingDown,
     http_status,
 )
-from agentd.api.schemas import CATEGORY_PATTERN, SCOPE_PATTERN, TEXT_PATTERN
+from agentd.api.schemas import CATEGORY_PATTERN, PERSONA_PATTERN, SCOPE_PATTERN, TEXT_PATTERN
 from agentd.log import get_logger
-from agentd.scopes import IDENTIFIER_PATTERN
+from agentd.scopes import IDENTIFIER_PATTERN, IDENTIFIER_RULE, unseen_character
 
 log = get_logger("agentd.api")
 
@@ -80,7 +80,8 @@ def _validation_field(loc: tuple[Any, ...]) -> str:
 
 #: What each declared pattern means, in words (the pattern itself is in the OpenAPI schema).
 _PATTERNS = {
-    IDENTIFIER_PATTERN: "must be 1-128 characters without whitespace or NUL and not start with ':'",
+    IDENTIFIER_PATTERN: IDENTIFIER_RULE,
+    PERSONA_PATTERN: "must not be empty nor hold control, invisible or bidirectional characters",
     TEXT_PATTERN: "must not be empty, whitespace or invisible characters only, and must not hold a NUL character",
     SCOPE_PATTERN: "must be global, channel:NAME or user:ID",
     CATEGORY_PATTERN: "must be 1-64 letters, digits, spaces, '_', '.' or '-'",
@@ -95,6 +96,10 @@ def _validation_message(err: dict[str, Any]) -> str:
         return "is not a known field"
     if kind == "string_pattern_mismatch":
         pattern = str((err.get("ctx") or {}).get("pattern", ""))
+        got = err.get("input")
+        unseen = unseen_character(got) if isinstance(got, str) else None
+        if unseen is not None and pattern in (IDENTIFIER_PATTERN, PERSONA_PATTERN):
+            return f"must not hold control, invisible or bidirectional characters: {unseen}"
         return _PATTERNS.get(pattern, f"must match {pattern}")
     if kind == "string_unicode":
         return "holds a lone UTF-16 surrogate: not valid text"

@@ -42,7 +42,7 @@ from agentd.api.sse import HEADERS, KEEPALIVE, MEDIA_TYPE, EventBridge
 from agentd.api.state import Daemon, daemon
 from agentd.runtime import Done, Error, Event, HistoryContext, MemoryContext, TokenDelta
 from agentd.runtime.acting import check_acting
-from agentd.scopes import check_identifier
+from agentd.scopes import check_identifier, unseen_character
 
 #: The key check, the Host check, the body limit, bad input (400, as OpenAI answers it), an
 #: unknown model, an unwritable store or a stopping daemon, a bug, a turn's timeout.
@@ -176,6 +176,9 @@ def _model_entry(d: Daemon, name: str) -> dict[str, Any]:
 
 
 def _check_model(d: Daemon, model: str) -> None:
+    unseen = unseen_character(model)
+    if unseen is not None:
+        raise InvalidInput("model", f"must not hold control, invisible or bidirectional characters: {unseen}")
     known = list(d.app.personas)  # names (``in`` on Personas raises NotFound for "persona")
     if model not in known:
         raise NotFound("model", model, f"known models (personas): {', '.join(known) or 'none'}")

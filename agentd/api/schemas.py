@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from agentd.config import MAX_MESSAGE_CHARS
-from agentd.scopes import IDENTIFIER_PATTERN, INVISIBLE, WHITESPACE
+from agentd.scopes import CONTROL_OR_FORMAT, IDENTIFIER_PATTERN, INVISIBLE, WHITESPACE
 
 #: Most memories one import request may carry.
 MAX_IMPORT = 10_000
@@ -63,9 +63,11 @@ def _checked_json(value: Any) -> Any:
     return value
 
 
+#: A persona's name as a request gives it: unknown names are 404, invisible and control characters 422.
+PERSONA_PATTERN = f"^[^{CONTROL_OR_FORMAT}]+$"
 Identifier = Annotated[str, Field(pattern=IDENTIFIER_PATTERN, description="1-128 characters, no whitespace.")]
 #: A persona's name (unknown ones are 404).
-PersonaName = Annotated[str, Field(min_length=1)]
+PersonaName = Annotated[str, Field(min_length=1, pattern=PERSONA_PATTERN)]
 #: Integers are JSON integers: ``5``. ``5.0`` (JSON Schema 2020-12 counts it an integer), ``5.5``, ``"5"``
 #: and ``true`` are refused: no coercion (tests/schemathesis_hooks.py keeps schemathesis to ``5``).
 Limit = Annotated[int, Field(ge=1, le=1000)]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from agentd._exceptions import AgentdError, ErrorCode, Forbidden, InvalidInput, NotFound, TurnError
 from agentd.recall import known_facts
 from agentd.runtime.events import Done, Error, Event, MemoryContext, ToolCall, ToolResult
-from agentd.scopes import DELEGATION_MARK, GLOBAL, Scope, check_identifier
+from agentd.scopes import DELEGATION_MARK, GLOBAL, Scope, check_identifier, unseen_character
 
 if TYPE_CHECKING:
     from agentd.app import App
@@ -364,6 +364,10 @@ class Tools:
     def _persona(self, s: Session, named: str | None = None) -> str:
         """The persona a tool acts for: the call's, the session's, or the only one."""
         personas = self._app.personas
+        for given in (named, s.persona):
+            unseen = unseen_character(given) if given else None
+            if unseen is not None:
+                raise InvalidInput("persona", f"must not hold control, invisible or bidirectional characters: {unseen}")
         if named or s.persona:
             return personas[named or s.persona or ""].name  # NotFound names the known ones
         if len(personas) == 1:
