@@ -84,7 +84,7 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
 
         return McpEndpoint(Tools(d.app, lambda: d.runtime), _caller_in, d.embedding_work)
 
-    mcp = LazyMcp(mcp_endpoint)
+    mcp = LazyMcp(mcp_endpoint, d.hub)
 
     @asynccontextmanager
     async def lifespan(_api: FastAPI) -> AsyncIterator[None]:

@@ -27,12 +27,13 @@ store itself, once, and then follows the shared reads.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from anyio import to_thread
 
-from agentd._exceptions import ErrorCode, TooManyFollowers
+from agentd._exceptions import ErrorCode, ShuttingDown, TooManyFollowers
 from agentd.api.redact import for_followers
 from agentd.api.sse import KEEPALIVE, frame
 from agentd.log import get_logger
@@ -80,6 +81,10 @@ class ChannelHub:
         self._per_key = per_key
         #: Event streams open per key (the caller's key name; the local admin's too).
         self._by_key: dict[str, int] = {}
+        #: Streams that are not channel feeds (``GET /mcp``), per channel they act in, and how
+        #: to end each at shutdown.
+        self._held: dict[str, int] = {}
+        self._stops: set[Callable[[], None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._subscribers: dict[str, set[asyncio.Queue[object]]] = {}
         self._closed = False
@@ -164,8 +169,10 @@ class ChannelHub:
                 del self._chain[channel]
 
     def close(self) -> None:
-        """End every stream (shutdown); call on the loop."""
+        """End every stream (shutdown), the held ones too; call on the loop."""
         self._closed = True
+        for stop in list(self._stops):
+            stop()
         for queues in self._subscribers.values():
             for queue in queues:
                 queue.put_nowait(_CLOSE)
@@ -192,7 +199,7 @@ class ChannelHub:
 
     def admit(self, channel: str, key: str) -> None:
         """Raise :class:`TooManyFollowers` when ``channel`` or ``key`` follows as many streams as it may."""
-        if len(self._subscribers.get(channel, ())) >= self._per_channel:
+        if len(self._subscribers.get(channel, ())) + self._held.get(channel, 0) >= self._per_channel:
             raise TooManyFollowers(
                 f"channel {channel!r} has {self._per_channel} event streams open, as many as it may "
                 "([daemon] max_followers_per_channel)"
@@ -201,6 +208,29 @@ class ChannelHub:
             raise TooManyFollowers(
                 f"this key has {self._per_key} event streams open, as many as it may ([daemon] max_followers_per_key)"
             )
+
+    @contextmanager
+    def hold(self, channel: str, key: str, stop: Callable[[], None]) -> Iterator[None]:
+        """Count an event stream that is not a channel feed (``GET /mcp``) against the same limits
+        while it is open: raises :class:`TooManyFollowers` past ``[daemon] max_followers_per_channel``
+        or ``max_followers_per_key`` (feeds and held streams together), :class:`ShuttingDown` once
+        closed; ``stop`` ends the stream when the daemon shuts down (:meth:`close`)."""
+        if self._closed:
+            raise ShuttingDown("agentd is shutting down; reconnect later")
+        self.admit(channel, key)
+        self._held[channel] = self._held.get(channel, 0) + 1
+        self._by_key[key] = self._by_key.get(key, 0) + 1
+        self._stops.add(stop)
+        try:
+            yield
+        finally:
+            self._stops.discard(stop)
+            for counts, name in ((self._held, channel), (self._by_key, key)):
+                left = counts.get(name, 1) - 1
+                if left:
+                    counts[name] = left
+                else:
+                    counts.pop(name, None)
 
     def messages_after(self, channel: str, after: int, limit: int = PAGE) -> list[Message]:
         """Stored messages of ``channel`` after id ``after``, oldest first (blocking)."""
