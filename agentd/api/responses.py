@@ -176,6 +176,14 @@ class UserForgotten(_Out):
     redacted: dict[str, int] = Field(description="Quotes of the user replaced elsewhere, by kind of row.")
     channels: list[str] = Field(description="The channels their messages were erased from.")
     wal_kept: bool = Field(description="SQLite: a reader kept the WAL from being truncated (the next checkpoint does).")
+    remaining: dict[str, int] = Field(
+        description="SQLite: copies of the user's texts still found in the database files after the erasure, "
+        "by file (counted in their bytes; empty: none)."
+    )
+    vacuumed: bool = Field(description="SQLite: the database was rebuilt (VACUUM) to remove copies left in its pages.")
+    until_vacuum: str | None = Field(
+        description="PostgreSQL: what the server keeps until its own vacuum, and what the operator can run."
+    )
 
 
 class HistoryEntryOut(_Out):

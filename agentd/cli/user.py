@@ -76,5 +76,12 @@ def forget(app: App, user_id: str, persona: str | None, yes: bool, as_json: bool
         f"{erased.tool_calls} tool calls; "
         f"{redacted} quotes redacted elsewhere"
     )
+    if erased.vacuumed:
+        out.print("the database was rebuilt (VACUUM) to remove copies left in its pages")
+    if erased.remaining:
+        found = ", ".join(f"{n} in {name}" for name, n in sorted(erased.remaining.items()))
+        out.print(f"warning: copies of their texts remain in the database files ({found})", style="bold red")
     if erased.wal_kept:
         out.print("note: a reader kept the WAL from being truncated; its old pages go at the next checkpoint")
+    if erased.until_vacuum:
+        out.print(f"note: {erased.until_vacuum}")

@@ -47,5 +47,7 @@ def forget_user(store: Store, user: str, persona: str | None = None) -> Erased:
         tool_calls=erased.tool_calls,
         redacted=sum(erased.redacted.values()),
         wal_kept=erased.wal_kept,
+        remaining=sum(erased.remaining.values()),
+        vacuumed=erased.vacuumed,
     )
     return erased

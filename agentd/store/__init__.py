@@ -196,24 +196,31 @@ class Store:
     def forget_user(self, user: str, persona: str | None = None) -> Erased:
         """Erase everything kept about ``user`` in one transaction (:func:`agentd.store.people.forget`),
         and on SQLite leave none of its bytes in the database files: deleted content is overwritten
-        with zeros (``secure_delete``), the full-text index is rewritten without it, and the WAL
-        (which holds the pages as they were) is checkpointed and truncated. ``Erased.wal_kept`` says
-        when a reader kept the WAL from being truncated (the next checkpoint does it)."""
-        from agentd.store import people
+        with zeros (``secure_delete``, on for every connection), the full-text index is rewritten
+        without it, and the WAL (which holds the pages as they were) is checkpointed and truncated.
+        The files are then searched for the erased texts (:mod:`agentd.store.erasure`); a copy left
+        (by a file written before ``secure_delete`` was on) makes the database be rebuilt (``VACUUM``)
+        and checkpointed again. ``Erased.remaining`` counts what is still found, ``wal_kept`` says
+        a reader kept the WAL from being truncated; on PostgreSQL ``until_vacuum`` says what
+        the server keeps until its own vacuum."""
+        from agentd.store import erasure, people
 
-        sqlite = self.backend == "sqlite"
         with self.write() as conn:
-            if sqlite:
-                conn.exec_driver_sql("PRAGMA secure_delete = ON")
-            try:
-                erased = people.forget(conn, self.vectors, self.words, user, persona)
-                if erased.total:
-                    self.words.purge(conn)
-            finally:
-                if sqlite:
-                    conn.exec_driver_sql("PRAGMA secure_delete = OFF")
-        if sqlite:
+            erased = people.forget(conn, self.vectors, self.words, user, persona)
+            if erased.total:
+                self.words.purge(conn)
+        path = sqlite_path(self.url)
+        if self.backend != "sqlite":
+            erased.until_vacuum = erasure.POSTGRES_REMAINS if erased.total else None
+        elif path is not None:
+            found = erasure.needles(erased.texts, people.MIN_QUOTE)
             erased.wal_kept = not self.checkpoint()
+            erased.remaining = erasure.copies(path, found)
+            if erased.remaining:
+                erasure.vacuum(self.engine)
+                erased.vacuumed = True
+                erased.wal_kept = not self.checkpoint()
+                erased.remaining = erasure.copies(path, found)
         return erased
 
     def checkpoint(self) -> bool:

@@ -65,6 +65,10 @@ PRAGMAS = (
     "PRAGMA mmap_size = 68719476736",
     "PRAGMA cache_size = -65536",
     "PRAGMA temp_store = MEMORY",
+    # Freed space is overwritten with zeros on every connection, from the start: deleted rows,
+    # cells moved away by a page split and pages put on the free list keep no copy of their text
+    # (``agentd user forget`` must leave no byte of a person behind; docs/guides/privacy.md).
+    "PRAGMA secure_delete = ON",
 )
 
 

@@ -74,6 +74,15 @@ class Erased:
     channels: list[str] = field(default_factory=list)
     #: SQLite: a reader kept the WAL (old page images) from being truncated after the erasure.
     wal_kept: bool = False
+    #: SQLite: copies of the person's texts still found in the database's files, by file name
+    #: (counted in their bytes after the erasure; empty: none).
+    remaining: dict[str, int] = field(default_factory=dict)
+    #: SQLite: the database was rebuilt (``VACUUM``) because copies were found after the checkpoint.
+    vacuumed: bool = False
+    #: PostgreSQL: what the server keeps until its own vacuum, and what the operator can run.
+    until_vacuum: str | None = None
+    #: The texts erased (searched for in the files; never reported).
+    texts: list[str] = field(default_factory=list, repr=False)
 
     def as_json(self) -> dict[str, Any]:
         """A JSON-ready dict (counts and channel names only, never a text)."""
@@ -87,6 +96,9 @@ class Erased:
             "redacted": dict(self.redacted),
             "channels": list(self.channels),
             "wal_kept": self.wal_kept,
+            "remaining": dict(self.remaining),
+            "vacuumed": self.vacuumed,
+            "until_vacuum": self.until_vacuum,
         }
 
     @property
@@ -275,6 +287,7 @@ def forget(
     ]
     texts += [str(r["text"]) for r in _rows(conn, _T, _T.c.id, sorted(memory_ids))]
     quotes = _quotes(texts)
+    erased.texts = texts
     reach = sa.or_(
         _T.c.scope.in_(["global", *(f"channel:{c}" for c in channels), *(f"episodes:channel:{c}" for c in channels)]),
         _T.c.scope.in_(_user_scopes(user)),
