@@ -116,6 +116,8 @@ class DatabaseConfig(_Section):
 
     url: str = ""
     busy_timeout_ms: int = Field(default=5000, ge=0)
+    #: SQLite: how often the daemon checkpoints and truncates the WAL (0: never; agentd.store.walkeeper).
+    checkpoint_seconds: float = Field(default=30.0, ge=0)
 
 
 class CalibrationConfig(_Section):

@@ -34,6 +34,7 @@ from agentd.app import App
 from agentd.llm.chat import ChatModel
 from agentd.log import get_logger
 from agentd.runtime import Runtime
+from agentd.store.walkeeper import WalKeeper
 
 log = get_logger("agentd.serve")
 
@@ -141,6 +142,8 @@ class DaemonServer:
         self.port = int(self.sock.getsockname()[1])
         self.runtime = Runtime(app, llm, workers=workers)
         self.hub = ChannelHub(app.store, cfg.daemon.max_followers_per_channel, cfg.daemon.max_followers_per_key)
+        #: Keeps the WAL small while the daemon runs (SQLite; [database] checkpoint_seconds).
+        self.wal = WalKeeper(app.store, cfg.database.checkpoint_seconds)
         self._stopped = threading.Lock()
         self._runtime_stopped = False
         api = create_api(Daemon(app, self.runtime, self.hub), resume_pending=resume_pending, bind_host=host)
@@ -174,10 +177,12 @@ class DaemonServer:
 
     def run(self) -> None:
         """Serve until stopped, then stop the runtime and close the database."""
+        self.wal.start()
         try:
             self.server.run(sockets=[self.sock])
         finally:
             self._stop_runtime()
+            self.wal.stop()
             self.sock.close()
             self.app.close()
             log.info("stopped")

@@ -223,16 +223,17 @@ class Store:
                 erased.remaining = erasure.copies(path, found)
         return erased
 
-    def checkpoint(self) -> bool:
+    def checkpoint(self, wait: float | None = None) -> bool:
         """SQLite: copy the WAL into the database file and truncate it to nothing (``wal_checkpoint(TRUNCATE)``),
-        waiting up to the busy timeout for readers; False when a reader still held it. True on PostgreSQL."""
+        waiting up to ``wait`` seconds (default the busy timeout) for readers; False when a reader
+        still held it. True on PostgreSQL."""
         if self.backend != "sqlite":
             return True
         raw = self.engine.raw_connection()
         try:
             cursor = raw.cursor()
             busy = 1
-            deadline = time.monotonic() + self._busy_timeout
+            deadline = time.monotonic() + (self._busy_timeout if wait is None else wait)
             while busy and time.monotonic() < deadline:
                 busy = cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
             cursor.close()

@@ -69,6 +69,10 @@ PRAGMAS = (
     # cells moved away by a page split and pages put on the free list keep no copy of their text
     # (``agentd user forget`` must leave no byte of a person behind; docs/guides/privacy.md).
     "PRAGMA secure_delete = ON",
+    # SQLite's own (passive) checkpoint after 16 MiB of WAL rather than 1000 pages (64 MiB at this
+    # page size), and a WAL that is started again cut back to 16 MiB (agentd.store.walkeeper).
+    "PRAGMA wal_autocheckpoint = 256",
+    "PRAGMA journal_size_limit = 16777216",
 )
 
 
