@@ -74,3 +74,26 @@ def test_every_way_in_refuses_unseen_characters_naming_the_field(daemons) -> Non
     assert (error["code"], error["field"]) == ("invalid_input", "user")
     # Nothing was stored under a look-alike.
     assert [m["author"] for m in d.messages("general")] == []
+
+
+def test_a_look_alike_stored_before_can_still_be_erased(tmp_path) -> None:
+    """Ids with such characters were accepted before: their people keep the right to be forgotten."""
+    from agentd.store import Store
+    from tests.conftest import agentd_cli, write_home
+
+    home = write_home(tmp_path / "home")
+    store = Store.open(f"sqlite:///{home.parent / 'agentd.db'}")
+    with store.write() as conn:
+        store.messages.add(
+            conn,
+            channel="general",
+            role="user",
+            author="alice\u200b",
+            content="a look-alike wrote this",
+            status="complete",
+        )
+    store.close()
+    forgotten = agentd_cli("user", "forget", "alice\u200b", "--yes", "--json", config=home)
+    assert forgotten.returncode == 0, forgotten.stderr
+    assert json.loads(forgotten.stdout)["messages"] == 1
+    assert agentd_cli("user", "forget", "", "--yes", config=home).returncode != 0

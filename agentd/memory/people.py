@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from agentd._exceptions import InvalidInput
 from agentd.log import get_logger
-from agentd.scopes import check_identifier
+from agentd.scopes import check_identifier, unseen_character
 from agentd.store import Store
 from agentd.store.people import Erased
 
@@ -27,13 +28,23 @@ def user_digest(user: str) -> str:
 
 def export_user(store: Store, user: str, persona: str | None = None) -> dict[str, Any]:
     """Everything kept about ``user`` (of ``persona`` only, when given), as one JSON document."""
-    check_identifier("user", user)
+    _stored_user(user)
     return store.export_user(user, persona)
+
+
+def _stored_user(user: str) -> None:
+    """A user id as one may have been stored: the identifier rules, except that a control,
+    invisible or bidirectional character (refused since issue 56, accepted before) is allowed,
+    so a person stored under such an id can still be exported and erased."""
+    if not isinstance(user, str) or "\x00" in user or unseen_character(user) is None:
+        check_identifier("user", user)
+    elif not 0 < len(user) <= 128:
+        raise InvalidInput("user", "must be 1-128 characters")
 
 
 def forget_user(store: Store, user: str, persona: str | None = None) -> Erased:
     """Erase everything kept about ``user`` (of ``persona`` only, when given), in one transaction."""
-    check_identifier("user", user)
+    _stored_user(user)
     erased = store.forget_user(user, persona)
     log.info(
         "user_forgotten",
