@@ -183,7 +183,7 @@ api_keys = sa.Table(
     sa.Column("token_hash", sa.String(64), nullable=False, unique=True),
     sa.Column("created_at", UTCDateTime, nullable=False, default=utcnow),
     sa.Column("revoked_at", UTCDateTime),
-    # User globs an adapter key may act for (a JSON list); NULL for keys made before 0012.
+    # User globs an adapter key may act for (a JSON list); NULL for keys made before 0013.
     sa.Column("users", sa.JSON),
 )
 
