@@ -334,7 +334,8 @@ def test_owners_decide_through_their_key_others_may_not(
         assert made.returncode == 0, made.stderr
         return str(json.loads(made.stdout)["token"])
 
-    admin, bridge = key("--role", "admin"), key("--role", "adapter", "--channels", "general")
+    admin, bridge = key("--role", "admin"), key("--role", "adapter", "--channels", "general", "--users", "carol")
+    stranger = key("--role", "adapter", "--channels", "general", "--users", "web:*")
     d.client.headers["Authorization"] = f"Bearer {admin}"
     fake_openai.queue(Turn(tool_calls=[(WEATHER, {"city": "Oslo"})]))
     _sse, asked = paused(d)
@@ -343,6 +344,12 @@ def test_owners_decide_through_their_key_others_may_not(
     refused = d.client.post(url, json={"decision": "approve", "user": "mallory"}, headers=headers)
     assert refused.status_code == 403, refused.text
     assert "owners (carol)" in refused.json()["error"]["message"]
+    # A key that does not act for carol cannot speak as her (agentd keys create --users).
+    posing = d.client.post(
+        url, json={"decision": "approve", "user": "carol"}, headers={"Authorization": f"Bearer {stranger}"}
+    )
+    assert posing.status_code == 403, posing.text
+    assert "may not post or chat as user 'carol'" in posing.json()["error"]["message"]
     fake_openai.queue(Turn(text="Sunny."))
     ok = d.client.post(url, json={"decision": "approve", "user": "carol"}, headers=headers)
     assert ok.status_code == 200, ok.text

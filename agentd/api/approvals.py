@@ -1,7 +1,8 @@
 """Approvals over HTTP: ``GET /v1/approvals`` and ``POST /v1/approvals/{id}``.
 
 Who decides: admin keys; and a persona's ``owners`` for its own tools, through an adapter or
-service key that names the owner as ``user`` (an adapter key only in its channels). The
+service key that names the owner as ``user`` (an adapter key only in its channels, and only
+for an owner among the users it acts for: ``agentd keys create --users``). The
 decision is made once (a second answers 409 ``already_decided``); the daemon then moves the
 paused turn on at once (:meth:`agentd.runtime.Runtime.approval_decided`).
 """
@@ -20,6 +21,7 @@ from agentd.api.responses import COMMON_ERRORS, error_responses
 from agentd.api.roles import Policy, allow, caller_of, check_channel
 from agentd.api.schemas import MAX_ID, MAX_NAME
 from agentd.api.state import Daemon, daemon
+from agentd.runtime.acting import check_acting
 from agentd.scopes import IDENTIFIER_PATTERN
 from agentd.skills.approvals import STATES, decide, get_approval, list_approvals, owns
 from agentd.store.tools import Approval
@@ -81,6 +83,8 @@ def _decider(request: Request, d: Daemon, approval: Approval, user: str | None) 
             f"only an admin key or one of {persona.name}'s owners ({', '.join(persona.owners) or 'none'}) may "
             f"decide its approvals; give the owner as user"
         )
+    if who.role is Role.ADAPTER:  # an adapter key speaks only for the users it owns (as when it posts)
+        check_acting(who, str(user))
     return str(user)
 
 
