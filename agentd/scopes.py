@@ -32,14 +32,18 @@ def is_blank(text: str) -> bool:
     return _BLANK.match(text) is not None
 
 
-#: Control (Unicode category Cc) and format (Cf) characters of the Basic Multilingual Plane:
-#: zero-width spaces and joiners, direction marks, embeddings, overrides and isolates, the soft
-#: hyphen, the byte order mark. In an identifier they make ``alice\u200b`` a different user that
-#: looks like ``alice``. (Format characters beyond the BMP, such as tags, are refused by
-#: :func:`check_identifier` by their category: JSON Schema's patterns cannot name them portably.)
+#: Control (Unicode category Cc) and format (Cf) characters (Unicode 14): zero-width spaces and
+#: joiners, direction marks, embeddings, overrides and isolates, the soft hyphen, the byte order
+#: mark, tags. In an identifier they make ``alice\u200b`` a different user that looks like
+#: ``alice``. (:func:`check_identifier` also refuses them by their category, whatever Unicode
+#: version adds.)
 CONTROL_OR_FORMAT = (
     "\\x00-\\x1f\\x7f-\\x9f\\xad\\u0600-\\u0605\\u061c\\u06dd\\u070f\\u0890-\\u0891\\u08e2\\u180e"
     "\\u200b-\\u200f\\u202a-\\u202e\\u2060-\\u2064\\u2066-\\u206f\\ufeff\\ufff9-\\ufffb"
+    # Beyond the BMP, as the characters themselves (JSON Schema's patterns have no escape for them):
+    # U+110BD, U+110CD, U+13430-U+1343F, U+1BCA0-U+1BCA3, U+1D173-U+1D17A, U+E0001, U+E0020-U+E007F (tags).
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0001\U000e0020-\U000e007f"
 )
 #: A channel name or user id (also the pattern the API's schema declares): 1-128 characters,
 #: no whitespace, no control, invisible or bidirectional characters, not starting with ':'.
