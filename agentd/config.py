@@ -410,6 +410,14 @@ class UserConfig(_Section):
         return value
 
 
+class UsersConfig(_Section):
+    """``[users]``: what holds for every user, across personas."""
+
+    #: Tokens (prompt and completion, of every persona's model calls answering the user's messages,
+    #: extraction included) one user may spend per UTC day; 0: no cap.
+    max_tokens_per_day: int = Field(default=0, ge=0)
+
+
 class PersonasConfig(_Section):
     """``[personas]``: where persona files live.
 
@@ -621,6 +629,7 @@ class _Root(_Section):
     logging: LoggingConfig = LoggingConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
     user: UserConfig = UserConfig()
+    users: UsersConfig = UsersConfig()
     personas: PersonasConfig = PersonasConfig()
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
     adapters: AdaptersConfig = AdaptersConfig()
@@ -653,6 +662,7 @@ class Config:
     mcp: McpConfig = McpConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
     tools: ToolsConfig = ToolsConfig()
+    users: UsersConfig = UsersConfig()
     #: ``AGENTD_*`` variables in the environment that agentd does not read (typos, perhaps).
     ignored_env: tuple[str, ...] = ()
 
@@ -860,5 +870,6 @@ def load_config(
         mcp=root.mcp,
         telemetry=root.telemetry,
         tools=root.tools,
+        users=root.users,
         ignored_env=ignored,
     )

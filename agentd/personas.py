@@ -11,6 +11,8 @@ A persona file::
     skills = ["remember", "recall", "delegate"]
     mcp_servers = ["files"]        # MCP servers ([mcp.servers.NAME]) whose tools it may call
     project_dir = "../myproject"   # optional: its AGENTS.md is the project context
+    max_tokens_per_day = 200000    # optional spend caps, per UTC day (0: none)
+    max_cost_usd_per_day = 2.5
     owners = ["alice"]             # users who decide its tools' approvals (besides admin keys)
 
     [tools."mcp__files__read"]     # a tool's policy (a skill's name, or mcp__SERVER__TOOL)
@@ -67,6 +69,10 @@ class _PersonaFile(BaseModel):
     #: For OpenAI-compatible servers: where to send requests and which env var holds the key.
     api_base: str | None = None
     api_key_env: str | None = None
+    #: Spend cap: tokens per UTC day, every model call of its turns and extraction (0: none).
+    max_tokens_per_day: int = Field(default=0, ge=0)
+    #: Spend cap: US dollars per UTC day, by litellm's price map (0: none).
+    max_cost_usd_per_day: float = Field(default=0.0, ge=0)
     #: Users who decide the approvals of its tools (admin keys always may).
     owners: list[str] = []
     #: Each tool's policy, by the name the model is offered (``[tools."NAME"]``).
@@ -116,6 +122,10 @@ class Persona:
     source: str
     #: MCP servers (``[mcp.servers.NAME]`` in agentd.toml) whose tools it may call.
     mcp_servers: tuple[str, ...] = ()
+    #: Tokens (prompt and completion) this persona may spend per UTC day (0: no cap).
+    max_tokens_per_day: int = 0
+    #: US dollars (litellm's price map) this persona may spend per UTC day (0: no cap).
+    max_cost_usd_per_day: float = 0.0
     #: Users who decide its tools' approvals (besides admin keys).
     owners: tuple[str, ...] = ()
     #: The policies of its tools that have one (``[tools."NAME"]``), in file order.
@@ -169,6 +179,8 @@ def _persona_from(path: Path, data: dict[str, object], skills: Collection[str]) 
         api_key_env=raw.api_key_env,
         source=str(path),
         mcp_servers=tuple(dict.fromkeys(raw.mcp_servers)),
+        max_tokens_per_day=raw.max_tokens_per_day,
+        max_cost_usd_per_day=raw.max_cost_usd_per_day,
         owners=tuple(raw.owners),
         tool_policies=policies,
     )

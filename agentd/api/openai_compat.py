@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
@@ -57,6 +59,7 @@ _TURN_STATUS = {
     "timeout": 504,
     # A 2xx would be read as a completion by OpenAI's SDKs: the reply follows the owner's decision.
     "awaiting_approval": 409,
+    "budget_exceeded": 429,
 }
 #: The roles a message may have (OpenAI's).
 MessageRole = Literal["system", "developer", "user", "assistant", "tool", "function"]
@@ -262,7 +265,8 @@ async def _complete(
             history = event
         elif isinstance(event, Error):
             status = _TURN_STATUS.get(event.code, 502)
-            return JSONResponse(openai_error(status, event.code, event.message), status_code=status)
+            headers = {"Retry-After": str(retry_after(event.resets_at))} if event.resets_at else None
+            return JSONResponse(openai_error(status, event.code, event.message), status_code=status, headers=headers)
         elif isinstance(event, Done):
             extension = {
                 **_extension_start(memory, history, info),
@@ -288,6 +292,12 @@ async def _complete(
                 }
             )
     raise AssertionError("a turn always ends with done or error")  # pragma: no cover
+
+
+def retry_after(resets_at: str) -> int:
+    """Whole seconds from now until ``resets_at`` (an ISO time), at least 1: a ``Retry-After``."""
+    reset = datetime.fromisoformat(resets_at.replace("Z", "+00:00"))
+    return max(1, math.ceil((reset - datetime.now(UTC)).total_seconds()))
 
 
 def _sse(payload: dict[str, Any]) -> bytes:

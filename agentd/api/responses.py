@@ -327,6 +327,18 @@ class UsageRowOut(UsageTally):
     by_kind: dict[str, UsageTally]
 
 
+class CapOut(_Out):
+    """One spend cap, what was spent toward it today (UTC) and what is left."""
+
+    kind: str = Field(description="persona | user")
+    name: str = Field(description="The persona's name or the user's id.")
+    cap: str = Field(description="max_tokens_per_day | max_cost_usd_per_day")
+    limit: float
+    used: float
+    left: float
+    resets_at: str = Field(description="When it resets: the next 00:00 UTC.")
+
+
 class UsageResponse(_Out):
     """``GET /v1/usage``: tokens and cost per group, from the stored context records (as ``agentd usage --json``)."""
 
@@ -335,3 +347,8 @@ class UsageResponse(_Out):
     since: str | None
     rows: list[UsageRowOut]
     total: UsageTally
+    caps: list[CapOut] = Field(
+        default_factory=list,
+        description="The spend caps configured (of the persona asked for, if one was), and the user cap of each "
+        "user who spent today: what is used and left today.",
+    )

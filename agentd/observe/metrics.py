@@ -79,6 +79,13 @@ class _Series:
             ["persona", "model"],
             registry=None,
         )
+        self.budget_refusals = Counter(
+            "agentd_budget_refusals_total",
+            "Model calls not made because a spend cap was reached (cap: max_tokens_per_day, "
+            "max_cost_usd_per_day, or users.max_tokens_per_day for the user cap).",
+            ["persona", "cap"],
+            registry=None,
+        )
         self.recall = Counter(
             "agentd_recall",
             "What automatic recall injected into prompts (memories, episodes) and showed (near misses).",
@@ -111,6 +118,7 @@ class _Series:
             self.stages,
             self.tokens,
             self.cost,
+            self.budget_refusals,
             self.recall,
             self.retrieval,
             self.http,
@@ -182,6 +190,12 @@ def model_call(persona: str, model: str, prompt_tokens: int, completion_tokens: 
         _series.tokens.labels(persona, model, "prompt").inc(prompt_tokens)
         _series.tokens.labels(persona, model, "completion").inc(completion_tokens)
         _series.cost.labels(persona, model).inc(cost_usd)
+
+
+def budget_refused(persona: str, cap: str, user: bool = False) -> None:
+    """A model call of ``persona`` was not made: ``cap`` (a persona's, or the user's when ``user``) is reached."""
+    if _series is not None:
+        _series.budget_refusals.labels(persona, f"users.{cap}" if user else cap).inc()
 
 
 #: ``RecallStatus`` → ``agentd_retrieval_total``'s ``outcome``.

@@ -63,6 +63,7 @@ class Store:
         from agentd.store.keys import KeyRepo
         from agentd.store.messages import MessageRepo
         from agentd.store.tools import ApprovalRepo, ToolCallRepo
+        from agentd.store.spend import SpendRepo
 
         self.messages = MessageRepo()
         self.contexts = ContextRepo()
@@ -71,6 +72,8 @@ class Store:
         self.keys = KeyRepo()
         self.approvals = ApprovalRepo()
         self.tool_calls = ToolCallRepo()
+        #: Tokens spent per UTC day, persona, user and model (the spend caps').
+        self.spend = SpendRepo()
 
     @classmethod
     def open(cls, url: str, busy_timeout_ms: int = 5000, dimension: int = 384) -> Store:

@@ -20,6 +20,9 @@ with the memories' vectors and full-text entries, and removes the copies other r
   would still encode the quote). Quotes shorter than :data:`MIN_QUOTE` characters ("ok", "thanks")
   are not searched for: they say nothing of the person and would blank other people's words.
 
+The per-day spend rows (``usage_days``) that name them keep their tokens, as nobody's: a
+persona's spend cap does not reset because one of its users was forgotten.
+
 Replies are deleted rather than redacted because they exist only as answers to the person (the
 offline model quotes the message it answers); other people's messages are redacted rather than
 deleted because they are other people's data. A paraphrase is not a quote and is not found.
@@ -37,6 +40,7 @@ import sqlalchemy as sa
 from agentd.store import schema
 from agentd.store.indexes import TextIndex, VectorIndex
 from agentd.store.lexical import context_of
+from agentd.store.spend import SpendRepo
 
 _M = schema.messages
 _C = schema.channels
@@ -315,6 +319,7 @@ def forget(
         _redact_copies(conn, words, channels, reach, persona, quotes, memory_ids, erased)
     if recalled:
         _redact_recalled(conn, recalled, memory_ids, quotes, erased)
+    SpendRepo().forget_user(conn, user, persona)
     return erased
 
 

@@ -241,3 +241,20 @@ tool_calls = sa.Table(
     sa.Index("ix_tool_calls_persona", "persona", "id"),
     sa.Index("ix_tool_calls_message_id", "message_id"),
 )
+
+#: Tokens spent per UTC day, persona, user and model: what the spend caps are checked against
+#: (``agentd.caps``), kept in the transaction that stores each reply and each extraction call.
+usage_days = sa.Table(
+    "usage_days",
+    metadata,
+    # ``YYYY-MM-DD``, UTC.
+    sa.Column("day", sa.String(10), primary_key=True),
+    sa.Column("persona", sa.String(64), primary_key=True),
+    # The user whose message the tokens answered ("": none, or erased).
+    sa.Column("user_id", sa.String(128), primary_key=True),
+    sa.Column("model", sa.String(256), primary_key=True),
+    sa.Column("calls", sa.Integer, nullable=False, default=0),
+    sa.Column("prompt_tokens", _BIGINT, nullable=False, default=0),
+    sa.Column("completion_tokens", _BIGINT, nullable=False, default=0),
+    sa.Index("ix_usage_days_user", "day", "user_id"),
+)

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from agentd.app import App
+from agentd.caps import SpendCaps
 from agentd.config import Config
 from agentd.memory import MemoryService
 from agentd.memory.episodes import Episodes
@@ -116,6 +117,8 @@ class TurnPreparer:
         self._delegate = delegate
         #: Tools beyond the skills: the MCP servers' a persona lists.
         self._tools = tools
+        #: The spend caps, checked before a real turn is prepared (never for a preview).
+        self.caps = SpendCaps(config, store, personas)
 
     @classmethod
     def for_app(
