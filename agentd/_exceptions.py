@@ -395,11 +395,13 @@ class BudgetExceeded(AgentdError):
 
 class TurnError(AgentdError):
     """A turn run on a caller's behalf (the MCP ``chat`` tool) ended with an ``error`` event;
-    ``code`` is the event's."""
+    ``code`` is the event's, and ``cap`` and ``resets_at`` too when a spend cap refused it."""
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str, cap: str | None = None, resets_at: str | None = None) -> None:
         super().__init__(message)
         self.code = code  # type: ignore[misc]  # the event's own code, not the class's
+        self.cap = cap
+        self.resets_at = resets_at
 
 
 class LLMError(AgentdError):

@@ -15,7 +15,12 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import anyio
+import mcp_types as types
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from agentd.caps import SpendCaps, day_of
 from agentd.store.spend import Spent
@@ -103,6 +108,28 @@ def test_a_persona_past_its_token_cap_is_refused_with_no_model_call(daemons: Any
     table = agentd_cli("usage", config=d.home).stdout
     assert "spend caps" in table
     assert "persona capped" in table
+
+
+def test_mcp_chat_past_a_cap_is_a_tool_error_naming_it(daemons: Any, fake_openai: FakeOpenAI) -> None:
+    d = daemons(personas={"capped": capped(fake_openai, "capped", "max_tokens_per_day = 20\n")})
+    fake_openai.queue(TEN_WORDS)
+    assert d.chat("hello", persona="capped", channel="dm-alice", user="alice")[-1].event == "done"
+    found: list[types.CallToolResult] = []
+
+    async def main() -> None:
+        headers = {"X-Agentd-Persona": "capped", "X-Agentd-User": "alice"}
+        transport = streamable_http_client(f"{d.url}/mcp", http_client=create_mcp_http_client(headers=headers))
+        with anyio.fail_after(120):
+            async with Client(transport) as client:
+                found.append(await client.call_tool("chat", {"message": "again", "channel": "dm-alice"}))
+
+    anyio.run(main)
+    assert found[0].is_error
+    error = (found[0].structured_content or {})["error"]
+    assert error["code"] == "budget_exceeded"
+    assert error["cap"] == "persona:capped:max_tokens_per_day"
+    assert error["resets_at"] == tomorrow_midnight().isoformat().replace("+00:00", "Z")
+    assert len(fake_openai.chat_requests()) == 1
 
 
 def test_a_user_cap_counts_every_persona_and_spares_other_users(daemons: Any, fake_openai: FakeOpenAI) -> None:
