@@ -23,6 +23,7 @@ from typing import Any
 from agentd._exceptions import BudgetExceeded
 from agentd.config import Config
 from agentd.llm.cost import unit_prices
+from agentd.observe import metrics
 from agentd.personas import Persona, Personas
 from agentd.store import Store
 from agentd.store.spend import Spent
@@ -133,9 +134,11 @@ class SpendCaps:
         return self._statuses(persona, totals, user, theirs, now)
 
     def check(self, persona: Persona, user: str | None, now: datetime | None = None) -> None:
-        """Raise :class:`~agentd.BudgetExceeded` when a cap of ``persona`` or ``user`` is reached today."""
+        """Raise :class:`~agentd.BudgetExceeded` when a cap of ``persona`` or ``user`` is reached today
+        (and count the refusal: ``agentd_budget_refusals_total``)."""
         for found in self.status(persona, user, now):
             if found.reached:
+                metrics.budget_refused(persona.name, found.cap, found.kind == "user")
                 raise found.refusal()
 
     def check_named(self, persona: str, user: str | None, now: datetime | None = None) -> None:

@@ -72,18 +72,26 @@ def test_a_persona_past_its_token_cap_is_refused_with_no_model_call(daemons: Any
     assert stored[-1]["content"] == "and again"
     assert stored[-1]["status"] == "failed"
 
-    # ... on the OpenAI route: 429 with Retry-After at the reset ...
-    answer = d.client.post(
-        "/v1/chat/completions",
-        json={"model": "capped", "messages": [{"role": "user", "content": "hi"}], "user": "alice"},
-    )
-    assert answer.status_code == 429, answer.text
-    assert answer.json()["error"]["code"] == "budget_exceeded"
-    assert answer.json()["error"]["type"] == "rate_limit_error"
-    wait = int(answer.headers["Retry-After"])
-    assert 0 < wait <= (tomorrow_midnight() - datetime.now(UTC)).total_seconds() + 1
+    # ... on the OpenAI route: 429 with Retry-After at the reset, streamed or not, nothing stored ...
+    for stream in (False, True):
+        answer = d.client.post(
+            "/v1/chat/completions",
+            json={
+                "model": "capped",
+                "messages": [{"role": "user", "content": "hi"}],
+                "user": "alice",
+                "stream": stream,
+            },
+        )
+        assert answer.status_code == 429, answer.text
+        assert answer.json()["error"]["code"] == "budget_exceeded"
+        assert answer.json()["error"]["type"] == "rate_limit_error"
+        wait = int(answer.headers["Retry-After"])
+        assert 0 < wait <= (tomorrow_midnight() - datetime.now(UTC)).total_seconds() + 1
+    assert len(d.messages("dm-alice")) == len(stored)
     assert len(fake_openai.chat_requests()) == 1
-    assert refusals(d.client.get("/metrics").text, "capped", "max_tokens_per_day") == counted + 2
+    # One turn and two OpenAI requests refused (those before a turn: nothing stored).
+    assert refusals(d.client.get("/metrics").text, "capped", "max_tokens_per_day") == counted + 3
 
     # ... and by the CLI.
     printed = agentd_cli("chat", "capped", "-m", "hi", "-u", "alice", config=d.home)

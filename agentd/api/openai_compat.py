@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import time
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
@@ -37,11 +35,13 @@ from starlette.concurrency import run_in_threadpool
 
 from agentd._exceptions import InvalidInput, NotFound
 from agentd.api.client_messages import Earlier, reconcile
+from agentd.api.errors import seconds_until
 from agentd.api.openai_errors import openai_error
 from agentd.api.responses import openai_error_responses
 from agentd.api.roles import Policy, allow, caller_of, check_channel
 from agentd.api.sse import HEADERS, KEEPALIVE, MEDIA_TYPE, EventBridge
 from agentd.api.state import Daemon, daemon
+from agentd.caps import SpendCaps
 from agentd.runtime import Done, Error, Event, HistoryContext, MemoryContext, TokenDelta
 from agentd.scopes import check_identifier
 
@@ -220,6 +220,10 @@ async def chat_completions(body: ChatCompletionRequest, d: Annotated[Daemon, Dep
     if not text.strip():
         raise InvalidInput(f"messages[{len(body.messages) - 1}].content", "must not be empty or whitespace")
     d.runtime.check_room(persona, channel)  # 429 before the earlier messages are stored
+    # A spend cap reached: 429 with Retry-After at its reset, before anything is stored (a streamed
+    # answer could not change its status later). The turn checks again (a cap reached meanwhile).
+    caps = SpendCaps(d.app.config, d.app.store, d.app.personas)
+    await d.probe(lambda: caps.check(d.app.personas[persona], user))
     imported = await run_in_threadpool(reconcile, d.app.store, channel, user, persona, earlier)
     bridge = EventBridge(asyncio.get_running_loop())
     accepted = await run_in_threadpool(
@@ -265,7 +269,7 @@ async def _complete(
             history = event
         elif isinstance(event, Error):
             status = _TURN_STATUS.get(event.code, 502)
-            headers = {"Retry-After": str(retry_after(event.resets_at))} if event.resets_at else None
+            headers = {"Retry-After": str(seconds_until(event.resets_at))} if event.resets_at else None
             return JSONResponse(openai_error(status, event.code, event.message), status_code=status, headers=headers)
         elif isinstance(event, Done):
             extension = {
@@ -292,12 +296,6 @@ async def _complete(
                 }
             )
     raise AssertionError("a turn always ends with done or error")  # pragma: no cover
-
-
-def retry_after(resets_at: str) -> int:
-    """Whole seconds from now until ``resets_at`` (an ISO time), at least 1: a ``Retry-After``."""
-    reset = datetime.fromisoformat(resets_at.replace("Z", "+00:00"))
-    return max(1, math.ceil((reset - datetime.now(UTC)).total_seconds()))
 
 
 def _sse(payload: dict[str, Any]) -> bytes:

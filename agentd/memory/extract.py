@@ -40,7 +40,6 @@ from agentd.log import get_logger
 from agentd.memory.episodes import Exchange, exchanges
 from agentd.memory.service import MemoryService
 from agentd.memory.subjects import indexed_text
-from agentd.observe import metrics
 from agentd.scopes import Reach, Scope
 from agentd.store import Store
 from agentd.store.memories import Memory, NewMemory
@@ -210,7 +209,6 @@ class Extractor:
             self._caps.check_named(persona, exchange.message.author)
         except BudgetExceeded as exc:
             log.info("extraction_refused", persona=persona, cap=exc.cap, resets_at=exc.resets_at)
-            metrics.budget_refused(persona, exc.cap.rsplit(":", 1)[-1], exc.cap.startswith("user:"))
             return True
         return False
 

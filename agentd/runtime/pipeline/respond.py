@@ -162,7 +162,6 @@ class Responder:
                 return self._end(turn, ErrorCode.INTERRUPTED, why, log, prepared, resume=not chain)
             return self.store(turn, prepared, rounds, log, started)
         except BudgetExceeded as exc:
-            metrics.budget_refused(self._persona.name, exc.cap.rsplit(":", 1)[-1], exc.cap.startswith("user:"))
             return self._end(turn, exc.code, exc.message, log, prepared, refused=exc)
         except AgentdError as exc:
             return self._end(turn, exc.code, exc.message, log, prepared)
