@@ -62,8 +62,8 @@ class Store:
         from agentd.store.jobs import CursorRepo, MemoryHistoryRepo
         from agentd.store.keys import KeyRepo
         from agentd.store.messages import MessageRepo
-        from agentd.store.tools import ApprovalRepo, ToolCallRepo
         from agentd.store.spend import SpendRepo
+        from agentd.store.tools import ApprovalRepo, ToolCallRepo
 
         self.messages = MessageRepo()
         self.contexts = ContextRepo()
