@@ -322,12 +322,33 @@ class McpToolError(ApiError):
     remote = ErrorCode.MCP_TOOL_ERROR
 
 
+class AwaitingApprovalError(ApiError):
+    """The daemon answered ``awaiting_approval`` (HTTP 202)."""
+
+    remote = ErrorCode.AWAITING_APPROVAL
+
+
+class ApprovalDeniedError(ApiError):
+    """The daemon answered ``approval_denied`` (HTTP 403)."""
+
+    remote = ErrorCode.APPROVAL_DENIED
+
+
+class AlreadyDecidedError(ApiError):
+    """The daemon answered ``already_decided`` (HTTP 409)."""
+
+    remote = ErrorCode.ALREADY_DECIDED
+
+
 #: The class raised for each code the daemon may answer (a code not here: :class:`ApiError`).
 ERRORS: dict[str, type[ApiError]] = {
     str(kind.remote): kind for kind in ApiError.__subclasses__() if kind.remote is not None
 }
 
 __all__ = [
+    "AwaitingApprovalError",
+    "ApprovalDeniedError",
+    "AlreadyDecidedError",
     "ERRORS",
     "ApiError",
     "DaemonUnreachable",
