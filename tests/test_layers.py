@@ -19,20 +19,7 @@ PACKAGE = REPO / "agentd"
 #: Each package's layer; a package may import its own layer (without cycles) and the ones below.
 LAYERS: dict[str, int] = {
     **dict.fromkeys(
-        [
-            "_exceptions",
-            "backoff",
-            "config",
-            "cache",
-            "scopes",
-            "words",
-            "text",
-            "relevance",
-            "personas",
-            "log",
-            "shipped",
-            "web",
-        ]
+        ["_exceptions", "config", "cache", "scopes", "words", "text", "relevance", "personas", "log", "shipped", "web"]
         + ["observe", "backoff"],
         0,
     ),
