@@ -62,6 +62,7 @@ class Store:
         from agentd.store.jobs import CursorRepo, MemoryHistoryRepo
         from agentd.store.keys import KeyRepo
         from agentd.store.messages import MessageRepo
+        from agentd.store.schedules import ScheduleRepo
         from agentd.store.tools import ApprovalRepo, ToolCallRepo
 
         self.messages = MessageRepo()
@@ -71,6 +72,7 @@ class Store:
         self.keys = KeyRepo()
         self.approvals = ApprovalRepo()
         self.tool_calls = ToolCallRepo()
+        self.schedules = ScheduleRepo()
 
     @classmethod
     def open(cls, url: str, busy_timeout_ms: int = 5000, dimension: int = 384) -> Store:
