@@ -6,7 +6,8 @@ keeps only its sha256, so a copy of the database gives no key. Roles:
 * ``admin``: everything (the config's ``[daemon] api_key`` is an admin key).
 * ``adapter``: post to, read and follow the channels its globs match, and chat as
   any user there; no memory administration.
-* ``service``: ``/v1/memory/search`` and ``/v1/memory/context`` for any user, read-only.
+* ``service``: ``/v1/memory/search`` and ``/v1/memory/context`` for any user, read-only; and
+  ``/v1/schedules`` for the one user each call names.
 * ``metrics``: ``/metrics`` and ``/v1/usage``, read-only (for Prometheus and dashboards).
 """
 

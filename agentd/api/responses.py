@@ -160,6 +160,7 @@ class UserExport(_Out):
     approvals: list[dict[str, Any]] = Field(
         default_factory=list, description="The approvals their tool calls asked for (with the paused conversation)."
     )
+    schedules: list[dict[str, Any]] = Field(default_factory=list, description="The schedules made for them.")
 
 
 class UserForgotten(_Out):
@@ -173,6 +174,7 @@ class UserForgotten(_Out):
     context_records: int
     memory_history: int
     tool_calls: int = Field(default=0, description="Tool calls they triggered (with their approvals).")
+    schedules: int = Field(default=0, description="Their schedules (their firings' messages are among the messages).")
     redacted: dict[str, int] = Field(description="Quotes of the user replaced elsewhere, by kind of row.")
     channels: list[str] = Field(description="The channels their messages were erased from.")
     wal_kept: bool = Field(description="SQLite: a reader kept the WAL from being truncated (the next checkpoint does).")

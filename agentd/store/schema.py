@@ -258,3 +258,35 @@ usage_days = sa.Table(
     sa.Column("completion_tokens", _BIGINT, nullable=False, default=0),
     sa.Index("ix_usage_days_user", "day", "user_id"),
 )
+
+#: A schedule: a persona's turn in a channel at a time (``at``) or at each occurrence of a
+#: five-field ``cron`` in a ``timezone`` (migration 0013; :mod:`agentd.store.schedules`).
+schedules = sa.Table(
+    "schedules",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("persona", sa.String(64), nullable=False),
+    sa.Column("channel", sa.String(128), nullable=False),
+    # The user it is for (its firing recalls their memories); NULL: nobody in particular.
+    sa.Column("user_id", sa.String(128)),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("at", UTCDateTime),
+    sa.Column("cron", sa.String(128)),
+    sa.Column("timezone", sa.String(64)),
+    # When it is next due (NULL once fired for good, missed or cancelled).
+    sa.Column("next_at", UTCDateTime),
+    # scheduled | fired | missed | cancelled
+    sa.Column("state", sa.String(16), nullable=False),
+    # Who made it: ``user:NAME``, ``key:NAME``, ``cli``, ``routine``.
+    sa.Column("created_by", sa.String(160), nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False, default=utcnow),
+    sa.Column("last_fired_at", UTCDateTime),
+    sa.Column("fired_count", sa.Integer, nullable=False, default=0),
+    # The trigger message of its last firing.
+    sa.Column("last_message_id", _BIGINT),
+    # The name of the persona file's ``[[routines]]`` entry it mirrors (NULL: not a routine).
+    sa.Column("routine", sa.String(64)),
+    sa.Index("ix_schedules_due", "state", "next_at"),
+    sa.Index("ix_schedules_user_state", "user_id", "state"),
+    sa.UniqueConstraint("persona", "routine", name="uq_schedules_persona_routine"),
+)

@@ -213,6 +213,11 @@ class TurnWriter:
     def accept_many(self, items: Sequence[Incoming]) -> list[Message]:
         """Store user messages (``pending``) in one transaction, ids in the order given; durable
         when this returns (all of them, or none: a failure raises)."""
+        with self._store.write() as conn:
+            return self.accept_in(conn, items)
+
+    def accept_in(self, conn: Connection, items: Sequence[Incoming]) -> list[Message]:
+        """:meth:`accept_many` in the caller's write transaction (stored with what else it writes)."""
         rows = [
             {
                 "channel": item.channel,
@@ -231,12 +236,11 @@ class TurnWriter:
             }
             for item in items
         ]
-        with self._store.write() as conn:
-            for item in items:
-                if item.visibility is not None:
-                    owner = item.author if item.visibility == "direct" else None
-                    self._store.messages.declare(conn, item.channel, item.visibility, owner)
-            return self._store.messages.add_many(conn, rows)
+        for item in items:
+            if item.visibility is not None:
+                owner = item.author if item.visibility == "direct" else None
+                self._store.messages.declare(conn, item.channel, item.visibility, owner)
+        return self._store.messages.add_many(conn, rows)
 
     @tracing.spanned("store reply")
     def answered(

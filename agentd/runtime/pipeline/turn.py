@@ -199,9 +199,10 @@ class TurnPreparer:
         recalled = self._recaller.recall(request)
         recalled_at = time.perf_counter()
         # Computed from the asker, once per turn: what a tool answers later cannot widen it.
-        offered = offer(
-            build_registry(persona, self._memory, self._personas, self._delegate, self._tools), persona, user, channel
+        tools = build_registry(
+            persona, self._memory, self._personas, self._delegate, self._tools, config=self._config, store=self._store
         )
+        offered = offer(tools, persona, user, channel)
         registry = offered.registry
         context = self._builder.build(
             persona,

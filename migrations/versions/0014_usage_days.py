@@ -9,15 +9,15 @@ Usage stored before this revision is not counted toward today's caps.
 
 Frozen history: the literal DDL of this revision for each dialect.
 
-Revision ID: 0013
-Revises: 0012
+Revision ID: 0014
+Revises: 0013
 Create Date: 2026-11-27
 """
 
 from alembic import op
 
-revision = "0013"
-down_revision = "0012"
+revision = "0014"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
