@@ -4,7 +4,7 @@ The public surface is the ``agentd`` command and the HTTP API; the modules are
 small and each owns one noun (config, store, memory, llm, runtime, api).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 from agentd._exceptions import (  # noqa: E402  (the version must be importable without them)
     AgentdError,

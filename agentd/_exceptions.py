@@ -30,6 +30,7 @@ errors are mapped once, at the module that owns the library, with
     │   ├── EmbedderTimeout       no answer within the timeout
     │   └── EmbedderBadOutput     it answered something that is not a vector of the store
     ├── ContextOverflow           system prompt + current message exceed the window
+    ├── BudgetExceeded            a spend cap (persona's or user's, per UTC day) is reached
     ├── TurnError                 a turn run for a caller (MCP's chat) ended with an error event
     ├── LLMError                  the chat model failed
     │   ├── LLMAuthError          credentials missing or rejected
@@ -84,6 +85,7 @@ class ErrorCode(StrEnum):
     EMBEDDER_BAD_OUTPUT = "embedder_bad_output"
     # A turn
     CONTEXT_OVERFLOW = "context_overflow"
+    BUDGET_EXCEEDED = "budget_exceeded"
     INTERRUPTED = "interrupted"
     PERSONA_UNHEALTHY = "persona_unhealthy"
     REPLY_TIMEOUT = "reply_timeout"
@@ -159,6 +161,12 @@ CATALOGUE: dict[ErrorCode, CodeInfo] = {
     ),
     ErrorCode.CONTEXT_OVERFLOW: CodeInfo(
         422, "the system prompt and the message do not fit the model's context window"
+    ),
+    ErrorCode.BUDGET_EXCEEDED: CodeInfo(
+        429,
+        "a spend cap (a persona's max_tokens_per_day or max_cost_usd_per_day, or [users] max_tokens_per_day) "
+        "is reached for today: the model was not called; `cap` names it and `resets_at` says when it resets "
+        "(00:00 UTC)",
     ),
     ErrorCode.INTERRUPTED: CodeInfo(
         503, "the daemon stopped during the reply; what was streamed is stored as interrupted"
@@ -370,13 +378,30 @@ class ContextOverflow(AgentdError):
     code = ErrorCode.CONTEXT_OVERFLOW
 
 
+class BudgetExceeded(AgentdError):
+    """A turn (or an extraction call) would spend past a cap: the model is not called.
+
+    ``cap`` names the cap (``persona:NAME:max_tokens_per_day``, ``persona:NAME:max_cost_usd_per_day``
+    or ``user:ID:max_tokens_per_day``); ``resets_at`` is when it resets (the next 00:00 UTC).
+    """
+
+    code = ErrorCode.BUDGET_EXCEEDED
+
+    def __init__(self, message: str, cap: str, resets_at: str) -> None:
+        super().__init__(message)
+        self.cap = cap
+        self.resets_at = resets_at
+
+
 class TurnError(AgentdError):
     """A turn run on a caller's behalf (the MCP ``chat`` tool) ended with an ``error`` event;
-    ``code`` is the event's."""
+    ``code`` is the event's, and ``cap`` and ``resets_at`` too when a spend cap refused it."""
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str, cap: str | None = None, resets_at: str | None = None) -> None:
         super().__init__(message)
         self.code = code  # type: ignore[misc]  # the event's own code, not the class's
+        self.cap = cap
+        self.resets_at = resets_at
 
 
 class LLMError(AgentdError):

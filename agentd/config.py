@@ -388,6 +388,23 @@ class ToolsConfig(_Section):
     approval_timeout_seconds: float = Field(default=600.0, gt=0, le=30 * 86400)
 
 
+class SchedulesConfig(_Section):
+    """``[schedules]``: reminders, schedules and routines (docs/guides/schedules.md)."""
+
+    #: A schedule due while no daemon ran fires once at start if it is at most this late;
+    #: later, a one-off becomes ``missed`` and a recurring one waits for its next occurrence.
+    max_lateness_seconds: float = Field(default=3600.0, ge=0)
+    #: The most active (``scheduled``) schedules one user may have.
+    max_per_user: int = Field(default=50, ge=1, le=100_000)
+    #: How long a schedule made outside this daemon (``agentd schedule add``, another daemon)
+    #: may wait to be noticed: the scheduler's longest sleep. Schedules made through this
+    #: daemon (the API, the ``schedule`` skill) wake it at once.
+    rescan_seconds: float = Field(default=10.0, ge=0.1, le=3600)
+    #: The most schedules fired in one transaction (a thousand due at once fire in batches,
+    #: each through admission control, between people's messages).
+    batch: int = Field(default=32, ge=1, le=1000)
+
+
 class LoggingConfig(_Section):
     """``[logging]``."""
 
@@ -410,6 +427,14 @@ class UserConfig(_Section):
         if value and not _IDENTIFIER.fullmatch(value):
             raise ValueError(IDENTIFIER_RULE)
         return value
+
+
+class UsersConfig(_Section):
+    """``[users]``: what holds for every user, across personas."""
+
+    #: Tokens (prompt and completion, of every persona's model calls answering the user's messages,
+    #: extraction included) one user may spend per UTC day; 0: no cap.
+    max_tokens_per_day: int = Field(default=0, ge=0)
 
 
 class PersonasConfig(_Section):
@@ -620,9 +645,11 @@ class _Root(_Section):
     models: ModelsConfig = ModelsConfig()
     runtime: RuntimeConfig = RuntimeConfig()
     cluster: ClusterConfig = ClusterConfig()
+    schedules: SchedulesConfig = SchedulesConfig()
     logging: LoggingConfig = LoggingConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
     user: UserConfig = UserConfig()
+    users: UsersConfig = UsersConfig()
     personas: PersonasConfig = PersonasConfig()
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
     adapters: AdaptersConfig = AdaptersConfig()
@@ -650,11 +677,13 @@ class Config:
     channels: dict[str, ChannelConfig]
     adapters: AdaptersConfig = AdaptersConfig()
     cluster: ClusterConfig = ClusterConfig()
+    schedules: SchedulesConfig = SchedulesConfig()
     episodes: EpisodesConfig = EpisodesConfig()
     user: UserConfig = UserConfig()
     mcp: McpConfig = McpConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
     tools: ToolsConfig = ToolsConfig()
+    users: UsersConfig = UsersConfig()
     #: ``AGENTD_*`` variables in the environment that agentd does not read (typos, perhaps).
     ignored_env: tuple[str, ...] = ()
 
@@ -857,10 +886,12 @@ def load_config(
         channels=dict(root.channels),
         adapters=root.adapters,
         cluster=root.cluster,
+        schedules=root.schedules,
         episodes=root.episodes,
         user=root.user,
         mcp=root.mcp,
         telemetry=root.telemetry,
         tools=root.tools,
+        users=root.users,
         ignored_env=ignored,
     )

@@ -11,12 +11,21 @@ A persona file::
     skills = ["remember", "recall", "delegate"]
     mcp_servers = ["files"]        # MCP servers ([mcp.servers.NAME]) whose tools it may call
     project_dir = "../myproject"   # optional: its AGENTS.md is the project context
+    max_tokens_per_day = 200000    # optional spend caps, per UTC day (0: none)
+    max_cost_usd_per_day = 2.5
     owners = ["alice"]             # users who decide its tools' approvals (besides admin keys)
 
     [tools."mcp__files__read"]     # a tool's policy (a skill's name, or mcp__SERVER__TOOL)
     users = ["alice", "bob"]       # who may trigger it (default: everyone who may talk to it)
     channels = ["dm-*"]            # where (globs; default: everywhere it answers)
     approval = "required"          # "never" (default) | "required": an owner approves each call
+
+    [[routines]]                   # a turn of its own at each occurrence (docs/guides/schedules.md)
+    name = "plan"
+    cron = "0 9 * * 1-5"           # five-field cron: every weekday at 09:00
+    timezone = "Europe/Paris"      # IANA timezone (default UTC)
+    channel = "general"
+    prompt = "Post the day's plan."
 """
 
 from __future__ import annotations
@@ -50,6 +59,28 @@ class _ToolPolicyFile(BaseModel):
     approval: Literal["never", "required"] = "never"
 
 
+class _RoutineEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    name: str = Field(pattern=_NAME.pattern)
+    cron: str = Field(min_length=1, max_length=128)
+    timezone: str = Field(default="UTC", min_length=1, max_length=64)
+    channel: str = Field(min_length=1, max_length=128)
+    prompt: str = Field(min_length=1)
+
+
+@dataclass(frozen=True)
+class Routine:
+    """A persona file's ``[[routines]]`` entry: a turn of the persona's own at each occurrence of
+    ``cron`` in ``timezone``, in ``channel``, triggered by ``prompt`` (stored as a schedule)."""
+
+    name: str
+    cron: str
+    timezone: str
+    channel: str
+    prompt: str
+
+
 class _PersonaFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -67,10 +98,17 @@ class _PersonaFile(BaseModel):
     #: For OpenAI-compatible servers: where to send requests and which env var holds the key.
     api_base: str | None = None
     api_key_env: str | None = None
+    #: Spend cap: tokens per UTC day, every model call of its turns and extraction (0: none).
+    max_tokens_per_day: int = Field(default=0, ge=0)
+    #: Spend cap: US dollars per UTC day, by litellm's price map (0: none).
+    max_cost_usd_per_day: float = Field(default=0.0, ge=0)
     #: Users who decide the approvals of its tools (admin keys always may).
     owners: list[str] = []
     #: Each tool's policy, by the name the model is offered (``[tools."NAME"]``).
     tools: dict[str, _ToolPolicyFile] = {}
+    #: Turns of its own at each occurrence of a cron expression: ``[[routines]]`` with ``name``, ``cron``,
+    #: ``timezone``, ``channel`` and ``prompt`` (docs/guides/schedules.md).
+    routines: list[_RoutineEntry] = []
 
 
 @dataclass(frozen=True)
@@ -116,10 +154,17 @@ class Persona:
     source: str
     #: MCP servers (``[mcp.servers.NAME]`` in agentd.toml) whose tools it may call.
     mcp_servers: tuple[str, ...] = ()
+    #: Tokens (prompt and completion) this persona may spend per UTC day (0: no cap).
+    max_tokens_per_day: int = 0
+    #: US dollars (litellm's price map) this persona may spend per UTC day (0: no cap).
+    max_cost_usd_per_day: float = 0.0
     #: Users who decide its tools' approvals (besides admin keys).
     owners: tuple[str, ...] = ()
     #: The policies of its tools that have one (``[tools."NAME"]``), in file order.
     tool_policies: tuple[ToolPolicy, ...] = ()
+
+    #: Its ``[[routines]]``, kept in step with the schedules at the daemon's start.
+    routines: tuple[Routine, ...] = ()
 
     def policy(self, tool: str) -> ToolPolicy:
         """``tool``'s policy (the default when the file sets none: everyone, everywhere, no approval)."""
@@ -169,8 +214,11 @@ def _persona_from(path: Path, data: dict[str, object], skills: Collection[str]) 
         api_key_env=raw.api_key_env,
         source=str(path),
         mcp_servers=tuple(dict.fromkeys(raw.mcp_servers)),
+        max_tokens_per_day=raw.max_tokens_per_day,
+        max_cost_usd_per_day=raw.max_cost_usd_per_day,
         owners=tuple(raw.owners),
         tool_policies=policies,
+        routines=_routines(path, raw.routines),
     )
 
 
@@ -199,6 +247,26 @@ def _tool_policies(path: Path, raw: _PersonaFile) -> tuple[ToolPolicy, ...]:
         channels = tuple(entry.channels) if entry.channels is not None else None
         found.append(ToolPolicy(name, users, channels, entry.approval))
     return tuple(found)
+
+
+def _routines(path: Path, entries: list[_RoutineEntry]) -> tuple[Routine, ...]:
+    """The routines, each checked as a schedule is (its cron, timezone and channel)."""
+    from agentd._exceptions import InvalidInput
+    from agentd.recurrence import check_cron, zone
+    from agentd.scopes import check_identifier
+
+    found: dict[str, Routine] = {}
+    for i, entry in enumerate(entries):
+        try:
+            cron = check_cron(entry.cron)
+            zone(entry.timezone)
+            check_identifier("channel", entry.channel)
+        except InvalidInput as exc:
+            raise ConfigError(str(path), f"routines.{i}.{exc.field}", exc.reason) from None
+        if entry.name in found:
+            raise ConfigError(str(path), f"routines.{i}.name", f"{entry.name!r} names two routines")
+        found[entry.name] = Routine(entry.name, cron, entry.timezone, entry.channel, entry.prompt)
+    return tuple(found.values())
 
 
 def load_persona_file(path: Path, skills: Collection[str]) -> Persona:

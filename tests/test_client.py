@@ -13,7 +13,7 @@ import pytest
 
 from agentd.api import DaemonServer
 from agentd.app import App
-from agentd.client import AgentdClient, ApiError, AsyncAgentdClient, DaemonUnreachable, StreamEvent
+from agentd.client import AgentdClient, ApiError, AsyncAgentdClient, DaemonUnreachable, StreamEvent, errors
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from tests.conftest import write_home
@@ -53,11 +53,14 @@ def test_every_call_of_the_blocking_client(daemons, fake_openai) -> None:
             client.forget_memory(memory.id)
         assert missing.value.status == 404
         assert missing.value.remote_code == "not_found"
-        with pytest.raises(ApiError) as bad:
+        # Each code raises its own class, an ApiError still (its code is the client's, as before).
+        assert type(missing.value) is errors.NotFoundError
+        assert missing.value.code == "daemon_error"
+        with pytest.raises(errors.InvalidInputError) as bad:
             client.post("general", "alice", "   ")
         assert bad.value.status == 422
         assert bad.value.field == "text"
-    with AgentdClient(d.url, "wrong") as client, pytest.raises(ApiError) as refused:
+    with AgentdClient(d.url, "wrong") as client, pytest.raises(errors.UnauthorizedError) as refused:
         client.personas()
     assert refused.value.status == 401
     assert refused.value.remote_code == "unauthorized"

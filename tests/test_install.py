@@ -68,6 +68,20 @@ def test_the_installed_package_is_the_wheel_with_its_files(installed: Path, user
     assert all(p.startswith(venv) for p in paths), paths
     assert paths[1].endswith("agentd/_shipped/agentd.toml")
     assert paths[3].endswith("agentd/_migrations")
+    # Typed (PEP 561), licensed, and versioned as the package says.
+    code = (
+        "import json, pathlib, importlib.metadata as md, agentd;"
+        "d = md.distribution('agentd');"
+        "print(json.dumps([(pathlib.Path(agentd.__file__).parent / 'py.typed').is_file(), d.version,"
+        " agentd.__version__, d.metadata['License-Expression'], [str(f) for f in d.files if 'LICENSE' in str(f)]]))"
+    )
+    typed, version, own, license_, files = json.loads(
+        _run([str(installed / "python"), "-c", code], cwd=work, env=env).stdout
+    )
+    assert typed
+    assert version == own
+    assert license_ == "Apache-2.0"
+    assert any(f.endswith("licenses/LICENSE") for f in files), files
 
 
 def test_chat_and_memory_run_from_an_empty_directory(installed: Path, user: tuple[Path, dict[str, str]]) -> None:

@@ -46,9 +46,20 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("post", "/v1/approvals/{approval_id}"): {"admin", "adapter", "service"},
     ("get", "/metrics"): {"admin", "metrics"},
     ("get", "/v1/usage"): {"admin", "metrics"},
+    ("get", "/v1/schedules"): {"admin", "service"},
+    ("post", "/v1/schedules"): {"admin", "service"},
+    ("get", "/v1/schedules/{schedule_id}"): {"admin", "service"},
+    ("delete", "/v1/schedules/{schedule_id}"): {"admin", "service"},
 }
 #: Path parameters: a channel the adapter key may use, a memory id, a model.
-PARAMS = {"channel": "irc-lobby", "memory_id": "1", "model": "fake", "user": "alice", "approval_id": "1"}
+PARAMS = {
+    "channel": "irc-lobby",
+    "memory_id": "1",
+    "model": "fake",
+    "user": "alice",
+    "approval_id": "1",
+    "schedule_id": "1",
+}
 
 
 def _keys(d: Running) -> dict[str, str]:

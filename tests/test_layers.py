@@ -20,12 +20,12 @@ PACKAGE = REPO / "agentd"
 LAYERS: dict[str, int] = {
     **dict.fromkeys(
         ["_exceptions", "config", "cache", "scopes", "words", "text", "relevance", "personas", "log", "shipped", "web"]
-        + ["observe"],
+        + ["observe", "backoff", "recurrence"],
         0,
     ),
     **dict.fromkeys(["store", "llm", "embedders", "client"], 1),
     # recall imports memory and prompt (same layer; the cycle test keeps them from importing it back).
-    **dict.fromkeys(["prompt", "memory", "recall", "skills", "mcp", "visibility", "usage"], 2),
+    **dict.fromkeys(["prompt", "memory", "recall", "skills", "mcp", "visibility", "usage", "caps", "schedules"], 2),
     **dict.fromkeys(["app", "runtime"], 3),
     **dict.fromkeys(["api", "cli", "adapters", "mcpserver"], 4),
     "__main__": 5,
@@ -188,7 +188,8 @@ RUNTIME_LAYERS: dict[str, int] = {
     "pipeline": 1,
     **dict.fromkeys(["dispatch", "approvals"], 2),
     **dict.fromkeys(["actors", "intake"], 3),
-    "scaleout": 4,
+    # The scheduler fires through the intake, whatever the dispatcher.
+    **dict.fromkeys(["scaleout", "scheduler"], 4),
     **dict.fromkeys(["runtime", "__init__"], 5),
 }
 

@@ -46,10 +46,17 @@ GROUPS = {
 #:   rejection of bad data too (schemathesis's own list leaves 413 out);
 #: * the OpenAI-compatible route takes OpenAI's request schema, which admits conversations agentd
 #:   refuses with 400 for what a schema cannot say (the last message must be the user's, and have
-#:   text): there a schema-valid request may be refused with 400. Every other check applies to it.
+#:   text): there a schema-valid request may be refused with 400. Every other check applies to it;
+#: * a schedule's ``at`` must be in the future, its ``cron`` a valid expression, its ``timezone``
+#:   an IANA name, its user under ``[schedules] max_per_user``: what a schema cannot say either,
+#:   so a schema-valid ``POST /v1/schedules`` may be refused with 422 (naming the field).
 CONFIG = """
 [checks.negative_data_rejection]
 expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "5xx"]
+
+[[operations]]
+include-path = "/v1/schedules"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422", "429"]
 
 [[operations]]
 include-path = "/v1/chat/completions"

@@ -24,6 +24,7 @@ from agentd.api import (
     monitoring,
     openai_compat,
     openapi,
+    schedule_routes,
     users,
     web,
 )
@@ -96,6 +97,8 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
                 log.info("resumed_pending_messages", count=count)
         # Decided approvals are re-enqueued, undecided ones expire (after the resume: no turn twice).
         d.runtime.start_approvals()
+        # After the pending messages: a firing stored before a crash is answered once, by them.
+        await to_thread.run_sync(d.runtime.start_schedules)
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(mcp.serve)
             try:
@@ -107,7 +110,18 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
     api.state.daemon = d
     errors.install(api)
     openapi.install(api, cfg, d.keys.required, lambda: list(d.app.personas))
-    for module in (chat, channels, memory_routes, users, approvals, admin, openai_compat, web, monitoring):
+    for module in (
+        chat,
+        channels,
+        memory_routes,
+        schedule_routes,
+        users,
+        approvals,
+        admin,
+        openai_compat,
+        web,
+        monitoring,
+    ):
         api.include_router(module.router)
     # MCP over Streamable HTTP (agentd.mcpserver.http), behind the same door as every route.
     api.router.routes.append(Route(MCP_PATH, endpoint=mcp, methods=["GET", "POST", "DELETE"]))

@@ -7,7 +7,9 @@ pydantic errors) names the field and the reason; nothing else leaks a traceback
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -19,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentd._exceptions import (
     AgentdError,
+    BudgetExceeded,
     EmbedderNotConfigured,
     ErrorCode,
     InvalidInput,
@@ -55,6 +58,21 @@ def error_response(
 ) -> JSONResponse:
     """A JSON error response."""
     return JSONResponse(error_body(code, message, field), status_code=status, headers=headers)
+
+
+def seconds_until(at: str) -> int:
+    """Whole seconds from now until ``at`` (an ISO time), at least 1: a ``Retry-After`` value."""
+    when = datetime.fromisoformat(at.replace("Z", "+00:00"))
+    return max(1, math.ceil((when - datetime.now(UTC)).total_seconds()))
+
+
+def retry_headers(exc: AgentdError) -> dict[str, str] | None:
+    """``Retry-After`` for an error that says when to come back (admission control, a spend cap)."""
+    if isinstance(exc, Overloaded):
+        return {"Retry-After": str(exc.retry_after)}
+    if isinstance(exc, BudgetExceeded):
+        return {"Retry-After": str(seconds_until(exc.resets_at))}
+    return None
 
 
 def status_of(exc: AgentdError) -> int:
@@ -118,8 +136,7 @@ def install(api: FastAPI) -> None:
         status = status_of(exc)
         if status >= 500 and not isinstance(exc, ShuttingDown | EmbedderNotConfigured):
             log.error("request_failed", code=exc.code, error=exc.message)
-        headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, Overloaded) else None
-        return error_response(status, exc.code, exc.message, field_of(exc), headers)
+        return error_response(status, exc.code, exc.message, field_of(exc), retry_headers(exc))
 
     @api.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -10,7 +10,8 @@ keeps only its sha256, so a copy of the database gives no key. Roles:
   (``irc-*`` or ``dm-irc-*``: ``irc:*``). A key whose globs name no network and that
   was given no users acts for no one: it may read and follow, not post. No memory
   administration.
-* ``service``: ``/v1/memory/search`` and ``/v1/memory/context`` for any user, read-only.
+* ``service``: ``/v1/memory/search`` and ``/v1/memory/context`` for any user, read-only; and
+  ``/v1/schedules`` for the one user each call names.
 * ``metrics``: ``/metrics`` and ``/v1/usage``, read-only (for Prometheus and dashboards).
 """
 

@@ -17,6 +17,7 @@ from agentd.api.responses import UsageResponse, error_responses
 from agentd.api.roles import Policy, allow
 from agentd.api.schemas import MAX_NAME
 from agentd.api.state import Daemon, daemon
+from agentd.caps import SpendCaps
 from agentd.observe import metrics
 from agentd.usage import usage_report
 
@@ -82,4 +83,5 @@ async def usage(
     """Tokens and cost per persona and model (or day), from the stored context records: replies,
     delegations' subagent replies and extraction calls (as ``agentd usage --json``)."""
     report = await d.probe(lambda: usage_report(d.app.store, persona=persona, since=since, by=by))
-    return report.as_json()
+    caps = await d.probe(lambda: SpendCaps(d.app.config, d.app.store, d.app.personas).today(persona=persona))
+    return {**report.as_json(), "caps": [c.as_json() for c in caps]}

@@ -35,11 +35,13 @@ from starlette.concurrency import run_in_threadpool
 
 from agentd._exceptions import InvalidInput, NotFound
 from agentd.api.client_messages import Earlier, reconcile
+from agentd.api.errors import seconds_until
 from agentd.api.openai_errors import openai_error
 from agentd.api.responses import openai_error_responses
 from agentd.api.roles import Policy, allow, caller_of, check_channel
 from agentd.api.sse import HEADERS, KEEPALIVE, MEDIA_TYPE, EventBridge
 from agentd.api.state import Daemon, daemon
+from agentd.caps import SpendCaps
 from agentd.runtime import Done, Error, Event, HistoryContext, MemoryContext, TokenDelta
 from agentd.runtime.acting import check_acting
 from agentd.scopes import check_identifier, unseen_character
@@ -58,6 +60,7 @@ _TURN_STATUS = {
     "timeout": 504,
     # A 2xx would be read as a completion by OpenAI's SDKs: the reply follows the owner's decision.
     "awaiting_approval": 409,
+    "budget_exceeded": 429,
 }
 #: The roles a message may have (OpenAI's).
 MessageRole = Literal["system", "developer", "user", "assistant", "tool", "function"]
@@ -223,6 +226,10 @@ async def chat_completions(body: ChatCompletionRequest, d: Annotated[Daemon, Dep
     if not text.strip():
         raise InvalidInput(f"messages[{len(body.messages) - 1}].content", "must not be empty or whitespace")
     d.runtime.check_room(persona, channel)  # 429 before the earlier messages are stored
+    # A spend cap reached: 429 with Retry-After at its reset, before anything is stored (a streamed
+    # answer could not change its status later). The turn checks again (a cap reached meanwhile).
+    caps = SpendCaps(d.app.config, d.app.store, d.app.personas)
+    await d.probe(lambda: caps.check(d.app.personas[persona], user))
     imported = await run_in_threadpool(reconcile, d.app.store, channel, user, persona, earlier)
     bridge = EventBridge(asyncio.get_running_loop())
     accepted = await run_in_threadpool(
@@ -269,7 +276,8 @@ async def _complete(
             history = event
         elif isinstance(event, Error):
             status = _TURN_STATUS.get(event.code, 502)
-            return JSONResponse(openai_error(status, event.code, event.message), status_code=status)
+            headers = {"Retry-After": str(seconds_until(event.resets_at))} if event.resets_at else None
+            return JSONResponse(openai_error(status, event.code, event.message), status_code=status, headers=headers)
         elif isinstance(event, Done):
             extension = {
                 **_extension_start(memory, history, info),

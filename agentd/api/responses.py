@@ -160,6 +160,7 @@ class UserExport(_Out):
     approvals: list[dict[str, Any]] = Field(
         default_factory=list, description="The approvals their tool calls asked for (with the paused conversation)."
     )
+    schedules: list[dict[str, Any]] = Field(default_factory=list, description="The schedules made for them.")
 
 
 class UserForgotten(_Out):
@@ -173,6 +174,7 @@ class UserForgotten(_Out):
     context_records: int
     memory_history: int
     tool_calls: int = Field(default=0, description="Tool calls they triggered (with their approvals).")
+    schedules: int = Field(default=0, description="Their schedules (their firings' messages are among the messages).")
     redacted: dict[str, int] = Field(description="Quotes of the user replaced elsewhere, by kind of row.")
     channels: list[str] = Field(description="The channels their messages were erased from.")
     wal_kept: bool = Field(description="SQLite: a reader kept the WAL from being truncated (the next checkpoint does).")
@@ -335,6 +337,18 @@ class UsageRowOut(UsageTally):
     by_kind: dict[str, UsageTally]
 
 
+class CapOut(_Out):
+    """One spend cap, what was spent toward it today (UTC) and what is left."""
+
+    kind: str = Field(description="persona | user")
+    name: str = Field(description="The persona's name or the user's id.")
+    cap: str = Field(description="max_tokens_per_day | max_cost_usd_per_day")
+    limit: float
+    used: float
+    left: float
+    resets_at: str = Field(description="When it resets: the next 00:00 UTC.")
+
+
 class UsageResponse(_Out):
     """``GET /v1/usage``: tokens and cost per group, from the stored context records (as ``agentd usage --json``)."""
 
@@ -343,3 +357,8 @@ class UsageResponse(_Out):
     since: str | None
     rows: list[UsageRowOut]
     total: UsageTally
+    caps: list[CapOut] = Field(
+        default_factory=list,
+        description="The spend caps configured (of the persona asked for, if one was), and the user cap of each "
+        "user who spent today: what is used and left today.",
+    )

@@ -18,7 +18,8 @@ def keys() -> None:
     admin    everything (the config's [daemon] api_key is an admin key too)
     adapter  post to, read and follow the channels its globs match; chat there as its own users
              (--users, default its network's: --channels 'irc-*' acts for 'irc:*')
-    service  /v1/memory/search and /v1/memory/context for any user, read-only
+    service  /v1/memory/search and /v1/memory/context for any user, read-only;
+             /v1/schedules for the user each call names
     """
 
 

@@ -48,6 +48,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "memory": ("agentd.cli.memory", "Long-term memories: add, search, list, forget, import, reembed."),
     "personas": ("agentd.cli.personas", "List the personas with their model and context window."),
     "post": ("agentd.cli.post", "Post TEXT to CHANNEL on a running daemon and print the persona's reply."),
+    "schedule": ("agentd.cli.schedule", "Reminders, schedules and routines: add, list, cancel."),
     "serve": ("agentd.cli.serve", "Run the daemon: the HTTP API with server-sent events, on the actor runtime."),
     "tools": ("agentd.cli.tools", "Tools personas call: the audit trail of every call."),
     "user": ("agentd.cli.user", "A person's data: export everything kept about a user, or erase it."),

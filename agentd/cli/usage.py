@@ -6,6 +6,7 @@ import click
 from rich.table import Table
 
 from agentd.app import App
+from agentd.caps import TOKENS, CapStatus, SpendCaps
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
 from agentd.scopes import check_identifier
@@ -37,6 +38,15 @@ def usage_table(report: UsageReport) -> Table:
     return table
 
 
+def caps_table(caps: list[CapStatus]) -> Table:
+    """The spend caps as a table: each cap, what was used today (UTC), what is left, when it resets."""
+    table = Table("cap", "of", "limit", "used today", "left", "resets (UTC)", title="spend caps")
+    for c in caps:
+        amounts = [f"{int(v):,}" if c.cap == TOKENS else f"${v:.4f}" for v in (c.limit, c.used, c.left)]
+        table.add_row(c.cap, f"{c.kind} {c.name}", *amounts, f"{c.resets_at:%Y-%m-%d %H:%M}")
+    return table
+
+
 @click.command()
 @click.option(
     "--persona",
@@ -59,14 +69,20 @@ def usage(app: App, persona: str | None, since: str | None, by: str | None, as_j
     [memory] extract = "model". Cost is priced now with litellm's cost map: 0 for
     the offline model and for models the map does not price. "calls" counts
     replies (a reply's tool rounds are one) and extraction calls.
+
+    Then the spend caps (a persona's max_tokens_per_day and max_cost_usd_per_day,
+    [users] max_tokens_per_day): what each used today (UTC) and what is left.
     """
     if persona is not None:  # a persona no longer configured still has its stored usage
         persona = app.personas[persona].name if persona in app.personas else check_identifier("--persona", persona)
     report = usage_report(app.store, persona=persona, since=since, by=by or "persona-model")
+    caps = SpendCaps(app.config, app.store, app.personas).today(persona=persona)
     if as_json:
-        print_json(report.as_json())
+        print_json({**report.as_json(), "caps": [c.as_json() for c in caps]})
         return
     if not report.groups:
         out.print("no model usage stored" + (f" since {report.since:%Y-%m-%d %H:%M} UTC" if report.since else ""))
-        return
-    out.print(usage_table(report))
+    else:
+        out.print(usage_table(report))
+    if caps:
+        out.print(caps_table(caps))

@@ -10,7 +10,7 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from agentd.client import _calls
-from agentd.client.backoff import Backoff
+from agentd.client._feed import FeedState
 from agentd.client.errors import ApiError, DaemonUnreachable, error_from
 from agentd.client.models import Memory, Posted, StreamEvent
 from agentd.client.retry import DEFAULT_PATIENCE, Patience
@@ -183,16 +183,13 @@ class AsyncAgentdClient:
         return AsyncFeed(self, channel, last_event_id, reconnect)
 
 
-class AsyncFeed:
+class AsyncFeed(FeedState):
     """An async-iterable channel feed that resumes where it left off (``last_event_id``)."""
 
     def __init__(self, client: AsyncAgentdClient, channel: str, last_event_id: str | None, reconnect: bool) -> None:
+        super().__init__(channel, last_event_id, reconnect)
         self._client = client
-        self.channel = channel
-        self.last_event_id = last_event_id
-        self._reconnect = reconnect
         self._closed = asyncio.Event()
-        self.backoff = Backoff()
 
     @property
     def closed(self) -> bool:
@@ -208,37 +205,25 @@ class AsyncFeed:
         path = _calls.channel_path(self.channel, "events")
         timeout = httpx.Timeout(client._timeout, read=STREAM_READ_TIMEOUT)
         while not self._closed.is_set():
-            headers = {"Last-Event-ID": self.last_event_id} if self.last_event_id else {}
+            headers = self.connecting()
             try:
                 async with aconnect_sse(client._http, "GET", path, headers=headers, timeout=timeout) as source:
                     if source.response.status_code != 200:
-                        error = error_from(source.response, await source.response.aread())
-                        if not self._reconnect or error.status < 500:
-                            raise error
+                        self.refused(error_from(source.response, await source.response.aread()))
                     else:
-                        opened = False
                         async for sse in source.aiter_sse():
-                            if sse.retry is not None:
-                                self.backoff.floor = sse.retry / 1000
-                            if sse.id:
-                                self.last_event_id = sse.id
-                            if not opened:
-                                opened = True
-                                self.backoff.reset()
-                                yield StreamEvent("open", {"channel": self.channel}, self.last_event_id)
-                            if self._closed.is_set():
-                                return
-                            event = _calls.to_event(sse)
-                            if event is not None:
-                                yield event
+                            opened, event = self.received(sse)
+                            for item in (opened, event):
+                                if item is not None:
+                                    yield item
                                 if self._closed.is_set():  # closed while the event was handled
                                     return
             except httpx.TransportError as exc:
-                if not self._reconnect:
-                    raise DaemonUnreachable(client.url, exc) from exc
-            if not self._reconnect:
+                self.dropped(client.url, exc)
+            wait = self.again()
+            if wait is None:
                 return
             try:
-                await asyncio.wait_for(self._closed.wait(), self.backoff.next())
+                await asyncio.wait_for(self._closed.wait(), wait)
             except TimeoutError:
                 pass

@@ -11,7 +11,7 @@ import httpx
 from httpx_sse import connect_sse
 
 from agentd.client import _calls
-from agentd.client.backoff import Backoff
+from agentd.client._feed import FeedState
 from agentd.client.errors import ApiError, DaemonUnreachable, error_from
 from agentd.client.models import Memory, Posted, StreamEvent
 from agentd.client.retry import DEFAULT_PATIENCE, Patience
@@ -205,17 +205,14 @@ class AgentdClient:
         return Feed(self, channel, last_event_id, reconnect)
 
 
-class Feed:
+class Feed(FeedState):
     """An iterable channel feed that resumes where it left off. ``last_event_id`` is the
     id of the last ``message`` event seen; ``close()`` (from any thread) ends it."""
 
     def __init__(self, client: AgentdClient, channel: str, last_event_id: str | None, reconnect: bool) -> None:
+        super().__init__(channel, last_event_id, reconnect)
         self._client = client
-        self.channel = channel
-        self.last_event_id = last_event_id
-        self._reconnect = reconnect
         self._closed = threading.Event()
-        self.backoff = Backoff()
 
     @property
     def closed(self) -> bool:
@@ -232,34 +229,22 @@ class Feed:
         path = _calls.channel_path(self.channel, "events")
         timeout = httpx.Timeout(client._timeout, read=STREAM_READ_TIMEOUT)
         while not self._closed.is_set():
-            headers = {"Last-Event-ID": self.last_event_id} if self.last_event_id else {}
+            headers = self.connecting()
             try:
                 with connect_sse(client._http, "GET", path, headers=headers, timeout=timeout) as source:
                     if source.response.status_code != 200:
-                        error = error_from(source.response, source.response.read())
-                        if not self._reconnect or error.status < 500:
-                            raise error
+                        self.refused(error_from(source.response, source.response.read()))
                     else:
-                        opened = False
                         for sse in source.iter_sse():
-                            if sse.retry is not None:
-                                self.backoff.floor = sse.retry / 1000
-                            if sse.id:
-                                self.last_event_id = sse.id
-                            if not opened:
-                                opened = True
-                                self.backoff.reset()
-                                yield StreamEvent("open", {"channel": self.channel}, self.last_event_id)
-                            if self._closed.is_set():
-                                return
-                            event = _calls.to_event(sse)
-                            if event is not None:
-                                yield event
+                            opened, event = self.received(sse)
+                            for item in (opened, event):
+                                if item is not None:
+                                    yield item
                                 if self._closed.is_set():  # closed while the event was handled
                                     return
             except httpx.TransportError as exc:
-                if not self._reconnect:
-                    raise DaemonUnreachable(client.url, exc) from exc
-            if not self._reconnect:
+                self.dropped(client.url, exc)
+            wait = self.again()
+            if wait is None:
                 return
-            self._closed.wait(self.backoff.next())
+            self._closed.wait(wait)

@@ -8,6 +8,7 @@ a fine-tune under its own name): 0, never an error. Prices are looked up when as
 
 from __future__ import annotations
 
+import functools
 import threading
 
 from agentd.llm.offline import is_offline
@@ -35,6 +36,13 @@ def cost_usd(model: str, prompt_tokens: int, completion_tokens: int) -> float:
         return 0.0
 
 
+@functools.lru_cache(maxsize=256)
+def unit_prices(model: str) -> tuple[float, float]:
+    """US dollars per prompt token and per completion token of ``model`` (its base tier; 0, 0: not
+    priced), asked of litellm once per model: pricing a day's spend before each turn stays cheap."""
+    return cost_usd(model, 1, 0), cost_usd(model, 0, 1)
+
+
 def count_call(settings: ModelSettings, usage: Usage) -> None:
     """Count one model call's tokens and cost in the metrics (when they are on)."""
     if metrics.enabled():
@@ -42,4 +50,4 @@ def count_call(settings: ModelSettings, usage: Usage) -> None:
         metrics.model_call(settings.persona, settings.model, usage.prompt_tokens, usage.completion_tokens, cost)
 
 
-__all__ = ["cost_usd", "count_call"]
+__all__ = ["cost_usd", "count_call", "unit_prices"]

@@ -12,8 +12,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+from datetime import datetime
 
 from agentd._exceptions import (
     LLMAuthError,
@@ -26,6 +25,7 @@ from agentd._exceptions import (
     LLMTruncated,
     LLMUnreachable,
 )
+from agentd.backoff import delay, retry_after_seconds
 from agentd.llm import litellm_module
 
 #: HTTP statuses worth another try: the server is overloaded or briefly away.
@@ -104,7 +104,7 @@ def _headers(exc: BaseException) -> Mapping[str, str] | None:
 
 
 def retry_after(exc: BaseException, now: datetime | None = None) -> float | None:
-    """Seconds the server asked to wait (``Retry-After``: seconds or an HTTP date; ``retry-after-ms``)."""
+    """Seconds the server asked to wait (``retry-after-ms``; ``Retry-After``: seconds or an HTTP date)."""
     headers = _headers(exc)
     if not headers:
         return None
@@ -113,23 +113,9 @@ def retry_after(exc: BaseException, now: datetime | None = None) -> float | None
             return max(0.0, float(headers["retry-after-ms"]) / 1000)
         except ValueError:
             pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+    return retry_after_seconds(headers.get("retry-after"), now)
 
 
 def backoff(attempt: int, base: float, cap: float, rng: random.Random | None = None) -> float:
     """Seconds before try ``attempt + 1``: ``base * 2**attempt``, capped, with jitter (half to all of it)."""
-    ceiling = min(cap, base * (2**attempt))
-    return (rng or random).uniform(ceiling / 2, ceiling)
+    return delay(attempt, base, cap, rng=rng)

@@ -6,7 +6,9 @@ machine and a turn starts fast. It is deterministic and shows what it was given:
 message, lists the recalled memories it received with their relevance, and says
 how many earlier exchanges were recalled. Asked to remember something it calls
 the ``remember`` tool; asked what it remembers, ``recall``; asked to have another
-persona do something, ``delegate`` — each only when that tool was offered.
+persona do something, ``delegate``; asked "remind me in N minutes/hours to …" or "remind me
+at HH:MM to …", ``schedule`` (a reminder worded ``Reminder: …``, which it repeats when it
+fires) — each only when that tool was offered.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from agentd.llm.types import ModelSettings, ModelTurn, ToolCallRequest, Usage
@@ -32,6 +35,19 @@ _RECALL = re.compile(
 _DELEGATE = re.compile(
     r"^\s*(?:please\s+)?(?:ask|delegate to)\s+([a-z0-9][a-z0-9_-]*)\s*(?:to|:)\s*(.+?)\s*$", re.I | re.S
 )
+# (A shared room's lines reach the model attributed, "bob: remind me …": the name is skipped.)
+_REMIND_IN = re.compile(
+    r"^\s*(?:[^\s:]+:\s+)?(?:please\s+)?remind me in\s+(\d+(?:\.\d+)?|an?|one)\s*(minutes?|mins?|m|hours?|hrs?|h)\s+"
+    r"(?:to\s+)?(.+?)\s*[.!]?\s*$",
+    re.I | re.S,
+)
+_REMIND_AT = re.compile(
+    r"^\s*(?:[^\s:]+:\s+)?(?:please\s+)?remind me at\s+(\d{1,2})(?:[:h](\d{2}))?\s*(am|pm)?\s+"
+    r"(?:to\s+)?(.+?)\s*[.!]?\s*$",
+    re.I | re.S,
+)
+#: A reminder's trigger message, as the offline model words the schedules it makes.
+_REMINDER = re.compile(r"^\s*(?:\S+:\s+)?Reminder:\s*(.+?)\s*$", re.I | re.S)
 _MEMORY_LINE = re.compile(r'^- (".*") \((.*), relevance: ([0-9.]+)\)$')
 _PREFERENCE = re.compile(r"\b(like|love|prefer|favou?rite|hate|enjoy|dislike)", re.I)
 _DECISION = re.compile(r"\b(decided|agreed|will|going to|chose)\b", re.I)
@@ -98,11 +114,38 @@ def _after_tools(messages: list[dict[str, Any]]) -> str:
             parts.append(
                 f"I found {len(items)} memories: {listed}." if items else "I found nothing in memory about that."
             )
+        elif name == "schedule" or "scheduled" in result:
+            made = result.get("scheduled") or {}
+            parts.append(
+                f'OK, at {made.get("next_at")} I will remind you: "{made.get("text")}" (schedule {made.get("id")}).'
+            )
         elif name == "delegate" or "answer" in result:
             parts.append(f"{result.get('persona', 'The other persona')} answered: {result.get('answer', '')}")
         else:
             parts.append(f"The tool answered: {json.dumps(result)[:200]}")
     return " ".join(reversed(parts))
+
+
+def _reminder(said: str, now: datetime | None = None) -> dict[str, Any] | None:
+    """The ``schedule`` call for "remind me in N minutes/hours to …" or "remind me at HH:MM to …"
+    (HH:MM in this machine's timezone, the next time it comes), else ``None``."""
+    now = now or datetime.now().astimezone()
+    if (match := _REMIND_IN.match(said)) is not None:
+        count = match.group(1).lower()
+        amount = 1.0 if count in ("a", "an", "one") else float(count)
+        minutes = amount * (60 if match.group(2).lower().startswith("h") else 1)
+        return {"text": f"Reminder: {match.group(3)}", "in_minutes": minutes}
+    if (match := _REMIND_AT.match(said)) is not None:
+        hour, minute = int(match.group(1)), int(match.group(2) or 0)
+        half = (match.group(3) or "").lower()
+        hour = hour % 12 + (12 if half == "pm" else 0) if half else hour
+        if hour > 23 or minute > 59:
+            return None
+        at = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+        if at <= now:
+            at += timedelta(days=1)
+        return {"text": f"Reminder: {match.group(4)}", "at": at.isoformat()}
+    return None
 
 
 def plan(
@@ -117,6 +160,10 @@ def plan(
     if "remember" in offered and (match := _REMEMBER.match(said)):
         fact = match.group(1).strip()
         return "", [("remember", {"text": f"User said: {fact}", "category": _category(fact)})]
+    if "schedule" in offered and (reminder := _reminder(said)) is not None:
+        return "", [("schedule", reminder)]
+    if (match := _REMINDER.match(said)) is not None:
+        return f"Reminder: {match.group(1)}", []
     if "delegate" in offered and (match := _DELEGATE.match(said)):
         enum = offered["delegate"]["parameters"]["properties"]["persona"].get("enum", [])
         if match.group(1).lower() in enum:

@@ -33,6 +33,10 @@ class Usage:
         """Prompt plus completion tokens."""
         return self.prompt_tokens + self.completion_tokens
 
+    def as_pair(self) -> tuple[int, int]:
+        """``(prompt_tokens, completion_tokens)``."""
+        return self.prompt_tokens, self.completion_tokens
+
     def __add__(self, other: Usage) -> Usage:
         return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
 

@@ -43,6 +43,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from agentd._exceptions import McpServerError, McpTimeout, McpToolError, McpUnavailable
+from agentd.backoff import Backoff
 from agentd.config import McpConfig, McpServerConfig
 from agentd.log import get_logger
 
@@ -165,18 +166,19 @@ class _Connection:
     async def supervise(self) -> None:
         """Hold the connection; start it again with backoff whenever it ends, until stopped."""
         self._stop_event = anyio.Event()
-        delay = self._mcp.restart_backoff_seconds
+        # Doubling up to the maximum, without jitter (one server's restarts, not a crowd's).
+        backoff = Backoff(self._mcp.restart_backoff_seconds, self._mcp.restart_max_backoff_seconds, jitter=0.0)
         while not self.stopping():
             began = time.monotonic()
             await self._hold()
             if self.stopping():
                 break
             if time.monotonic() - began > HEALTHY_SECONDS:
-                delay = self._mcp.restart_backoff_seconds
+                backoff.reset()
+            delay = backoff.next()
             log.warning("mcp_server_down", server=self.name, error=self._error, restart_in_s=delay)
             with anyio.move_on_after(delay):
                 await self._stop_event.wait()
-            delay = min(delay * 2, self._mcp.restart_max_backoff_seconds)
         self._set(None, "stopped")
 
     async def _hold(self) -> None:

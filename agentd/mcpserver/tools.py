@@ -431,7 +431,7 @@ def _outcome(persona: str, channel: str, events: queue.Queue[Event]) -> dict[str
         elif isinstance(event, ToolResult) and calls:
             calls[-1]["ok"] = event.error is None
         elif isinstance(event, Error):
-            raise TurnError(event.code, event.message)
+            raise TurnError(event.code, event.message, event.cap, event.resets_at)
         elif isinstance(event, Done):
             return {
                 "reply": event.text,
@@ -450,9 +450,10 @@ def error_result(exc: BaseException) -> dict[str, Any]:
     """The ``{"error": {...}}`` of a failed call: the catalogue's code, the field, the reason."""
     if isinstance(exc, AgentdError):
         error: dict[str, Any] = {"code": str(exc.code), "message": exc.message}
-        field = getattr(exc, "field", None)
-        if field:
-            error["field"] = field
+        for name in ("field", "cap", "resets_at"):  # what names the input, or the spend cap reached
+            value = getattr(exc, name, None)
+            if value:
+                error[name] = value
         return {"error": error}
     return {"error": {"code": str(ErrorCode.INTERNAL_ERROR), "message": f"{type(exc).__name__}: {exc}"}}
 

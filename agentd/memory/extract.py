@@ -29,9 +29,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 
-from agentd._exceptions import InvalidInput, NotFound
+from agentd._exceptions import BudgetExceeded, InvalidInput, NotFound
+from agentd.caps import SpendCaps, day_of
 from agentd.config import MemoryConfig
 from agentd.llm.chat import ChatModel, ModelSettings, Usage
 from agentd.log import get_logger
@@ -41,6 +43,7 @@ from agentd.memory.subjects import indexed_text
 from agentd.scopes import Reach, Scope
 from agentd.store import Store
 from agentd.store.memories import Memory, NewMemory
+from agentd.store.spend import Spent
 
 log = get_logger("agentd.extract")
 
@@ -151,8 +154,11 @@ class Extractor:
         config: MemoryConfig,
         settings_for: Callable[[str], ModelSettings | None],
         stop: threading.Event,
+        caps: SpendCaps | None = None,
     ) -> None:
+        """``caps``: the spend caps an extraction call counts toward and respects (none: unchecked)."""
         self._store = store
+        self._caps = caps
         self._memory = memory
         self._llm = llm
         self._config = config
@@ -179,6 +185,8 @@ class Extractor:
             if exchange is None or settings is None or not self._wanted(exchange):
                 self._advance(channel, start, cursor)  # failed, interrupted, or not to learn from
                 continue
+            if self._refused(exchange):
+                break  # left for later: the cursor stays, and the next nudge or start tries again
             if not self._limit.wait():
                 break
             candidates = self._candidates(exchange)
@@ -191,6 +199,18 @@ class Extractor:
         return done
 
     # -- internals ---------------------------------------------------------------------
+
+    def _refused(self, exchange: Exchange) -> bool:
+        """True when a spend cap of the exchange's persona or user is reached today: no call is made."""
+        persona = exchange.reply.persona or exchange.reply.author
+        if self._caps is None:
+            return False
+        try:
+            self._caps.check_named(persona, exchange.message.author)
+        except BudgetExceeded as exc:
+            log.info("extraction_refused", persona=persona, cap=exc.cap, resets_at=exc.resets_at)
+            return True
+        return False
 
     def _wanted(self, exchange: Exchange) -> bool:
         # Opting out of memory for a message opts out of learning from it too.
@@ -279,6 +299,9 @@ class Extractor:
             if not self._store.cursors.advance(conn, JOB, channel, start, cursor):
                 return False
             self._store.contexts.add_extraction(conn, exchange.reply.id, spent[0], spent[1].as_json())
+            model, usage = spent
+            day = day_of(datetime.now(UTC))
+            self._store.spend.add(conn, [Spent(day, persona, msg.author, model, *usage.as_pair())])
             v = 0
             for d, target, item in writes:
                 vec = None

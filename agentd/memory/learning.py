@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from agentd.caps import SpendCaps
 from agentd.config import Config
 from agentd.llm.chat import ChatModel, ModelSettings
 from agentd.llm.offline import is_offline
@@ -50,7 +51,8 @@ class Learning:
             self._workers.append(JobWorker(EPISODES_JOB, store, episodes.index, owns))
         if cfg.memory.extract == "model":
             worker = JobWorker(EXTRACT_JOB, store, lambda channel, stop: extractor.index(channel, stop), owns)
-            extractor = Extractor(store, memory, llm, cfg.memory, self._settings_for, worker.stop_event)
+            caps = SpendCaps(config, store, personas)
+            extractor = Extractor(store, memory, llm, cfg.memory, self._settings_for, worker.stop_event, caps)
             self._workers.append(worker)
 
     def start(self) -> Learning:

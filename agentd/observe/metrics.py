@@ -42,6 +42,8 @@ STATUSES = ("answered", "failed", "interrupted", "refused")
 #: Seconds: from a millisecond lookup to a minute-long model answer.
 STAGE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 HTTP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+#: Seconds a schedule fired after it was due.
+LATENESS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
 #: The ``route`` label of a request no route matched (a 404, a probe for some other server).
 UNMATCHED_ROUTE = "unmatched"
 
@@ -79,6 +81,13 @@ class _Series:
             ["persona", "model"],
             registry=None,
         )
+        self.budget_refusals = Counter(
+            "agentd_budget_refusals_total",
+            "Model calls not made because a spend cap was reached (cap: max_tokens_per_day, "
+            "max_cost_usd_per_day, or users.max_tokens_per_day for the user cap).",
+            ["persona", "cap"],
+            registry=None,
+        )
         self.recall = Counter(
             "agentd_recall",
             "What automatic recall injected into prompts (memories, episodes) and showed (near misses).",
@@ -105,12 +114,29 @@ class _Series:
             registry=None,
         )
 
+        self.schedules = Counter(
+            "agentd_schedules_fired",
+            "Schedules by persona and outcome: fired (a turn was started), missed (more than "
+            "[schedules] max_lateness_seconds late), deferred (admission control asked to wait).",
+            ["persona", "outcome"],
+            registry=None,
+        )
+        self.lateness = Histogram(
+            "agentd_schedule_lateness_seconds",
+            "Seconds from a schedule's due time to the commit of its firing's trigger message.",
+            buckets=LATENESS_BUCKETS,
+            registry=None,
+        )
+
     def all(self) -> tuple[Any, ...]:
         return (
+            self.schedules,
+            self.lateness,
             self.turns,
             self.stages,
             self.tokens,
             self.cost,
+            self.budget_refusals,
             self.recall,
             self.retrieval,
             self.http,
@@ -184,6 +210,12 @@ def model_call(persona: str, model: str, prompt_tokens: int, completion_tokens: 
         _series.cost.labels(persona, model).inc(cost_usd)
 
 
+def budget_refused(persona: str, cap: str, user: bool = False) -> None:
+    """A model call of ``persona`` was not made: ``cap`` (a persona's, or the user's when ``user``) is reached."""
+    if _series is not None:
+        _series.budget_refusals.labels(persona, f"users.{cap}" if user else cap).inc()
+
+
 #: ``RecallStatus`` → ``agentd_retrieval_total``'s ``outcome``.
 _OUTCOMES = {"ok": "ok", "timeout": "timeout", "error": "error"}
 
@@ -196,6 +228,14 @@ def recalled(persona: str, status: str, memories: int, episodes: int, near_misse
         _series.recall.labels(persona, "memories").inc(memories)
         _series.recall.labels(persona, "episodes").inc(episodes)
         _series.recall.labels(persona, "near_misses").inc(near_misses)
+
+
+def schedule_fired(persona: str, outcome: str, lateness: float | None = None) -> None:
+    """A due schedule of ``persona``: ``fired`` (``lateness`` seconds after its time), ``missed`` or ``deferred``."""
+    if _series is not None:
+        _series.schedules.labels(persona, outcome).inc()
+        if lateness is not None:
+            _series.lateness.observe(max(0.0, lateness))
 
 
 #: HTTP methods counted by name (any other is ``OTHER``: the label stays bounded).

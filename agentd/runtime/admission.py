@@ -101,12 +101,15 @@ class Admission:
         self._refused = 0
         self._changed = clock()
 
-    def admit(self, persona: str, channel: str) -> Ticket:
-        """A ticket for one more message to ``persona`` in ``channel``; :class:`Overloaded` past a bound."""
+    def admit(self, persona: str, channel: str, *, share: float = 1.0) -> Ticket:
+        """A ticket for one more message to ``persona`` in ``channel``; :class:`Overloaded` past a bound.
+
+        ``share``: admit only while the daemon holds less than this fraction of its bound (schedules
+        firing take at most part of it, so people's messages always find room)."""
         key = (persona, channel)
         with self._lock:
             now = self._clock()
-            self._check(persona, channel, now)
+            self._check(persona, channel, now, share)
             in_key = self._per_key.get(key, 0)
             self._account(now)
             ticket = Ticket(next(self._numbers), key, now)
@@ -162,10 +165,10 @@ class Admission:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _check(self, persona: str, channel: str, now: float) -> None:
+    def _check(self, persona: str, channel: str, now: float, share: float = 1.0) -> None:
         self._drop_stale(now)
         held, in_key = len(self._held), self._per_key.get((persona, channel), 0)
-        limit, key_limit = self._limit(), self._key_limit()
+        limit, key_limit = max(1, math.floor(self._limit() * share)), self._key_limit()
         if held >= limit or in_key >= key_limit:
             self._refused += 1
             raise self._refusal(persona, channel, held, limit, in_key, key_limit)

@@ -93,4 +93,13 @@ def pending_turns(app: App, sink: Sink) -> list[Turn]:
     return [resumed_turn(msg, sink) for msg in pending if msg.persona is not None and msg.persona in app.personas]
 
 
-__all__ = ["Dispatcher", "DispatcherFactory", "Parts", "pending_turns"]
+def resume_pending(app: App, sink: Sink, route: Callable[[Turn], None]) -> int:
+    """Route (with ``route``, a dispatcher's) every pending message of ``app``'s store, oldest first;
+    how many: what :meth:`Dispatcher.resume_pending` does, for every dispatcher."""
+    turns = pending_turns(app, sink)
+    for turn in turns:
+        route(turn)
+    return len(turns)
+
+
+__all__ = ["Dispatcher", "DispatcherFactory", "Parts", "pending_turns", "resume_pending"]

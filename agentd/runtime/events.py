@@ -149,6 +149,11 @@ class Error(Event):
     user_message_id: int | None = None
     #: The partial reply stored as ``interrupted``, if any.
     message_id: int | None = None
+    #: ``budget_exceeded``: the cap reached (``persona:NAME:max_tokens_per_day``,
+    #: ``persona:NAME:max_cost_usd_per_day`` or ``user:ID:max_tokens_per_day``) ...
+    cap: str | None = None
+    #: ... and when it resets (ISO time, the next 00:00 UTC). Added after ``message_id``.
+    resets_at: str | None = None
 
 
 _TYPES: dict[str, type[Event]] = {

@@ -22,6 +22,10 @@ control or per-stage metrics, goes where its comment stands in :meth:`Intake.sub
    while it runs here;
 5. fan out: each event to the listeners, the sink, and the cluster's other daemons.
 
+A schedule's firing (:mod:`agentd.runtime.scheduler`) takes the same stages through
+:meth:`Intake.fire`: admitted, then stored in the transaction that claims the schedule, then
+routed like a submitted message.
+
 A turn's lifecycle (accepted → started → answered | failed | interrupted) lives
 in its :class:`~agentd.runtime.messages.Draft`: the responder starts and ends it,
 shutdown may end it first, and whoever ends it first stores the outcome.
@@ -31,11 +35,11 @@ from __future__ import annotations
 
 import queue
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentd._exceptions import ErrorCode, InvalidInput, Overloaded, ShuttingDown
 from agentd.app import App
@@ -44,19 +48,22 @@ from agentd.log import get_logger
 from agentd.memory.learning import Learning
 from agentd.observe import metrics, tracing
 from agentd.runtime.acting import Caller, check_acting
-from agentd.runtime.admission import Admission
+from agentd.runtime.admission import Admission, Ticket
 from agentd.runtime.approvals import ApprovalDesk
 from agentd.runtime.dispatch import DispatcherFactory, Parts
 from agentd.runtime.events import Done, Error, Event
 from agentd.runtime.group_commit import GroupCommit
 from agentd.runtime.inflight import InFlight, Listener
-from agentd.runtime.messages import Sink, Turn
+from agentd.runtime.messages import FOR_USER, Sink, Turn, asker
 from agentd.runtime.pipeline.record import Incoming
 from agentd.runtime.pipeline.runner import TurnRunner
 from agentd.runtime.pipeline.turn import PreparedTurn
 from agentd.scopes import DELEGATION_MARK, check_identifier
 from agentd.store.messages import Message
 from agentd.visibility import VISIBILITIES
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 log = get_logger("agentd.runtime")
 
@@ -195,6 +202,55 @@ class Intake:
         assert stored.request_id is not None
         return Accepted(stored.id, stored.request_id, p.name, channel)
 
+    def fire(self, claim: Claim, then: Callable[[Connection, Sequence[Message]], None] | None = None) -> list[Message]:
+        """Store trigger messages and the writes that decide them in one transaction, then answer them.
+
+        ``claim(conn, admit)`` runs in the write transaction: it makes its own writes (a schedule
+        claimed and moved on) and returns the messages to store, each with the ticket ``admit``
+        gave it (``admit(persona, channel)``: a ticket, or ``None`` when admission control refuses:
+        that one waits, nothing of it is written). Either all of it is stored or none of it, so a
+        firing happens exactly once; the messages then reach their actors like submitted ones.
+        ``then(conn, stored)``: more writes in the same transaction, once the messages have ids.
+        """
+        tickets: list[Ticket] = []
+
+        def admit(persona: str, channel: str) -> Ticket | None:
+            try:
+                ticket = self._admission.admit(persona, channel, share=FIRING_SHARE)
+            except Overloaded:
+                return None
+            tickets.append(ticket)
+            return ticket
+
+        kept: set[int] = set()
+        try:
+            with self._dispatcher.serial():  # no sweep of pending messages between storing and routing
+                with self._app.store.write() as conn:
+                    claimed = claim(conn, admit)
+                    stored = self._runner.writer.accept_in(conn, [item for item, _ in claimed])
+                    if then is not None:
+                        then(conn, stored)
+                kept = {t.number for _, t in claimed}  # committed: these tickets go with their turns
+                for msg, (_, ticket) in zip(stored, claimed, strict=True):
+                    self._route_stored(msg, _Delivery(self._admission.watch(ticket, _discard), False, False))
+        finally:
+            for ticket in tickets:
+                if ticket.number not in kept:
+                    self._admission.release(ticket, answered=False)
+        return stored
+
+    def trigger(self, persona: str, channel: str, author: str, text: str, *, for_user: str | None) -> Incoming:
+        """A trigger message to store with :meth:`fire` (``source`` ``schedule``), its tokens counted."""
+        return self._runner.writer.incoming(
+            self._app.personas[persona],
+            channel,
+            author,
+            text,
+            request_id=uuid.uuid4().hex,
+            source="schedule",
+            options={FOR_USER: for_user} if for_user else None,
+        )
+
     def check_room(self, persona: str, channel: str) -> None:
         """:class:`~agentd.Overloaded` if a message to ``persona`` in ``channel`` would be refused now
         (for a caller that stores something of its own before :meth:`submit`)."""
@@ -278,6 +334,11 @@ class Intake:
         return len(self._inflight.turns())
 
     @property
+    def app(self) -> App:
+        """The parts this runtime runs on."""
+        return self._app
+
+    @property
     def accepting(self) -> bool:
         """False once :meth:`stop` began."""
         return self._accepting
@@ -310,7 +371,7 @@ class Intake:
             stored.request_id,
             stored.persona,
             stored.channel,
-            stored.author,
+            asker(stored),
             stored.id,
             stored.content,
             delivery.sink,
@@ -319,6 +380,12 @@ class Intake:
             traceparent=delivery.traceparent,
         )
         self._dispatcher.route(turn)
+
+
+#: The part of the daemon's admission bound firings may hold: people's messages keep the rest.
+FIRING_SHARE = 0.5
+#: Run in :meth:`Intake.fire`'s transaction: its own writes, and the messages to store with their tickets.
+Claim = Callable[["Connection", Callable[[str, str], Ticket | None]], Sequence[tuple[Incoming, Ticket]]]
 
 
 @dataclass(frozen=True)
@@ -342,4 +409,4 @@ def _options(disable_memory: bool, disable_tools: bool) -> dict[str, Any] | None
     return {k: True for k, v in options.items() if v} or None
 
 
-__all__ = ["Accepted", "Intake"]
+__all__ = ["FIRING_SHARE", "Accepted", "Claim", "Intake"]

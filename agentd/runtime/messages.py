@@ -117,6 +117,16 @@ class Turn:
         return (self.persona, self.channel)
 
 
+#: The stored option naming who a trigger message is for when its author is not a person (a
+#: schedule's firing, from ``schedule:<id>``, recalls the memories of the schedule's user).
+FOR_USER = "for_user"
+
+
+def asker(msg: Message) -> str:
+    """Who a stored user message's turn answers: its author, or the user it was stored for."""
+    return str(msg.options.get(FOR_USER) or msg.author)
+
+
 def resumed_turn(msg: Message, sink: Sink) -> Turn:
     """The turn that answers a stored user message still ``pending`` (with its stored options)."""
     assert msg.persona is not None
@@ -124,7 +134,7 @@ def resumed_turn(msg: Message, sink: Sink) -> Turn:
         msg.request_id or uuid.uuid4().hex,
         msg.persona,
         msg.channel,
-        msg.author,
+        asker(msg),
         msg.id,
         msg.content,
         sink,

@@ -9,13 +9,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agentd.app import App
 from agentd.llm.chat import ChatModel
+from agentd.log import get_logger
 from agentd.runtime.actors.local import LocalActors
 from agentd.runtime.dispatch import Dispatcher, Parts
 from agentd.runtime.inflight import Listener
 from agentd.runtime.intake import Accepted, Intake
 from agentd.runtime.messages import Draft
+
+if TYPE_CHECKING:
+    from agentd.runtime.scheduler import Scheduler
+
+log = get_logger("agentd.runtime")
 
 
 class Runtime(Intake):
@@ -45,6 +53,25 @@ class Runtime(Intake):
             return LocalActors(parts)
 
         super().__init__(app, choose, llm, listeners)
+        self._scheduler: Scheduler | None = None
+
+    def start_schedules(self) -> None:
+        """Bring the personas' routines in step with their files and start firing schedules (the
+        daemon does, once it answers the pending messages; only this process schedules, never a
+        worker process)."""
+        from agentd.runtime.scheduler import Scheduler
+        from agentd.schedules import sync_routines
+
+        changed = sync_routines(self.app.store, self.app.personas)
+        if changed:
+            log.info("routines_synced", changed=changed)
+        self._scheduler = Scheduler(self).start()
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stop firing schedules, then stop the intake (:meth:`Intake.stop`)."""
+        if self._scheduler is not None:
+            self._scheduler.stop()
+        super().stop(grace)
 
 
 __all__ = ["Accepted", "Draft", "Runtime"]

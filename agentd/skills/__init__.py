@@ -7,10 +7,11 @@ persona files are checked against the table's names.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from agentd.personas import Persona, Personas
-from agentd.skills import delegate, memory
+from agentd.skills import delegate, memory, schedule
 from agentd.skills.memory import RecallSkill, RememberSkill
 from agentd.skills.registry import (
     Caller,
@@ -23,13 +24,16 @@ from agentd.skills.registry import (
 )
 
 if TYPE_CHECKING:  # loading personas checks skill names; it must not load the store
+    from agentd.config import Config
     from agentd.memory import MemoryService
+    from agentd.store import Store
 
 #: Every skill a persona may enable, by the name persona files use.
 SKILLS: dict[str, SkillFactory] = {
     "remember": memory.remember_skill,
     "recall": memory.recall_skill,
     "delegate": delegate.delegate_skill,
+    "schedule": schedule.schedule_skill,
 }
 
 
@@ -39,11 +43,17 @@ def build_registry(
     personas: Personas,
     runner: DelegateRunner | None = None,
     more: ToolSource | None = None,
+    *,
+    config: Config | None = None,
+    store: Store | None = None,
 ) -> SkillRegistry:
     """The skills ``persona`` enables that can work here (a factory answers ``None`` when its skill
     cannot), and the tools ``more`` gives it (its MCP servers')."""
-    deps = SkillDeps(persona, memory_service, personas, runner)
-    found = [skill for skill in (SKILLS[name](deps) for name in persona.skills if name in SKILLS) if skill is not None]
+    deps = SkillDeps(persona, memory_service, personas, runner, config, store)
+    found: list[Skill] = []
+    for made in (SKILLS[name](deps) for name in persona.skills if name in SKILLS):
+        # A skill is one tool or several (``schedule``: schedule, list_schedules, cancel_schedule).
+        found += [] if made is None else list(made) if isinstance(made, Sequence) else [made]
     if more is not None and persona.mcp_servers:
         found += more.skills_for(persona)
     return SkillRegistry(found, (p.name for p in persona.tool_policies if p.needs_approval))

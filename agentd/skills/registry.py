@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -11,8 +11,10 @@ from agentd._exceptions import AgentdError, SkillExecutionFailed, SkillInvalidIn
 from agentd.observe import tracing
 
 if TYPE_CHECKING:
+    from agentd.config import Config
     from agentd.memory import MemoryService
     from agentd.personas import Persona, Personas
+    from agentd.store import Store
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,9 @@ class SkillDeps:
     memory: MemoryService | None
     personas: Personas
     delegate: DelegateRunner | None = None
+    #: The configuration and the store (the ``schedule`` skill's; absent where no store is).
+    config: Config | None = None
+    store: Store | None = None
 
     def searchable_memory(self) -> MemoryService | None:
         """The memory service when memories can be stored and searched (it has an embedder)."""
@@ -74,7 +79,7 @@ class ToolSource(Protocol):
 
 
 #: Builds one skill for a persona, or ``None`` when it cannot work here.
-SkillFactory = Callable[[SkillDeps], "Skill | None"]
+SkillFactory = Callable[[SkillDeps], "Skill | Sequence[Skill] | None"]
 
 
 def function_tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:

@@ -62,6 +62,8 @@ class Store:
         from agentd.store.jobs import CursorRepo, MemoryHistoryRepo
         from agentd.store.keys import KeyRepo
         from agentd.store.messages import MessageRepo
+        from agentd.store.schedules import ScheduleRepo
+        from agentd.store.spend import SpendRepo
         from agentd.store.tools import ApprovalRepo, ToolCallRepo
 
         self.messages = MessageRepo()
@@ -71,6 +73,9 @@ class Store:
         self.keys = KeyRepo()
         self.approvals = ApprovalRepo()
         self.tool_calls = ToolCallRepo()
+        #: Tokens spent per UTC day, persona, user and model (the spend caps').
+        self.spend = SpendRepo()
+        self.schedules = ScheduleRepo()
 
     @classmethod
     def open(cls, url: str, busy_timeout_ms: int = 5000, dimension: int = 384) -> Store:

@@ -20,6 +20,9 @@ with the memories' vectors and full-text entries, and removes the copies other r
   would still encode the quote). Quotes shorter than :data:`MIN_QUOTE` characters ("ok", "thanks")
   are not searched for: they say nothing of the person and would blank other people's words.
 
+The per-day spend rows (``usage_days``) that name them keep their tokens, as nobody's: a
+persona's spend cap does not reset because one of its users was forgotten.
+
 Replies are deleted rather than redacted because they exist only as answers to the person (the
 offline model quotes the message it answers); other people's messages are redacted rather than
 deleted because they are other people's data. A paraphrase is not a quote and is not found.
@@ -37,6 +40,7 @@ import sqlalchemy as sa
 from agentd.store import schema
 from agentd.store.indexes import TextIndex, VectorIndex
 from agentd.store.lexical import context_of
+from agentd.store.spend import SpendRepo
 
 _M = schema.messages
 _C = schema.channels
@@ -46,6 +50,7 @@ _R = schema.context_records
 _J = schema.job_cursors
 _X = schema.tool_calls
 _A = schema.approvals
+_S = schema.schedules
 
 #: What replaces a quote of a forgotten text (and a forgotten memory's text in a context record).
 REDACTED = "[forgotten]"
@@ -70,6 +75,7 @@ class Erased:
     memory_history: int = 0
     #: Tool calls they triggered (and calls of turns answering them), with their approvals.
     tool_calls: int = 0
+    schedules: int = 0
     redacted: dict[str, int] = field(default_factory=dict)
     channels: list[str] = field(default_factory=list)
     #: SQLite: a reader kept the WAL (old page images) from being truncated after the erasure.
@@ -93,6 +99,7 @@ class Erased:
             "context_records": self.context_records,
             "memory_history": self.memory_history,
             "tool_calls": self.tool_calls,
+            "schedules": self.schedules,
             "redacted": dict(self.redacted),
             "channels": list(self.channels),
             "wal_kept": self.wal_kept,
@@ -105,7 +112,13 @@ class Erased:
     def total(self) -> int:
         """Rows deleted."""
         return (
-            self.messages + self.memories + self.episodes + self.context_records + self.memory_history + self.tool_calls
+            self.messages
+            + self.memories
+            + self.episodes
+            + self.context_records
+            + self.memory_history
+            + self.tool_calls
+            + self.schedules
         )
 
 
@@ -118,8 +131,18 @@ def _user_scopes(user: str) -> list[str]:
     return [f"user:{user}", f"episodes:user:{user}"]
 
 
+def _schedules(conn: sa.Connection, user: str, persona: str | None) -> list[int]:
+    """The ids of the schedules made for ``user``."""
+    query = sa.select(_S.c.id).where(_S.c.user_id == user)
+    if persona is not None:
+        query = query.where(_S.c.persona == persona)
+    return [int(i) for i in conn.execute(query.order_by(_S.c.id)).scalars()]
+
+
 def _authored(conn: sa.Connection, user: str, persona: str | None) -> list[int]:
-    query = sa.select(_M.c.id).where(_M.c.role == "user", _M.c.author == user)
+    """The user's messages, and the trigger messages of the schedules made for them."""
+    authors = [user, *(f"schedule:{i}" for i in _schedules(conn, user, persona))]
+    query = sa.select(_M.c.id).where(_M.c.role == "user", _M.c.author.in_(authors))
     if persona is not None:
         query = query.where(_M.c.persona == persona)
     return [int(i) for i in conn.execute(query.order_by(_M.c.id)).scalars()]
@@ -196,6 +219,7 @@ def export(conn: sa.Connection, user: str, persona: str | None = None) -> dict[s
         "replies": replies,
         "context_records": records,
         **_tool_rows(conn, user, persona, authored),
+        "schedules": [_plain(r) for r in _rows(conn, _S, _S.c.id, _schedules(conn, user, persona))],
     }
 
 
@@ -323,11 +347,14 @@ def forget(
         gone = conn.execute(sa.delete(table).where(_theirs(table, user, persona, gone_messages))).rowcount
         erased.tool_calls += gone if table is _X else 0
     _erase_messages(conn, gone_messages, channels, erased)
+    for chunk in _chunks(_schedules(conn, user, persona)):
+        erased.schedules += conn.execute(sa.delete(_S).where(_S.c.id.in_(chunk))).rowcount
     _drop_empty_direct_channels(conn, user)
     if quotes:
         _redact_copies(conn, words, channels, reach, persona, quotes, memory_ids, erased)
     if recalled:
         _redact_recalled(conn, recalled, memory_ids, quotes, erased)
+    SpendRepo().forget_user(conn, user, persona)
     return erased
 
 

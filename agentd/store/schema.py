@@ -183,7 +183,7 @@ api_keys = sa.Table(
     sa.Column("token_hash", sa.String(64), nullable=False, unique=True),
     sa.Column("created_at", UTCDateTime, nullable=False, default=utcnow),
     sa.Column("revoked_at", UTCDateTime),
-    # User globs an adapter key may act for (a JSON list); NULL for keys made before 0013.
+    # User globs an adapter key may act for (a JSON list); NULL for keys made before migration 0015.
     sa.Column("users", sa.JSON),
 )
 
@@ -242,4 +242,53 @@ tool_calls = sa.Table(
     sa.Index("ix_tool_calls_asked_by", "asked_by", "id"),
     sa.Index("ix_tool_calls_persona", "persona", "id"),
     sa.Index("ix_tool_calls_message_id", "message_id"),
+)
+
+#: Tokens spent per UTC day, persona, user and model: what the spend caps are checked against
+#: (``agentd.caps``), kept in the transaction that stores each reply and each extraction call.
+usage_days = sa.Table(
+    "usage_days",
+    metadata,
+    # ``YYYY-MM-DD``, UTC.
+    sa.Column("day", sa.String(10), primary_key=True),
+    sa.Column("persona", sa.String(64), primary_key=True),
+    # The user whose message the tokens answered ("": none, or erased).
+    sa.Column("user_id", sa.String(128), primary_key=True),
+    sa.Column("model", sa.String(256), primary_key=True),
+    sa.Column("calls", sa.Integer, nullable=False, default=0),
+    sa.Column("prompt_tokens", _BIGINT, nullable=False, default=0),
+    sa.Column("completion_tokens", _BIGINT, nullable=False, default=0),
+    sa.Index("ix_usage_days_user", "day", "user_id"),
+)
+
+#: A schedule: a persona's turn in a channel at a time (``at``) or at each occurrence of a
+#: five-field ``cron`` in a ``timezone`` (migration 0013; :mod:`agentd.store.schedules`).
+schedules = sa.Table(
+    "schedules",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("persona", sa.String(64), nullable=False),
+    sa.Column("channel", sa.String(128), nullable=False),
+    # The user it is for (its firing recalls their memories); NULL: nobody in particular.
+    sa.Column("user_id", sa.String(128)),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("at", UTCDateTime),
+    sa.Column("cron", sa.String(128)),
+    sa.Column("timezone", sa.String(64)),
+    # When it is next due (NULL once fired for good, missed or cancelled).
+    sa.Column("next_at", UTCDateTime),
+    # scheduled | fired | missed | cancelled
+    sa.Column("state", sa.String(16), nullable=False),
+    # Who made it: ``user:NAME``, ``key:NAME``, ``cli``, ``routine``.
+    sa.Column("created_by", sa.String(160), nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False, default=utcnow),
+    sa.Column("last_fired_at", UTCDateTime),
+    sa.Column("fired_count", sa.Integer, nullable=False, default=0),
+    # The trigger message of its last firing.
+    sa.Column("last_message_id", _BIGINT),
+    # The name of the persona file's ``[[routines]]`` entry it mirrors (NULL: not a routine).
+    sa.Column("routine", sa.String(64)),
+    sa.Index("ix_schedules_due", "state", "next_at"),
+    sa.Index("ix_schedules_user_state", "user_id", "state"),
+    sa.UniqueConstraint("persona", "routine", name="uq_schedules_persona_routine"),
 )

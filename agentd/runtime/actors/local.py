@@ -17,7 +17,7 @@ from agentd._exceptions import ErrorCode, StoreError
 from agentd.log import get_logger
 from agentd.runtime.actors.actor import PersonaActor
 from agentd.runtime.actors.supervisor import Supervisor
-from agentd.runtime.dispatch import Parts, pending_turns
+from agentd.runtime.dispatch import Parts, resume_pending
 from agentd.runtime.events import Done, Error, Event
 from agentd.runtime.group_commit import MAX_BATCH
 from agentd.runtime.messages import ActorKey, Dispatch, Health, Sink, Turn, TurnState
@@ -57,10 +57,7 @@ class LocalActors:
 
     def resume_pending(self, sink: Sink) -> int:
         """Route every pending message of the store."""
-        turns = pending_turns(self._app, sink)
-        for turn in turns:
-            self.route(turn)
-        return len(turns)
+        return resume_pending(self._app, sink, self.route)
 
     def health(self, timeout: float) -> dict[str, Any]:
         """The supervisor's account of its actors, and why this process's last write to the store

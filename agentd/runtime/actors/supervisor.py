@@ -13,6 +13,7 @@ the restarted actor. The turn the crash interrupted ends with an error event.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -21,6 +22,7 @@ from typing import Any
 
 import pykka
 
+from agentd import backoff
 from agentd._exceptions import ErrorCode
 from agentd.config import RuntimeConfig
 from agentd.log import get_logger
@@ -161,10 +163,11 @@ class Supervisor(pykka.ThreadingActor):
             while queue:
                 self._unanswerable(queue.popleft(), ErrorCode.PERSONA_UNHEALTHY, reason)
             return
-        delay = self._config.restart_backoff_seconds * 2 ** (len(crashes) - 1)
+        # Doubling from restart_backoff_seconds, without jitter: one actor's restarts, not a crowd's.
+        wait = backoff.delay(len(crashes) - 1, self._config.restart_backoff_seconds, math.inf, jitter=0.0)
         self._respawning.add(key)
         me = self.actor_ref
-        timer = threading.Timer(delay, lambda: _tell_quietly(me, Respawn(key)))
+        timer = threading.Timer(wait, lambda: _tell_quietly(me, Respawn(key)))
         timer.daemon = True
         timer.start()
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from agentd.caps import day_of
 from agentd.observe import tracing
 from agentd.personas import Persona
 from agentd.prompt.builder import ContextBuilder
@@ -34,6 +35,7 @@ from agentd.runtime.pipeline.context_record import (
 )
 from agentd.store import Store
 from agentd.store.messages import Message
+from agentd.store.spend import Spent
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -80,6 +82,20 @@ class _Answer:
     reply: Reply
     tokens: int
     counter: str
+    #: Whose message it answers (``None``: nobody's), for the spend caps.
+    user: str | None = None
+
+    def spent(self, day: str) -> Spent:
+        """What the reply's model calls used, as :mod:`agentd.store.spend` counts it toward the caps."""
+        usage = self.reply.record.usage
+        return Spent(
+            day,
+            self.persona,
+            self.user or "",
+            self.model,
+            int(usage.get("prompt_tokens") or 0),
+            int(usage.get("completion_tokens") or 0),
+        )
 
     def reply_row(self) -> dict[str, Any]:
         """The reply, as :meth:`~agentd.store.messages.MessageRepo.add` takes it."""
@@ -197,6 +213,11 @@ class TurnWriter:
     def accept_many(self, items: Sequence[Incoming]) -> list[Message]:
         """Store user messages (``pending``) in one transaction, ids in the order given; durable
         when this returns (all of them, or none: a failure raises)."""
+        with self._store.write() as conn:
+            return self.accept_in(conn, items)
+
+    def accept_in(self, conn: Connection, items: Sequence[Incoming]) -> list[Message]:
+        """:meth:`accept_many` in the caller's write transaction (stored with what else it writes)."""
         rows = [
             {
                 "channel": item.channel,
@@ -215,19 +236,21 @@ class TurnWriter:
             }
             for item in items
         ]
-        with self._store.write() as conn:
-            for item in items:
-                if item.visibility is not None:
-                    owner = item.author if item.visibility == "direct" else None
-                    self._store.messages.declare(conn, item.channel, item.visibility, owner)
-            return self._store.messages.add_many(conn, rows)
+        for item in items:
+            if item.visibility is not None:
+                owner = item.author if item.visibility == "direct" else None
+                self._store.messages.declare(conn, item.channel, item.visibility, owner)
+        return self._store.messages.add_many(conn, rows)
 
     @tracing.spanned("store reply")
-    def answered(self, persona: Persona, channel: str, user_message_id: int, reply: Reply) -> int:
-        """Store the reply, its context record and the user message's new status, in one transaction
-        shared with the other replies stored at the same time (group commit); return its id."""
+    def answered(
+        self, persona: Persona, channel: str, user_message_id: int, reply: Reply, user: str | None = None
+    ) -> int:
+        """Store the reply, its context record, the user message's new status and what it spent
+        (``user``'s, toward the caps), in one transaction shared with the other replies stored at
+        the same time (group commit); return its id."""
         tokens, counter = self._builder.count_message(persona, reply.text)
-        answer = _Answer(persona.name, persona.model, channel, user_message_id, reply, tokens, counter)
+        answer = _Answer(persona.name, persona.model, channel, user_message_id, reply, tokens, counter, user)
         return self._replies.submit(answer, None)
 
     def _store_replies(self, answers: Sequence[_Answer]) -> list[int]:
@@ -249,6 +272,7 @@ class TurnWriter:
                 conn, [a.context(mid, r) for a, mid, r in zip(answers, replies, records, strict=True)]
             )
             self._store.messages.set_statuses(conn, [a.user_message_id for a in answers], "answered")
+            self._store.spend.add(conn, [a.spent(day_of(datetime.now(UTC))) for a in answers])
         return replies
 
     def _store_reply(self, conn: Connection, answer: _Answer, record: dict[str, Any]) -> int:
@@ -257,6 +281,7 @@ class TurnWriter:
         if answer.reply.user_history_summary is not None:
             self._store.messages.add(conn, **answer.summary_row(), channel_exists=True)
         self._store.messages.set_status(conn, answer.user_message_id, "answered")
+        self._store.spend.add(conn, [answer.spent(day_of(datetime.now(UTC)))])
         return reply_id
 
     def ended(

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentd._exceptions import AgentdError, AlreadyAnswered, ErrorCode, SkillError, StoreError
+from agentd._exceptions import AgentdError, AlreadyAnswered, BudgetExceeded, ErrorCode, SkillError, StoreError
 from agentd.config import Config
 from agentd.llm.chat import ChatModel, ModelSettings, ToolCallRequest, Usage
 from agentd.log import get_logger
@@ -161,6 +161,8 @@ class Responder:
                 why += "; the message is kept and answered again after restart" if not chain else ""
                 return self._end(turn, ErrorCode.INTERRUPTED, why, log, prepared, resume=not chain)
             return self.store(turn, prepared, rounds, log, started)
+        except BudgetExceeded as exc:
+            return self._end(turn, exc.code, exc.message, log, prepared, refused=exc)
         except AgentdError as exc:
             return self._end(turn, exc.code, exc.message, log, prepared)
 
@@ -329,7 +331,7 @@ class Responder:
         try:
             reply = Reply(text, record, summary)
             reply_id = retried(
-                lambda: self._writer.answered(self._persona, self._channel, turn.message_id, reply),
+                lambda: self._writer.answered(self._persona, self._channel, turn.message_id, reply, turn.user),
                 turn.draft.cancel,
                 log,
                 "reply",
@@ -366,8 +368,11 @@ class Responder:
         return Outcome(reply_id, text, True, prepared)
 
     def _prepare(self, turn: Turn, memory_limit: int | None, memory_budget: int | None) -> PreparedTurn:
-        """The turn prepared (under a slot); on failure ``memory_context`` still goes out first."""
+        """The turn prepared (under a slot), once the spend caps allow it (:mod:`agentd.caps`: checked
+        before anything is recalled, so a refused turn costs one read); on failure ``memory_context``
+        still goes out first."""
         try:
+            self._preparer.caps.check(self._persona, turn.user)
             with self._slots:
                 return self._preparer.prepare(
                     self._persona,
@@ -494,9 +499,11 @@ class Responder:
         prepared: PreparedTurn | None,
         *,
         resume: bool = False,
+        refused: BudgetExceeded | None = None,
     ) -> Outcome:
         """End the turn with an Error event; keep any partial reply as ``interrupted``
-        (``resume``: the message stays pending, see :meth:`TurnWriter.ended`).
+        (``resume``: the message stays pending, see :meth:`TurnWriter.ended`; ``refused``: the cap
+        the turn would have passed, named in the event).
 
         The outcome is stored before the client hears of it. When it cannot be
         stored, the client is told what the store says: the message is still
@@ -535,7 +542,8 @@ class Responder:
             model=self._persona.model,
             api_base=self._persona.api_base,
         )
-        turn.sink(Error(code, message, turn.message_id, partial_id))
+        cap = {"cap": refused.cap, "resets_at": refused.resets_at} if refused is not None else {}
+        turn.sink(Error(code, message, turn.message_id, partial_id, **cap))
         return Outcome(partial_id, turn.draft.text(), False, prepared)
 
     def _settled(self, turn: Turn, log: Any) -> bool:
@@ -595,7 +603,7 @@ def _count_answered(persona: str, prepared: PreparedTurn, rounds: Rounds, store_
 _NO_WAIT = "this tool needs an owner's approval for each call, which a delegated task cannot wait for"
 
 #: Turn errors that are part of normal operation (logged at info; the rest at warning).
-_QUIET_CODES = frozenset({ErrorCode.INTERRUPTED, ErrorCode.CONTEXT_OVERFLOW})
+_QUIET_CODES = frozenset({ErrorCode.INTERRUPTED, ErrorCode.CONTEXT_OVERFLOW, ErrorCode.BUDGET_EXCEEDED})
 
 
 def _still_pending(why: str, exc: StoreError) -> str:

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from agentd.app import App
+from agentd.caps import SpendCaps
 from agentd.config import Config
 from agentd.memory import MemoryService
 from agentd.memory.episodes import Episodes
@@ -116,6 +117,8 @@ class TurnPreparer:
         self._delegate = delegate
         #: Tools beyond the skills: the MCP servers' a persona lists.
         self._tools = tools
+        #: The spend caps, checked before a real turn is prepared (never for a preview).
+        self.caps = SpendCaps(config, store, personas)
 
     @classmethod
     def for_app(
@@ -196,9 +199,10 @@ class TurnPreparer:
         recalled = self._recaller.recall(request)
         recalled_at = time.perf_counter()
         # Computed from the asker, once per turn: what a tool answers later cannot widen it.
-        offered = offer(
-            build_registry(persona, self._memory, self._personas, self._delegate, self._tools), persona, user, channel
+        tools = build_registry(
+            persona, self._memory, self._personas, self._delegate, self._tools, config=self._config, store=self._store
         )
+        offered = offer(tools, persona, user, channel)
         registry = offered.registry
         context = self._builder.build(
             persona,

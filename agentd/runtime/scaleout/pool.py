@@ -11,7 +11,7 @@ from typing import Any
 from agentd._exceptions import ErrorCode, StoreError
 from agentd.app import App
 from agentd.log import get_logger
-from agentd.runtime.dispatch import Parts, pending_turns
+from agentd.runtime.dispatch import Parts, resume_pending
 from agentd.runtime.events import Error, Event
 from agentd.runtime.group_commit import MAX_BATCH
 from agentd.runtime.messages import Sink, Turn
@@ -45,10 +45,7 @@ class WorkerPool:
 
     def resume_pending(self, sink: Sink) -> int:
         """Route every pending message of the store."""
-        turns = pending_turns(self._app, sink)
-        for turn in turns:
-            self.route(turn)
-        return len(turns)
+        return resume_pending(self._app, sink, self.route)
 
     def health(self, timeout: float) -> dict[str, Any]:
         """Every worker's actors, whether each worker answered, and the workers' failed writes to the

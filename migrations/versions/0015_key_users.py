@@ -7,15 +7,15 @@ this revision has NULL here, and the daemon derives its users from its channel g
 
 Frozen history: the literal DDL of this revision for each dialect.
 
-Revision ID: 0013
-Revises: 0012
+Revision ID: 0015
+Revises: 0014
 Create Date: 2026-11-27
 """
 
 from alembic import op
 
-revision = "0013"
-down_revision = "0012"
+revision = "0015"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 

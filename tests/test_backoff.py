@@ -1,0 +1,98 @@
+"""The one backoff (:mod:`agentd.backoff`) and the one ``Retry-After`` parser, and the client's one
+exception class per error code: what the model client, the Python client and the adapters wait
+and raise."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import httpx
+import pytest
+
+from agentd._exceptions import CATALOGUE, ErrorCode
+from agentd.backoff import Backoff, delay, retry_after_seconds
+from agentd.client import errors
+from agentd.client.errors import ApiError, error_from
+from agentd.llm.errors import backoff as model_backoff
+from agentd.llm.errors import retry_after as model_retry_after
+
+
+def test_delays_double_up_to_the_cap_within_their_jitter() -> None:
+    rng = random.Random(7)
+    for attempt, ceiling in enumerate([1.0, 2.0, 4.0, 8.0, 10.0, 10.0]):
+        wait = delay(attempt, 1.0, 10.0, jitter=0.5, rng=rng)
+        assert ceiling / 2 <= wait <= ceiling
+    assert delay(3, 0.25, 60.0, jitter=0.0) == 2.0  # no jitter: exactly first * 2**attempt
+    # The model client's backoff is this one: half to all of base * 2**attempt.
+    assert model_backoff(2, 1.0, 30.0, random.Random(3)) == delay(2, 1.0, 30.0, rng=random.Random(3))
+
+
+def test_a_backoff_grows_resets_and_never_goes_below_its_floor() -> None:
+    backoff = Backoff(first=1.0, cap=4.0, jitter=0.0)
+    assert [backoff.next() for _ in range(4)] == [1.0, 2.0, 4.0, 4.0]
+    backoff.reset()
+    assert backoff.next() == 1.0
+    backoff.floor = 3.0
+    assert backoff.next() == 3.0  # 2.0 asked, the server's retry: says 3
+    jittered = Backoff(first=10.0, cap=10.0, jitter=0.3)
+    assert all(7.0 <= jittered.next() <= 10.0 for _ in range(50))
+
+
+def test_retry_after_is_read_as_seconds_or_as_an_http_date() -> None:
+    now = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+    assert retry_after_seconds("5") == 5.0
+    assert retry_after_seconds("0.5") == 0.5
+    assert retry_after_seconds("-3") == 0.0
+    assert retry_after_seconds(format_datetime(now + timedelta(seconds=90), usegmt=True), now) == 90.0
+    assert retry_after_seconds(format_datetime(now - timedelta(seconds=90), usegmt=True), now) == 0.0
+    assert retry_after_seconds("soon") is None
+    assert retry_after_seconds(None) is None
+
+
+def test_the_model_client_and_the_python_client_read_retry_after_alike() -> None:
+    later = format_datetime(datetime.now(UTC) + timedelta(seconds=120), usegmt=True)
+
+    class Refused(Exception):
+        response = httpx.Response(429, headers={"Retry-After": later})
+
+    from_model = model_retry_after(Refused())
+    body = b'{"error": {"code": "overloaded", "field": null, "message": "busy"}}'
+    from_client = error_from(httpx.Response(429, headers={"Retry-After": later}), body).retry_after
+    assert from_model is not None
+    assert from_client is not None
+    assert 100 < from_model <= 120
+    assert 100 < from_client <= 120
+    ms = type("Ms", (Exception,), {"response": httpx.Response(429, headers={"retry-after-ms": "1500"})})
+    assert model_retry_after(ms()) == 1.5
+
+
+def test_every_code_of_the_catalogue_has_its_client_exception() -> None:
+    answered_by_the_daemon = [c for c in CATALOGUE if c not in (ErrorCode.DAEMON_ERROR, ErrorCode.DAEMON_UNREACHABLE)]
+    for code in answered_by_the_daemon:
+        kind = errors.ERRORS.get(str(code))
+        assert kind is not None, f"agentd.client.errors has no class for {code!r}"
+        assert issubclass(kind, ApiError)
+        assert kind.remote is code
+        assert getattr(errors, kind.__name__) is kind
+        assert kind.__name__ in errors.__all__
+    assert len(set(errors.ERRORS.values())) == len(answered_by_the_daemon)
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "expected"),
+    [
+        (429, "budget_exceeded", errors.BudgetExceededError),
+        (404, "not_found", errors.NotFoundError),
+        (502, "llm_auth", errors.LLMAuthError),
+        (418, "from_a_newer_daemon", ApiError),
+    ],
+)
+def test_an_error_answer_raises_the_class_of_its_code(status: int, code: str, expected: type[ApiError]) -> None:
+    body = f'{{"error": {{"code": "{code}", "field": null, "message": "no"}}}}'.encode()
+    raised = error_from(httpx.Response(status), body)
+    assert type(raised) is expected
+    assert raised.remote_code == code
+    assert raised.code == ErrorCode.DAEMON_ERROR  # unchanged: what the client raises, not what the daemon said
+    assert raised.status == status
