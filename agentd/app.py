@@ -150,9 +150,9 @@ class App:
     def personas(self) -> Personas:
         """Every persona in ``personas.dir``."""
         from agentd.personas import Personas
-        from agentd.skills import SKILLS
+        from agentd.skills import SKILL_TOOLS
 
-        found = Personas.load(self.config.personas_dir, tuple(SKILLS))
+        found = Personas.load(self.config.personas_dir, SKILL_TOOLS)
         servers = self.config.mcp.servers
         for persona in found.values():
             unknown = [name for name in persona.mcp_servers if name not in servers]

@@ -180,7 +180,9 @@ class Persona:
         return any(fnmatch.fnmatchcase(channel, pat) for pat in self.channels)
 
 
-def _persona_from(path: Path, data: dict[str, object], skills: Collection[str]) -> Persona:
+def _persona_from(
+    path: Path, data: dict[str, object], skills: Collection[str] | Mapping[str, Collection[str]]
+) -> Persona:
     try:
         raw = _PersonaFile.model_validate(data)
     except ValidationError as exc:
@@ -193,7 +195,8 @@ def _persona_from(path: Path, data: dict[str, object], skills: Collection[str]) 
     for skill in raw.skills:
         if skill not in skills:
             raise ConfigError(str(path), "skills", f"unknown skill {skill!r}; known: {', '.join(skills)}")
-    policies = _tool_policies(path, raw)
+    offered = {tool for skill in raw.skills for tool in (skills[skill] if isinstance(skills, Mapping) else (skill,))}
+    policies = _tool_policies(path, raw, offered)
     project = None
     if raw.project_dir:
         project = (path.parent / raw.project_dir).resolve()
@@ -222,9 +225,10 @@ def _persona_from(path: Path, data: dict[str, object], skills: Collection[str]) 
     )
 
 
-def _tool_policies(path: Path, raw: _PersonaFile) -> tuple[ToolPolicy, ...]:
-    """The ``[tools."NAME"]`` tables as policies; a name that is none of the persona's tools is an
-    error (a misspelt name would otherwise leave the tool open to everyone)."""
+def _tool_policies(path: Path, raw: _PersonaFile, offered: Collection[str]) -> tuple[ToolPolicy, ...]:
+    """The ``[tools."NAME"]`` tables as policies (``offered``: the tools its skills offer); a name
+    that is none of the persona's tools is an error (a misspelt name would otherwise leave the
+    tool open to everyone)."""
     found: list[ToolPolicy] = []
     for name, entry in raw.tools.items():
         key = f"tools.{name}"
@@ -235,10 +239,12 @@ def _tool_policies(path: Path, raw: _PersonaFile) -> tuple[ToolPolicy, ...]:
                 raise ConfigError(
                     str(path), key, f"names no tool of its MCP servers (mcp__SERVER__TOOL; its servers: {listed})"
                 )
-        elif name not in raw.skills:
-            enabled = ", ".join(raw.skills) or "none"
+        elif name not in offered:
+            enabled = ", ".join(sorted(offered)) or "none"
             raise ConfigError(
-                str(path), key, f"names no tool of this persona (its skills: {enabled}; MCP tools: mcp__SERVER__TOOL)"
+                str(path),
+                key,
+                f"names no tool of this persona (its skills' tools: {enabled}; MCP tools: mcp__SERVER__TOOL)",
             )
         for field_name, values in (("users", entry.users), ("channels", entry.channels)):
             if values is not None and not all(isinstance(v, str) and v.strip() for v in values):
@@ -269,8 +275,9 @@ def _routines(path: Path, entries: list[_RoutineEntry]) -> tuple[Routine, ...]:
     return tuple(found.values())
 
 
-def load_persona_file(path: Path, skills: Collection[str]) -> Persona:
-    """Read and validate one persona file (``skills``: the skill names agentd has)."""
+def load_persona_file(path: Path, skills: Collection[str] | Mapping[str, Collection[str]]) -> Persona:
+    """Read and validate one persona file (``skills``: the skill names agentd has, or each with the
+    tools it offers when a skill offers several)."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -287,9 +294,9 @@ class Personas(Mapping[str, Persona]):
         self._by_name = dict(sorted(personas.items()))
 
     @classmethod
-    def load(cls, directory: Path, skills: Collection[str]) -> Personas:
+    def load(cls, directory: Path, skills: Collection[str] | Mapping[str, Collection[str]]) -> Personas:
         """Load every ``*.toml`` in ``directory`` (a missing directory is an error); ``skills``
-        are the skill names a persona may enable."""
+        are the skill names a persona may enable (as :func:`load_persona_file` takes them)."""
         if not directory.is_dir():
             raise ConfigError(str(directory), "personas.dir", "not a directory")
         return cls({p.name: p for p in (load_persona_file(f, skills) for f in sorted(directory.glob("*.toml")))})

@@ -29,7 +29,7 @@ import pytest
 from agentd._exceptions import ConfigError
 from agentd.personas import load_persona_file
 from agentd.runtime.pipeline.record import ContextRecord
-from agentd.skills import SKILLS
+from agentd.skills import SKILL_TOOLS
 from agentd.text import LINE_BREAKS
 from tests.conftest import REPO, agentd_cli, write_home
 from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
@@ -98,15 +98,21 @@ def test_a_policy_naming_no_tool_of_the_persona_is_refused_naming_the_file_and_k
         path = tmp_path / "p.toml"
         path.write_text(base + text)
         with pytest.raises(ConfigError) as caught:
-            load_persona_file(path, SKILLS)
+            load_persona_file(path, SKILL_TOOLS)
         assert caught.value.source == str(path)
         assert caught.value.key == key, caught.value
         assert reason in caught.value.reason, caught.value
     path.write_text(base + '[tools."mcp__files__read"]\nusers = ["alice"]\nchannels = ["dm-*"]\n')
-    policy = load_persona_file(path, SKILLS).policy("mcp__files__read")
+    policy = load_persona_file(path, SKILL_TOOLS).policy("mcp__files__read")
     assert policy.allows("alice", "dm-alice")
     assert not policy.allows("alice", "general")
     assert not policy.allows("bob", "dm-alice")
+    # A skill that offers several tools: each of them may have a policy, as the model is offered it.
+    path.write_text(base + 'skills = ["schedule"]\n[tools."cancel_schedule"]\napproval = "required"\n')
+    assert load_persona_file(path, SKILL_TOOLS).policy("cancel_schedule").needs_approval
+    path.write_text(base + 'skills = ["schedule"]\n[tools."list_schedule"]\napproval = "required"\n')
+    with pytest.raises(ConfigError, match="cancel_schedule, list_schedules, schedule"):
+        load_persona_file(path, SKILL_TOOLS)
 
 
 def test_a_tool_is_withheld_from_a_user_not_on_its_list_and_offered_to_one_who_is(

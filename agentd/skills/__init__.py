@@ -37,6 +37,12 @@ SKILLS: dict[str, SkillFactory] = {
 }
 
 
+#: The tools each skill offers the model, by skill name (a policy may name any of them).
+SKILL_TOOLS: dict[str, tuple[str, ...]] = {name: (name,) for name in SKILLS} | {
+    "schedule": ("schedule", "list_schedules", "cancel_schedule"),
+}
+
+
 def build_registry(
     persona: Persona,
     memory_service: MemoryService | None,
@@ -61,6 +67,7 @@ def build_registry(
 
 __all__ = [
     "SKILLS",
+    "SKILL_TOOLS",
     "Caller",
     "DelegateRunner",
     "RecallSkill",
