@@ -199,10 +199,100 @@ def test_the_page_waits_out_a_429_and_posts_again(daemons, fake_openai, browser)
     browser.switch_to.active_element.send_keys("two", Keys.ENTER)
     wait_for(lambda: d.client.get("/healthz").json()["admission"]["refused"] >= 1, 30, "the page's post refused")
     fake_openai.release()
-    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, ".exchange.complete"), 60, "the reply")
-    assert texts(browser, ".reply .text") == ["second reply"]
+    # The first message (posted over HTTP) and its reply are the channel's too: the page shows both.
+    wait_for(lambda: texts(browser, ".reply .text") == ["held", "second reply"], 60, "both replies")
     assert browser.find_element(By.ID, "status").text == ""  # no error shown (a 429 would have put one here)
     users = [
         m["content"] for m in d.client.get("/v1/channels/dm-web/messages").json()["messages"] if m["role"] == "user"
     ]
     assert sorted(users) == ["one", "two"]  # the refused post was stored once, when it was let in
+
+
+def ready(browser: object) -> None:
+    """Wait until the page has opened its conversation."""
+    wait_for(lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true", 30, "the page")  # type: ignore[attr-defined]
+
+
+def test_a_reload_keeps_the_conversation_with_what_each_reply_was_given(daemons, fake_openai, browser) -> None:
+    """The page opens on the channel's stored messages: after a reload, the exchange is still there,
+    labelled with the persona that replied, with the memories its reply was given and its budget
+    (from the reply's context record)."""
+    d = daemons('[memory]\ndecay_weight = 0.0\n[user]\nname = "web"\n')
+    d.app.memory.add("fake", Scope.user("web"), "The user's favorite color is blue", "preference")
+    fake_openai.queue(Turn(text="Blue, as you said."))
+    browser.get(d.url + "/")
+    ready(browser)
+    browser.switch_to.active_element.send_keys("What is my favorite color?", Keys.ENTER)
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, ".exchange.complete"), 60, "the reply")
+    browser.refresh()
+    ready(browser)
+    wait_for(lambda: texts(browser, ".reply .text") == ["Blue, as you said."], 30, "the stored reply")
+    assert texts(browser, ".msg.user .text") == ["What is my favorite color?"]
+    assert texts(browser, ".reply .speaker") == ["fake:"]
+    assert texts(browser, ".recalled li.memory .text") == ["The user's favorite color is blue"]
+    assert browser.find_elements(By.CSS_SELECTOR, ".budget .bar span.s-memory")
+    assert browser.find_element(By.ID, "status").text == ""
+
+
+def test_a_message_posted_elsewhere_to_the_channel_appears_live(daemons, fake_openai, browser) -> None:
+    """A message the CLI or an adapter posts to the channel the page is in shows up while the page
+    is open, and so does its reply, with the persona that wrote it."""
+    d = daemons('[user]\nname = "web"\n')
+    browser.get(d.url + "/")
+    ready(browser)
+    assert texts(browser, ".exchange") == []
+    fake_openai.queue(Turn(text="Hello from the persona."))
+    posted = d.client.post(
+        "/v1/channels/dm-web/messages", json={"user": "web", "text": "hi from the CLI", "persona": "fake"}
+    )
+    assert posted.status_code == 202, posted.text
+    wait_for(lambda: texts(browser, ".msg.user .text") == ["hi from the CLI"], 30, "the posted message")
+    wait_for(lambda: texts(browser, ".reply .text") == ["Hello from the persona."], 60, "its reply")
+    assert texts(browser, ".reply .speaker") == ["fake:"]
+
+
+def test_switching_channel_starts_clean(daemons, fake_openai, browser) -> None:
+    """Another channel: none of the first channel's messages, nor its error, stay on screen; the
+    channel list offers the channels there are."""
+    d = daemons('[user]\nname = "web"\n[channels.lobby]\npersonas = ["fake"]\n')
+    fake_openai.queue(Turn(status=400))
+    browser.get(d.url + "/")
+    ready(browser)
+    browser.switch_to.active_element.send_keys("this one fails", Keys.ENTER)
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, ".reply.failed"), 60, "the failed reply")
+    assert "lobby" in browser.execute_script(
+        "return Array.from(document.querySelectorAll('#channel-list option')).map(o => o.value)"
+    )
+    channel = browser.find_element(By.ID, "channel")
+    channel.clear()
+    channel.send_keys("lobby", Keys.TAB)
+    wait_for(lambda: "#lobby is shared" in browser.find_element(By.ID, "where").text, 30, "the new channel")
+    wait_for(lambda: texts(browser, ".exchange") == [], 30, "an empty log")
+    assert browser.find_element(By.ID, "status").text == ""
+    assert not browser.find_elements(By.CSS_SELECTOR, ".reply.failed")
+
+
+def test_a_long_channel_opens_on_its_newest_page_and_pages_back(daemons, browser) -> None:
+    """A thousand messages: the page renders the newest page only, and each "Older messages"
+    (a button, so the keyboard reaches it) adds the page before, in order, until none is left."""
+    d = daemons('[user]\nname = "web"\n')
+    rows = [
+        {"channel": "dm-web", "role": "user", "author": "web", "content": f"message {i}", "status": "complete"}
+        for i in range(1000)
+    ]
+    with d.app.store.write() as conn:
+        d.app.store.messages.add_many(conn, rows)
+    browser.get(d.url + "/")
+    ready(browser)
+    shown = texts(browser, ".msg.user .text")
+    assert shown == [f"message {i}" for i in range(950, 1000)]
+    older = browser.find_element(By.ID, "older")
+    older.send_keys(Keys.ENTER)
+    wait_for(lambda: len(texts(browser, ".msg.user .text")) == 100, 30, "the page before")
+    assert texts(browser, ".msg.user .text") == [f"message {i}" for i in range(900, 1000)]
+    for _ in range(18):
+        count = len(texts(browser, ".msg.user .text"))
+        browser.find_element(By.ID, "older").click()
+        wait_for(lambda count=count: len(texts(browser, ".msg.user .text")) == count + 50, 30, "another page")
+    assert texts(browser, ".msg.user .text") == [f"message {i}" for i in range(1000)]
+    assert not browser.find_element(By.ID, "older").is_displayed()

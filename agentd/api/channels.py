@@ -10,7 +10,9 @@ from starlette.concurrency import run_in_threadpool
 
 from agentd._exceptions import InvalidInput
 from agentd.api.chat import SSE_DOC
-from agentd.api.responses import COMMON_ERRORS, MessagePage, PostAccepted, error_responses
+from agentd.api.keys import Principal, Role
+from agentd.api.redact import reduced
+from agentd.api.responses import COMMON_ERRORS, ChannelList, MessagePage, PostAccepted, error_responses
 from agentd.api.roles import Policy, allow, caller_of
 from agentd.api.schemas import MAX_ID, ChannelPost
 from agentd.api.sse import HEADERS, MEDIA_TYPE
@@ -106,15 +108,79 @@ async def events(
 )
 def read_messages(
     channel: Channel,
+    request: Request,
     d: Annotated[Daemon, Depends(daemon)],
     after: Annotated[int, Query(ge=0, le=MAX_ID, description="Only messages with a larger id.")] = 0,
+    before: Annotated[
+        int | None,
+        Query(ge=1, le=MAX_ID, description=f"The newest ``limit`` messages with a smaller id ({MAX_ID}: the newest)."),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    context: Annotated[bool, Query(description="Add each reply's context record (what it was given).")] = False,
 ) -> dict[str, Any]:
-    """A channel's user messages and replies after ``after``, oldest first."""
+    """A channel's user messages and replies after ``after`` (or the newest before ``before``), oldest first."""
     check_identifier("channel", channel)
-    messages = d.hub.messages_after(channel, after, limit)
+    store = d.app.store
+    more_before = False
+    with store.read() as conn:
+        if before is None:
+            messages = store.messages.after(conn, channel, after, limit)
+        else:
+            newest = store.messages.recent(conn, channel, limit + 1, before)
+            more_before = len(newest) > limit
+            messages = [m for m in reversed(newest[:limit]) if m.id > after]
+        records = store.contexts.for_replies(conn, [m.id for m in messages if m.role == "assistant"]) if context else {}
+    whole = _sees_private(caller_of(request))
     return {
         "channel": channel,
-        "messages": [m.as_json() for m in messages],
+        "messages": [
+            {**m.as_json(), **({"context": _context(records[m.id], whole)} if m.id in records else {})}
+            for m in messages
+        ],
         "last_id": messages[-1].id if messages else after,
+        "more_before": more_before,
+    }
+
+
+def _sees_private(caller: Principal | None) -> bool:
+    """Whether the caller may read users' own memories in context records (an admin, or a keyless local daemon)."""
+    return caller is None or caller.role is Role.ADMIN
+
+
+def _context(data: dict[str, Any], whole: bool) -> dict[str, Any]:
+    """What the page shows of a reply's record: model, recalled memories and earlier exchanges, budget."""
+
+    def shown(items: Any) -> list[dict[str, Any]]:
+        return [m if whole else reduced(m) for m in items or ()]
+
+    return {
+        "model": data.get("model"),
+        "memories": shown(data.get("memories")),
+        "episodes": shown(data.get("episodes")),
+        "budget": data.get("budget") or {},
+        "retrieval": data.get("retrieval") or {},
+    }
+
+
+@router.get("/v1/channels", response_model=ChannelList, **allow(Policy.ANY))
+def list_channels(request: Request, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, Any]:
+    """The channels the caller may use: those configured (``[channels.NAME]``) and those with messages, by name.
+    An adapter key sees the channels its globs match; a service key none."""
+    caller = caller_of(request)
+    config = d.app.config.channels
+    with d.app.store.read() as conn:
+        stored = {name: (vis, owner, count) for name, vis, owner, count in d.app.store.messages.channels(conn)}
+    names = sorted(set(stored) | set(config))
+    return {
+        "channels": [
+            {
+                "name": name,
+                "visibility": stored.get(name, (None, None, 0))[0],
+                "owner": stored.get(name, (None, None, 0))[1],
+                "personas": list(config[name].personas) if name in config else [],
+                "message_count": stored.get(name, (None, None, 0))[2],
+            }
+            for name in names
+            if caller is None or caller.may_use_channel(name)
+        ]
     }

@@ -25,7 +25,8 @@ from agentd.runtime.events import ToolCall, ToolResult
 WITHHELD = "withheld"
 
 
-def _reduced(snippet: dict[str, Any]) -> dict[str, Any]:
+def reduced(snippet: dict[str, Any]) -> dict[str, Any]:
+    """A memory snippet as a follower may see it: a user's own memory keeps only its scope kind and scores."""
     if not str(snippet.get("scope", "")).startswith("user:"):
         return snippet
     return {"scope": "user", "relevance": snippet.get("relevance"), "score": snippet.get("score"), WITHHELD: True}
@@ -35,8 +36,8 @@ def for_followers(event: Event) -> dict[str, Any]:
     """``event.as_json()`` with what only the speaking user may see taken out."""
     data = event.as_json()
     if isinstance(event, MemoryContext):
-        data["memories"] = [_reduced(m) for m in data["memories"]]
-        data["near_misses"] = [_reduced(m) for m in data["near_misses"]]
+        data["memories"] = [reduced(m) for m in data["memories"]]
+        data["near_misses"] = [reduced(m) for m in data["near_misses"]]
     elif isinstance(event, ToolCall) and event.name == "remember":
         if event.arguments.get("scope") in (None, "", "user"):
             data["arguments"] = {k: v for k, v in event.arguments.items() if k != "text"} | {WITHHELD: ["text"]}

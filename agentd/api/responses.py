@@ -223,6 +223,12 @@ class MessageOut(_Out):
     status: str
     reply_to: int | None
     created_at: str
+    context: dict[str, Any] | None = Field(
+        None,
+        description="With ?context=true, on a reply that has a context record: its model, recalled memories "
+        "(memories, episodes), retrieval and budget. A user's own memories show their text only to an admin "
+        "(withheld: true otherwise, as on the events feed).",
+    )
 
 
 class MessagePage(_Out):
@@ -231,6 +237,25 @@ class MessagePage(_Out):
     channel: str
     messages: list[MessageOut]
     last_id: int
+    more_before: bool = Field(
+        False, description="With ?before=: older messages remain (page on with before= the first id here)."
+    )
+
+
+class ChannelOut(_Out):
+    """One channel a caller may use."""
+
+    name: str
+    visibility: str | None = Field(description="direct | shared as declared (null: never declared).")
+    owner: str | None = Field(description="The user of a direct channel.")
+    personas: list[str] = Field(description="The personas bound to it ([channels.NAME] personas), first the default.")
+    message_count: int
+
+
+class ChannelList(_Out):
+    """``GET /v1/channels``."""
+
+    channels: list[ChannelOut]
 
 
 class PostAccepted(_Out):

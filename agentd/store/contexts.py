@@ -101,6 +101,13 @@ class ContextRepo:
             created_at=m["created_at"],
         )
 
+    def for_replies(self, conn: sa.Connection, reply_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        """``{reply id: the record's data and its ``model``}`` for these replies (a page's worth: one query)."""
+        if not reply_ids:
+            return {}
+        rows = conn.execute(sa.select(_T.c.reply_id, _T.c.model, _T.c.data).where(_T.c.reply_id.in_(list(reply_ids))))
+        return {int(r[0]): {"model": r[1], **dict(r[2] or {})} for r in rows}
+
     def add_extraction(self, conn: sa.Connection, reply_id: int, model: str, usage: Mapping[str, int]) -> bool:
         """Note on reply ``reply_id``'s record one extraction call's model and usage (False: no record)."""
         row = conn.execute(sa.select(_T.c.id, _T.c.data).where(_T.c.reply_id == reply_id)).first()

@@ -334,6 +334,11 @@ class MessageRepo:
         ).fetchall()
         return [(int(r[0]), str(r[1]), str(r[2]), r[3], r[4], str(r[5])) for r in rows]
 
+    def channels(self, conn: sa.Connection, limit: int = 1000) -> list[tuple[str, str | None, str | None, int]]:
+        """``(name, visibility, owner, message count)`` of up to ``limit`` channels, by name."""
+        query = sa.select(_C.c.name, _C.c.visibility, _C.c.owner, _C.c.message_count).order_by(_C.c.name).limit(limit)
+        return [(str(r[0]), r[1], r[2], int(r[3] or 0)) for r in conn.execute(query)]
+
     def after(self, conn: sa.Connection, channel: str, after_id: int, limit: int = 100) -> list[Message]:
         """Messages of ``channel`` with id > ``after_id``, oldest first."""
         return [_message(r) for r in conn.execute(_AFTER, {"channel": channel, "after_id": after_id, "limit": limit})]
