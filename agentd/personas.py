@@ -13,6 +13,7 @@ A persona file::
     project_dir = "../myproject"   # optional: its AGENTS.md is the project context
     max_tokens_per_day = 200000    # optional spend caps, per UTC day (0: none)
     max_cost_usd_per_day = 2.5
+    model_timeout_seconds = 300    # optional: silence allowed from the model (default [models] llm_timeout_seconds)
     owners = ["alice"]             # users who decide its tools' approvals (besides admin keys)
 
     [tools."mcp__files__read"]     # a tool's policy (a skill's name, or mcp__SERVER__TOOL)
@@ -102,6 +103,9 @@ class _PersonaFile(BaseModel):
     max_tokens_per_day: int = Field(default=0, ge=0)
     #: Spend cap: US dollars per UTC day, by litellm's price map (0: none).
     max_cost_usd_per_day: float = Field(default=0.0, ge=0)
+    #: How long the model may stay silent (no first token, no next token) before the turn fails
+    #: with ``llm_timeout``; default ``[models] llm_timeout_seconds``. Raise it for a slow model.
+    model_timeout_seconds: float | None = Field(default=None, gt=0, le=3600)
     #: Users who decide the approvals of its tools (admin keys always may).
     owners: list[str] = []
     #: Each tool's policy, by the name the model is offered (``[tools."NAME"]``).
@@ -162,6 +166,8 @@ class Persona:
     owners: tuple[str, ...] = ()
     #: The policies of its tools that have one (``[tools."NAME"]``), in file order.
     tool_policies: tuple[ToolPolicy, ...] = ()
+    #: Seconds of silence from its model before a turn fails (``None``: ``[models] llm_timeout_seconds``).
+    model_timeout_seconds: float | None = None
 
     #: Its ``[[routines]]``, kept in step with the schedules at the daemon's start.
     routines: tuple[Routine, ...] = ()
@@ -222,6 +228,7 @@ def _persona_from(
         owners=tuple(raw.owners),
         tool_policies=policies,
         routines=_routines(path, raw.routines),
+        model_timeout_seconds=raw.model_timeout_seconds,
     )
 
 

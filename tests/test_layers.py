@@ -19,7 +19,20 @@ PACKAGE = REPO / "agentd"
 #: Each package's layer; a package may import its own layer (without cycles) and the ones below.
 LAYERS: dict[str, int] = {
     **dict.fromkeys(
-        ["_exceptions", "config", "cache", "scopes", "words", "text", "relevance", "personas", "log", "shipped", "web"]
+        [
+            "_exceptions",
+            "config",
+            "identity",
+            "cache",
+            "scopes",
+            "words",
+            "text",
+            "relevance",
+            "personas",
+            "log",
+            "shipped",
+            "web",
+        ]
         + ["observe", "backoff", "recurrence"],
         0,
     ),

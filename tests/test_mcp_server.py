@@ -127,7 +127,7 @@ def test_the_tools_over_stdio_follow_the_http_apis_rules(tmp_path: Path, embedde
 def test_chat_over_stdio_runs_a_real_turn_and_says_what_was_recalled(tmp_path: Path, embedder: LocalEmbedder) -> None:
     """chat stores the message and the reply, and returns the reply with the memories the turn was
     given; the channel's visibility rules are a turn's: alice's memory learned elsewhere is not
-    recalled in the shared channel (the persona's home, #general), and is in her direct channel."""
+    recalled in a shared channel (#general), and is in her direct channel, where chat goes by default."""
     home = write_home(tmp_path)
     app = App(load_config(home, environ={}), embedder=embedder)
     app.memory.add("buddy", Scope.user("alice"), "User's favorite color is blue", "preference")
@@ -135,7 +135,7 @@ def test_chat_over_stdio_runs_a_real_turn_and_says_what_was_recalled(tmp_path: P
     replies: list[dict[str, Any]] = []
 
     async def session(client: Client) -> None:
-        for where in ({}, {"channel": "dm-alice", "visibility": "direct"}):
+        for where in ({"channel": "general"}, {}):
             result = await call(client, "chat", message="What is my favorite color?", **where)
             assert not result.is_error, result
             replies.append(payload(result))
@@ -145,6 +145,7 @@ def test_chat_over_stdio_runs_a_real_turn_and_says_what_was_recalled(tmp_path: P
 
     run(session, stdio_params(home, "--persona", "buddy", "--user", "alice"))
     shared, direct = replies
+    assert "general" in app.personas["buddy"].channels  # the persona's home: chat does not go there unasked
     assert shared["persona"] == "buddy"
     assert shared["channel"] == "general"
     assert shared["reply"]
@@ -155,3 +156,21 @@ def test_chat_over_stdio_runs_a_real_turn_and_says_what_was_recalled(tmp_path: P
         stored = app.store.messages.history_page(conn, "dm-alice", None, 10)
     assert [m[2] for m in reversed(stored)] == ["What is my favorite color?", direct["reply"]]
     app.close()
+
+
+def test_chat_recalls_what_the_same_session_remembered(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    """The first hour's MCP case: ``agentd mcp --persona buddy --user bob``, remember, then chat
+    without naming a channel: the turn runs in bob's own channel and recalls what he stored."""
+    home = write_home(tmp_path)
+    replies: list[dict[str, Any]] = []
+
+    async def session(client: Client) -> None:
+        stored = await call(client, "remember", text="Bob prefers green tea")
+        assert not stored.is_error, stored
+        result = await call(client, "chat", message="What do I like to drink?")
+        assert not result.is_error, result
+        replies.append(payload(result))
+
+    run(session, stdio_params(home, "--persona", "buddy", "--user", "bob"))
+    assert replies[0]["channel"] == "dm-bob"
+    assert [m["text"] for m in replies[0]["memories"]] == ["Bob prefers green tea"]

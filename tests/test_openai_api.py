@@ -213,3 +213,22 @@ def test_models_list_the_personas_and_bearer_auth_is_required(daemons, fake_open
     reply = client.chat.completions.create(model="other", messages=[{"role": "user", "content": "hi"}], user="eve")
     assert reply.choices[0].message.content == "echo: hi"
     assert reply.model == "other"
+
+
+def test_a_client_that_sends_no_user_is_the_default_user_on_a_keyless_daemon(daemons, fake_openai) -> None:
+    """One identity: llm or Open WebUI sending no ``user`` to a loopback daemon without keys act as
+    the default user ([user] name), as the CLI and the web page do: in their direct channel, with
+    their memories."""
+    d = daemons('[memory]\ndecay_weight = 0.0\n[user]\nname = "web"\n')
+    d.app.memory.add("fake", Scope.user("web"), "The user's favorite color is blue", "preference")
+    fake_openai.queue(Turn(text="Blue."))
+    answer = d.client.post(
+        "/v1/chat/completions",
+        json={"model": "fake", "messages": [{"role": "user", "content": "What is my favorite color?"}]},
+    )
+    assert answer.status_code == 200, answer.text
+    stored = d.messages("dm-web")
+    assert [(m["role"], m["author"]) for m in stored][:1] == [("user", "web")]
+    assert answer.json()["agentd"]["user"] == "web"
+    assert [m["text"] for m in answer.json()["agentd"]["memories"]] == ["The user's favorite color is blue"]
+    assert d.messages("dm-anonymous") == []

@@ -4,7 +4,8 @@ Any OpenAI client (the ``openai`` SDK, Open WebUI, LibreChat, LangChain's
 ChatOpenAI, litellm) talks to agentd's personas through these routes:
 
 * ``model`` names the persona; ``GET /v1/models`` lists them.
-* ``user`` (else ``safety_identifier``, else ``"anonymous"``) is the memory user.
+* ``user`` (else ``safety_identifier``, else who the caller is: the default user on a
+  loopback daemon without keys, the key's name with keys; :mod:`agentd.identity`) is the memory user.
 * The channel is ``metadata.channel``, by default ``dm-<user>`` (a private channel
   per user). ``metadata.disable_memory = "true"`` skips automatic retrieval.
 * The last message must be the user's: it is the new message, stored and
@@ -42,6 +43,7 @@ from agentd.api.roles import Policy, allow, caller_of, check_channel
 from agentd.api.sse import HEADERS, KEEPALIVE, MEDIA_TYPE, EventBridge
 from agentd.api.state import Daemon, daemon
 from agentd.caps import SpendCaps
+from agentd.identity import acting_user
 from agentd.runtime import Done, Error, Event, HistoryContext, MemoryContext, TokenDelta
 from agentd.runtime.acting import check_acting
 from agentd.scopes import check_identifier, unseen_character
@@ -51,7 +53,6 @@ from agentd.scopes import check_identifier, unseen_character
 router = APIRouter(tags=["openai"], responses=openai_error_responses(400, 401, 404, 413, 421, 429, 500, 503, 504))
 
 #: The memory user when a request names none.
-DEFAULT_USER = "anonymous"
 #: HTTP status of a turn that ended with an Error event (non-streaming), by its code.
 _TURN_STATUS = {
     "context_overflow": 400,
@@ -89,7 +90,11 @@ class ChatCompletionRequest(BaseModel):
     )
     stream: bool = False
     stream_options: dict[str, Any] | None = None
-    user: str | None = Field(None, description="The memory user (default: safety_identifier, else 'anonymous').")
+    user: str | None = Field(
+        None,
+        description="The memory user (default: safety_identifier, else the daemon's default user ([user] name, "
+        "else its login name) on a loopback daemon without keys, the key's name with keys).",
+    )
     safety_identifier: str | None = None
     metadata: dict[str, str] | None = Field(
         None,
@@ -210,11 +215,11 @@ async def chat_completions(body: ChatCompletionRequest, d: Annotated[Daemon, Dep
     """Answer the conversation's last user message as the persona named by ``model``
     (a ``chat.completion``, or ``chat.completion.chunk`` server-sent events with ``stream``)."""
     _check_model(d, body.model)
-    user = body.user or body.safety_identifier or DEFAULT_USER
+    caller = caller_of(request)
+    user = acting_user(body.user or body.safety_identifier, caller, d.app.config)
     check_identifier("user", user)
     meta = body.metadata or {}
     channel = meta.get("channel") or f"dm-{user}"
-    caller = caller_of(request)
     check_channel(caller, channel)
     check_acting(caller, user)  # before the earlier messages are stored as ``user``
     # The default channel is this user's own; a named one is shared unless the caller says otherwise.

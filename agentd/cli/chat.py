@@ -12,6 +12,7 @@ from agentd._exceptions import AgentdError, LLMAuthError
 from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import err, out, print_json_line
+from agentd.cli.waiting import Waiting, model_wait
 from agentd.llm.models import missing_credentials
 from agentd.log import configure
 from agentd.personas import Persona
@@ -101,12 +102,21 @@ def chat(
     loading.start()
     runtime = Runtime(app)
     failed = False
+    # The turn ends with the model's own timeout (llm_timeout); this is only a backstop above it.
+    wait = max(300.0, 2 * (p.model_timeout_seconds or app.config.models.llm_timeout_seconds) + 60)
     try:
         lines = [message] if message is not None else _prompt_lines(p.name, channel)
         for line in lines:
+            waiting = Waiting(model_wait(p, app.config)) if not as_json else None
             try:
-                events = runtime.chat(p.name, channel, user, line, disable_memory=no_memory, visibility=visibility)
+                if waiting is not None:
+                    waiting.__enter__()
+                events = runtime.chat(
+                    p.name, channel, user, line, disable_memory=no_memory, visibility=visibility, timeout=wait
+                )
                 for event in events:
+                    if waiting is not None and isinstance(event, TokenDelta | Done | Error):
+                        waiting.done()
                     if as_json:
                         print_json_line(event.as_json())
                     else:
@@ -117,6 +127,9 @@ def chat(
                     raise
                 # A line refused (too long, say) is one line: the session goes on.
                 err.print(f"[red]error:[/] {escape(str(exc))}")
+            finally:
+                if waiting is not None:
+                    waiting.done()
     finally:
         runtime.stop(grace=5)
         loading.join()

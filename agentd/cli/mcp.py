@@ -6,13 +6,14 @@ import click
 
 from agentd.app import App
 from agentd.cli.main import pass_app
+from agentd.identity import acting_user
 from agentd.scopes import check_identifier
 
 
 @click.command()
 @click.option("--persona", "-p", help="The persona whose memory the tools use (default: all for searches).")
-@click.option("--user", "-u", help="Who the client acts for: their own memories are searched (default: none).")
-@click.option("--channel", "-c", help="The conversation the tools act in (default: none; chat: the persona's).")
+@click.option("--user", "-u", help="Who the client acts for (default: [user] name, else your login name).")
+@click.option("--channel", "-c", help="The conversation the tools act in (default: none; chat: dm-USER).")
 @pass_app
 def mcp(app: App, persona: str | None, user: str | None, channel: str | None) -> None:
     """Serve agentd's memory and personas to an MCP client on stdin/stdout.
@@ -30,4 +31,4 @@ def mcp(app: App, persona: str | None, user: str | None, channel: str | None) ->
     for field, value in (("--user", user), ("--channel", channel)):
         if value is not None:
             check_identifier(field, value)
-    serve_stdio(app, Session(persona, user, channel))
+    serve_stdio(app, Session(persona, acting_user(user, None, app.config), channel))

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
+import time
 from typing import Any, NoReturn
 
 import click
+import httpx
 
 from agentd._exceptions import ErrorCode
 from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import err, print_json
+from agentd.cli.waiting import Waiting, model_wait
 from agentd.client import AgentdClient, ApiError, DaemonUnreachable
+from agentd.client.backoff import Backoff
 
 
 def _fail(message: str, status: int = 1) -> NoReturn:
@@ -41,7 +46,15 @@ def daemon_url(app: App, url: str | None) -> str:
     default=60.0,
     show_default=True,
     help="Seconds to keep posting again while the daemon is busy (429: nothing was stored; "
-    "each retry after its Retry-After) or refuses the connection; 0: fail at once.",
+    "each retry after its Retry-After); 0: fail at once.",
+)
+@click.option(
+    "--wait",
+    "wait_for_daemon",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Seconds to wait for a daemon that is not running yet (refuses the connection); 0: say so at once.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the stored reply as JSON.")
 @pass_app
@@ -54,6 +67,7 @@ def post(
     url: str | None,
     timeout: float,
     busy_wait: float,
+    wait_for_daemon: float,
     as_json: bool,
 ) -> None:
     """Post TEXT to CHANNEL on a running daemon and print the persona's reply.
@@ -67,8 +81,11 @@ def post(
     base = daemon_url(app, url)
     try:
         with AgentdClient(base, app.config.daemon.api_key or None, busy_patience=busy_wait) as client:
+            _reach(client, base, wait_for_daemon)
             posted = client.post(channel, user or app.config.default_user(), text, persona=persona)
-            reply = _await_reply(client, channel, posted.id, as_json, timeout)
+            known = app.personas.get(posted.persona) if posted.persona else None
+            about = model_wait(known, app.config) if known is not None else f"{posted.persona} is answering"
+            reply = _await_reply(client, channel, posted.id, as_json, timeout, about)
     except ApiError as exc:
         _fail(str(exc), 2 if 400 <= exc.status < 500 else 1)
     except DaemonUnreachable as exc:
@@ -77,18 +94,43 @@ def post(
         _fail("the stream ended before the reply arrived")
 
 
+def _reach(client: AgentdClient, base: str, wait: float) -> None:
+    """Make sure the daemon answers: one that is not running fails at once, or after ``wait`` seconds of trying."""
+    started = time.monotonic()
+    backoff = Backoff(first=0.5, cap=5.0)
+    with Waiting(f"waiting up to {wait:g} s for agentd at {base}") if wait else contextlib.nullcontext():
+        while True:
+            try:
+                client.health()
+                return
+            except DaemonUnreachable as exc:
+                refused = isinstance(exc.__cause__, httpx.ConnectError)
+                pause = backoff.next()
+                if not refused or time.monotonic() + pause - started > wait:
+                    hint = "start it with `agentd serve`" + ("" if wait else ", or pass --wait SECONDS to wait for it")
+                    reason = "connection refused" if refused else exc.__cause__.__class__.__name__
+                    _fail(f"agentd is not running at {base} ({reason}): {hint}")
+                time.sleep(pause)
+
+
 def _await_reply(
-    client: AgentdClient, channel: str, message_id: int, as_json: bool, timeout: float
+    client: AgentdClient, channel: str, message_id: int, as_json: bool, timeout: float, about: str
 ) -> dict[str, Any] | None:
     """Follow the channel from our message on; print the reply; return it (or exit on an error event)."""
     streaming = False
     feed = client.follow(channel, last_event_id=str(message_id), reconnect=False)
     timer = threading.Timer(timeout, feed.close)
     timer.start()
+    waiting = Waiting(
+        f"message {message_id} posted to #{channel} at {client.url}; {about}; this command waits up to {timeout:g} s"
+    )
+    waiting.__enter__()
     try:
         for ev in feed:
             payload = ev.data
             mine = payload.get("user_message_id") == message_id
+            if mine and ev.event in ("token_delta", "done", "error"):
+                waiting.done()
             if ev.event == "memory_context" and mine:
                 streaming = not as_json
                 if payload.get("memories"):
@@ -112,6 +154,7 @@ def _await_reply(
                     sys.stdout.write("\n")
                 _fail(f"{payload.get('message', 'error')} ({payload.get('code')})")
     finally:
+        waiting.done()
         timer.cancel()
     if feed.closed:
         _fail(f"no reply within {timeout:g} s")

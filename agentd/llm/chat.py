@@ -105,6 +105,8 @@ class LitellmChat:
                     "api_base": settings.api_base,
                     "code": error.code,
                     "error": error.message,
+                    # What litellm said, for whoever reads the logs; the error says it in plain words.
+                    "detail": repr(cause)[:500],
                     "attempt": attempt + 1,
                 }
                 if wait is None or should_stop():
@@ -190,7 +192,7 @@ class LitellmChat:
                     interrupted = True
                     break
         except Exception as exc:  # litellm raises its own tree (and the occasional bare error)
-            error = map_error(exc, settings.model)
+            error = map_error(exc, settings.model, settings.api_base, settings.timeout, settings.api_key_env)
             if text and not isinstance(error, LLMTruncated):
                 # Part of the reply has streamed: whatever broke, the reply is cut short.
                 raise LLMTruncated(f"{settings.model}: the stream broke off ({error.message})") from exc

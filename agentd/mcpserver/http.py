@@ -22,6 +22,8 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from agentd.config import Config
+from agentd.identity import acting_user
 from agentd.mcpserver.server import build_server
 from agentd.mcpserver.tools import Caller, Session, Tools
 
@@ -31,15 +33,15 @@ PATH = "/mcp"
 FIELDS = ("persona", "user", "channel")
 
 
-def session_from(request: Request, caller: Caller) -> Session:
-    """The session a request names, for ``caller``."""
+def session_from(request: Request, caller: Caller, config: Config) -> Session:
+    """The session a request names, for ``caller`` (no user named: who the caller is, :mod:`agentd.identity`)."""
     found: dict[str, str | None] = {}
     for field in FIELDS:
         value = request.query_params.get(field)
         if value is None:
             value = request.headers.get(f"x-agentd-{field}") or request.headers.get(field)
         found[field] = value or None
-    return Session(found["persona"], found["user"], found["channel"], caller)
+    return Session(found["persona"], acting_user(found["user"], caller, config), found["channel"], caller)
 
 
 class McpEndpoint:
@@ -53,6 +55,7 @@ class McpEndpoint:
     ) -> None:
         """``caller_of``: the caller the door found in a request's scope."""
         self._caller_of = caller_of
+        self._config = tools.config
         server = build_server(tools, self._session, run_blocking)
         self._manager = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True)
 
@@ -63,7 +66,7 @@ class McpEndpoint:
         caller = self._caller_of(request.scope)
         if caller is None:  # the door lets no keyless request through; a bug if it did
             raise RuntimeError("an MCP call over HTTP came without a caller")
-        return session_from(request, caller)
+        return session_from(request, caller, self._config)
 
     def running(self) -> AbstractAsyncContextManager[None]:
         """The session manager's task group, for the daemon's lifespan."""

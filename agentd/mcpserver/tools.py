@@ -21,12 +21,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd._exceptions import AgentdError, ErrorCode, Forbidden, InvalidInput, NotFound, TurnError
+from agentd.identity import acting_user
 from agentd.recall import known_facts
 from agentd.runtime.events import Done, Error, Event, MemoryContext, ToolCall, ToolResult
 from agentd.scopes import DELEGATION_MARK, GLOBAL, Scope, check_identifier, unseen_character
 
 if TYPE_CHECKING:
     from agentd.app import App
+    from agentd.config import Config
     from agentd.runtime import Runtime
 
 #: The roles (as the daemon's keys name them) each tool admits: its HTTP twin's.
@@ -40,8 +42,6 @@ ADMITTED: dict[str, tuple[str, ...]] = {
 }
 #: How long ``chat`` waits for the turn's end.
 CHAT_TIMEOUT_SECONDS = 300.0
-#: The channel ``chat`` uses when neither the call, the session nor the persona names one.
-DEFAULT_CHANNEL = "mcp"
 
 
 class Caller(Protocol):
@@ -226,7 +226,8 @@ DEFINITIONS: dict[str, tuple[str, dict[str, Any]]] = {
                 "persona": {"type": "string", "description": "Who answers (default: this session's persona)."},
                 "channel": {
                     "type": "string",
-                    "description": "The conversation (default: this session's channel, else the persona's).",
+                    "description": "The conversation (default: this session's channel, else the session user's "
+                    "own direct channel dm-USER, where all of their memories may be recalled).",
                 },
                 "visibility": {
                     "type": "string",
@@ -249,6 +250,11 @@ class Tools:
     def __init__(self, app: App, runtime: Callable[[], Runtime]) -> None:
         self._app = app
         self._runtime = runtime
+
+    @property
+    def config(self) -> Config:
+        """The configuration the tools act under."""
+        return self._app.config
 
     def call(self, name: str, arguments: dict[str, Any] | None, session: Session) -> dict[str, Any]:
         """Run tool ``name``; raises :class:`~agentd.AgentdError` (its code is the tool error's)."""
@@ -343,18 +349,22 @@ class Tools:
         message = _str(args, "message", required=True)
         assert message is not None
         persona = self._persona(s, _str(args, "persona"))
-        channel = _str(args, "channel") or s.channel or _home_channel(self._app, persona)
+        user = s.user or acting_user(None, s.caller, self._app.config)
+        # The session user's own channel by default, as the OpenAI endpoint and the web page: there
+        # what this session stored (remember, scope user) is recalled.
+        own = f"dm-{user}"
+        channel = _str(args, "channel") or s.channel or own
         check_identifier("channel", channel)
         self._check_channel(s.caller, channel, persona)
         events: queue.Queue[Event] = queue.Queue()
         accepted = self._runtime().submit(
             persona,
             channel,
-            s.user or "mcp",
+            user,
             message,
             sink=events.put,
             source="mcp",
-            visibility=_str(args, "visibility"),
+            visibility=_str(args, "visibility") or ("direct" if channel == own else None),
             caller=s.caller,
         )
         return _outcome(accepted.persona, channel, events)
@@ -407,12 +417,6 @@ class Tools:
             raise InvalidInput(
                 "persona", f"{persona!r} is not bound to channel {channel!r} (bound: {', '.join(entry.personas)})"
             )
-
-
-def _home_channel(app: App, persona: str) -> str:
-    """The persona's first channel that is not a pattern, else :data:`DEFAULT_CHANNEL`."""
-    channels = app.personas[persona].channels
-    return next((c for c in channels if not any(ch in c for ch in "*?[")), DEFAULT_CHANNEL)
 
 
 def _outcome(persona: str, channel: str, events: queue.Queue[Event]) -> dict[str, Any]:

@@ -422,7 +422,7 @@ class Responder:
             temperature=self._persona.temperature,
             api_base=self._persona.api_base,
             api_key_env=self._persona.api_key_env,
-            timeout=cfg.models.llm_timeout_seconds,
+            timeout=self._persona.model_timeout_seconds or cfg.models.llm_timeout_seconds,
             retries=cfg.models.retries,
             retry_backoff=cfg.models.retry_backoff_seconds,
             retry_max_wait=cfg.models.retry_max_wait_seconds,
