@@ -202,3 +202,35 @@ def test_memory_search_returns_memories_and_episodes_only_with_episodes(home: Pa
     assert all(not r["scope"].startswith("episodes:") for r in plain)
     both = json.loads(agentd_cli(*args, "-c", "general", "--episodes", "--json", config=home).stdout)["results"]
     assert any(r["scope"] == "episodes:channel:general" for r in both)
+
+
+def test_doctor_fails_where_serve_would_with_the_same_message(tmp_path: Path) -> None:
+    """One loader: a channel bound to a persona there is none of stops `agentd serve`, and doctor,
+    which checks the configuration by the same code, fails on it with the same words."""
+    from tests.conftest import write_home
+
+    home = write_home(tmp_path, '[daemon]\nport = 0\n[channels.general]\npersonas = ["chef"]\n')
+    served = agentd_cli("serve", config=home)
+    assert served.returncode != 0
+    assert "unknown persona 'chef'" in served.stderr
+    result = agentd_cli("doctor", "--json", config=home)
+    assert result.returncode == 1
+    checks = {c["check"]: c for c in json.loads(result.stdout)}
+    assert checks["config"]["ok"] is False
+    assert checks["config"]["detail"] in served.stderr
+    assert "channels.general.personas" in checks["config"]["detail"]
+
+
+def test_doctor_warns_of_a_model_litellm_does_not_know(tmp_path: Path) -> None:
+    from tests.conftest import write_home
+
+    persona = 'name = "odd"\nmodel = "anthropic/claude-nonexistent-9"\nsystem_prompt = "hi"\n'
+    home = write_home(tmp_path, personas={"odd": persona})
+    result = agentd_cli("doctor", "--json", config=home, env={"ANTHROPIC_API_KEY": "sk-test"})
+    checks = {c["check"]: c for c in json.loads(result.stdout)}
+    assert result.returncode == 0, result.stdout
+    assert checks["model odd"]["ok"] is True
+    assert checks["model odd"]["warning"] is True
+    assert "'anthropic/claude-nonexistent-9'" in checks["model odd"]["detail"]
+    human = agentd_cli("doctor", config=home, env={"ANTHROPIC_API_KEY": "sk-test"})
+    assert "warn" in human.stdout

@@ -273,7 +273,7 @@ def test_agentd_post_prints_the_reply_of_a_running_daemon(daemons, fake_openai) 
     assert "bound to no persona" in refused.stderr
     down = agentd_cli("post", "general", "hi", "--url", "http://127.0.0.1:9", config=d.home)
     assert down.returncode == 1
-    assert "cannot reach agentd" in down.stderr
+    assert "agentd is not running at http://127.0.0.1:9 (connection refused)" in down.stderr
 
 
 def test_the_example_terminal_adapter_bridges_stdin_to_a_channel(daemons, fake_openai) -> None:

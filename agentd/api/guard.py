@@ -10,7 +10,6 @@ limit (nothing of it is handled).
 
 from __future__ import annotations
 
-import ipaddress
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -19,9 +18,10 @@ from anyio import CapacityLimiter, to_thread
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agentd._exceptions import ConfigError, ErrorCode
+from agentd._exceptions import ErrorCode
 from agentd.api.errors import error_body
 from agentd.api.keys import KeyBook
+from agentd.api.preflight import is_loopback
 from agentd.api.roles import PRINCIPAL_KEY
 from agentd.api.web import PUBLIC_PATHS
 
@@ -29,16 +29,6 @@ from agentd.api.web import PUBLIC_PATHS
 KEY_THREADS = 4
 #: Paths that never need the key (liveness probes, the web page that asks for it).
 OPEN_PATHS = frozenset({"/healthz", *PUBLIC_PATHS})
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 #: Names a loopback daemon always answers to.
@@ -100,17 +90,6 @@ class HostGuard:
             "if a proxy forwards it"
         )
         await send_json(send, 421, error_body(ErrorCode.HOST_NOT_ALLOWED, refusal, "Host"))
-
-
-def check_bind(host: str, api_key: str) -> None:
-    """Refuse to listen beyond loopback without an API key."""
-    if not is_loopback(host) and not api_key:
-        raise ConfigError(
-            "daemon.host",
-            "",
-            f"refusing to listen on {host!r} (beyond loopback) without an API key: set [daemon] api_key "
-            "(or AGENTD_DAEMON__API_KEY), or bind to 127.0.0.1",
-        )
 
 
 async def send_json(send: Send, status: int, body: dict[str, Any], headers: Sequence[tuple[bytes, bytes]] = ()) -> None:

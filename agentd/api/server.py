@@ -22,12 +22,11 @@ from typing import Any
 import uvicorn
 from anyio import to_thread
 
-from agentd._exceptions import ConfigError
 from agentd.api.app import create_api
 from agentd.api.connections import default_max_connections, guarded_h11
 from agentd.api.feed import ChannelHub
-from agentd.api.guard import check_bind
 from agentd.api.listen import bind_socket
+from agentd.api.preflight import check_startup
 from agentd.api.schemas import HTTP_LINE_LIMIT
 from agentd.api.state import Daemon
 from agentd.app import App
@@ -126,16 +125,7 @@ class DaemonServer:
         ``workers``: answer turns in that many worker processes (``agentd serve`` passes
         ``[runtime] workers``; see :mod:`agentd.runtime.scaleout.workers`)."""
         cfg = app.config
-        check_bind(host, cfg.daemon.api_key)
-        for channel, entry in cfg.channels.items():
-            known = set(app.personas)
-            unknown = [name for name in entry.personas if name not in known]
-            if unknown:  # fail at start, before listening, naming the key
-                raise ConfigError(
-                    cfg.source,
-                    f"channels.{channel}.personas",
-                    f"unknown persona {unknown[0]!r}; known: {', '.join(app.personas) or 'none'}",
-                )
+        check_startup(app, host)  # as agentd doctor checks it
         self.app = app
         self.sock = sock if sock is not None else bind_socket(host, port)
         self.host = host

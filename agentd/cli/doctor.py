@@ -34,6 +34,8 @@ class Check:
     name: str
     ok: bool
     detail: str
+    #: Passes, but worth a look (a model litellm does not know).
+    warning: bool = False
 
 
 def _driver() -> str:
@@ -214,13 +216,37 @@ def _embedder(app: App) -> str:
     )
 
 
+def _startup(app: App) -> str:
+    """What ``agentd serve`` checks before it listens, by the same code: its error, or where the config is."""
+    from agentd.api.preflight import check_startup
+
+    check_startup(app, app.config.daemon.host)
+    return app.config.where
+
+
+def _known_model(p: Persona) -> Check | None:
+    """A warning when litellm does not know ``p``'s model (no api_base: a server of one's own names its own)."""
+    from agentd.llm.models import model_info
+    from agentd.llm.offline import is_offline
+
+    if is_offline(p.model) or p.api_base or model_info(p.model) is not None:
+        return None
+    return Check(
+        f"model {p.name}",
+        True,
+        f"litellm does not know the model {p.model!r}: check its spelling (provider/NAME); "
+        "`agentd doctor --ping` calls it",
+        warning=True,
+    )
+
+
 def checks(app: App, ping_timeout: float | None = None) -> list[Check]:
     """Every check, in order; later ones are skipped when what they need failed.
 
     ``ping_timeout``: also send each persona's model a one-token request, bounded by it.
     """
     found = [
-        Check("config", True, app.config.where),
+        _run("config", lambda: _startup(app)),
         Check("data directory", True, str(app.config.data_dir)),
     ]
     if app.config.ignored_env:
@@ -278,6 +304,7 @@ def checks(app: App, ping_timeout: float | None = None) -> list[Check]:
     found.append(personas_check)
     if personas_check.ok:
         found += [_credentials(p) for p in app.personas.values()]
+        found += [c for c in (_known_model(p) for p in app.personas.values()) if c is not None]
         found += _mcp_servers(app)
         if ping_timeout is not None:
             found += ping_all(list(app.personas.values()), ping_timeout)
@@ -304,13 +331,15 @@ def doctor(app: App, ping: bool, timeout: float, as_json: bool) -> None:
     """
     report = checks(app, timeout if ping else None)
     if as_json:
-        print_json([{"check": c.name, "ok": c.ok, "detail": c.detail} for c in report])
+        rows = [{"check": c.name, "ok": c.ok, "detail": c.detail} for c in report]
+        print_json([{**row, "warning": True} if c.warning else row for row, c in zip(rows, report, strict=True)])
     else:
         from rich.table import Table
 
         table = Table("check", "", "detail")
         for c in report:
-            table.add_row(c.name, "[green]ok[/]" if c.ok else "[red]FAIL[/]", c.detail)
+            mark = "[red]FAIL[/]" if not c.ok else "[yellow]warn[/]" if c.warning else "[green]ok[/]"
+            table.add_row(c.name, mark, c.detail)
         out.print(table)
     if not all(c.ok for c in report):
         sys.exit(1)
