@@ -296,3 +296,25 @@ def test_a_long_channel_opens_on_its_newest_page_and_pages_back(daemons, browser
         wait_for(lambda count=count: len(texts(browser, ".msg.user .text")) == count + 50, 30, "another page")
     assert texts(browser, ".msg.user .text") == [f"message {i}" for i in range(1000)]
     assert not browser.find_element(By.ID, "older").is_displayed()
+
+
+def test_the_api_docs_are_served_from_installed_files_and_render_offline(daemons, browser) -> None:
+    """/docs and /redoc reference only the daemon's own paths (no CDN); their files come from the
+    installed fastapi-offline package; Swagger UI renders the schema in the browser."""
+    import re
+
+    d = daemons()
+    for page in ("/docs", "/redoc"):
+        html = d.client.get(page).text
+        urls = re.findall(r"""(?:src|href|url)\s*[=:]\s*['"]([^'"]+)['"]""", html)
+        assert urls, html
+        assert all(u.startswith("/") for u in urls), (page, urls)
+        assert "cdn" not in html.lower()
+        for url in urls:
+            if url != "/openapi.json":
+                assert d.client.get(url).status_code == 200, url
+    assert d.client.get("/docs/assets/swagger-ui-bundle.js").headers["content-type"].startswith("text/javascript")
+    assert d.client.get("/docs/assets/elsewhere.js").status_code == 404
+    browser.get(d.url + "/docs")
+    wait_for(lambda: "agentd" in " ".join(texts(browser, ".swagger-ui .info .title")), 30, "Swagger UI")
+    assert texts(browser, ".opblock-summary-path")  # the operations are listed

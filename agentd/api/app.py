@@ -106,7 +106,10 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
             finally:
                 mcp.stop()
 
-    api = FastAPI(title="agentd", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    # /docs and /redoc are agentd.api.web's: served from installed files, not a CDN.
+    api = FastAPI(
+        title="agentd", version=__version__, description=DESCRIPTION, lifespan=lifespan, docs_url=None, redoc_url=None
+    )
     api.state.daemon = d
     errors.install(api)
     openapi.install(api, cfg, d.keys.required, lambda: list(d.app.personas))
