@@ -126,3 +126,77 @@ def test_the_systemd_unit_runs_a_command_agentd_has() -> None:
     ctx = cli.make_context("agentd", argv[1:], resilient_parsing=True)
     assert ctx.protected_args + ctx.args == ["serve"] or ctx.args[:1] == ["serve"]
     assert "AGENTD_HOME=" in unit["Service"]["Environment"]
+
+
+# -- transcripts: what the pages show a command printing is what it prints -------------------------------
+
+#: Pages whose transcript blocks (a fence whose first line is ``$ agentd ...``, commands with what they
+#: print) are run on a fresh install and compared; AGENTD_UPDATE_DOCS=1 writes what was printed instead.
+TRANSCRIPT_PAGES = [REPO / "README.md", DOCS / "getting-started.md"]
+#: The login name the transcripts are shown for.
+TRANSCRIPT_USER = "alice"
+
+
+def transcript_blocks(text: str) -> list[str]:
+    """The bodies of the page's transcript blocks (fences read in order: an opening, then its closing)."""
+    blocks: list[str] = []
+    body: list[str] | None = None
+    for line in text.splitlines(keepends=True):
+        if line.startswith("```"):
+            if body is None:
+                body = [] if line.strip() in ("```", "```console") else ["\0"]  # \0: another language
+            else:
+                if body and body[0] != "\0" and body[0].startswith("$ agentd "):
+                    blocks.append("".join(body))
+                body = None
+        elif body is not None:
+            body.append(line)
+    return blocks
+
+
+def run_transcript(block: str, where: Path) -> str:
+    """Run the block's commands in order in a fresh clone at ``where`` (as :data:`TRANSCRIPT_USER`, an empty
+    data directory), and give the block as it should read: each command, then what it printed."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    work = where / "clone"
+    work.mkdir(parents=True)
+    shutil.copy(REPO / "agentd.toml", work / "agentd.toml")
+    shutil.copytree(REPO / "personas", work / "personas")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
+    env.update(AGENTD_HOME=str(where / "data"), HOME=str(where), LOGNAME=TRANSCRIPT_USER, USER=TRANSCRIPT_USER)
+    agentd = str(Path(sys.executable).parent / "agentd")
+    parts = []
+    for line in block.splitlines():
+        if not line.startswith("$ agentd "):
+            continue
+        argv = shlex.split(line.removeprefix("$ agentd "))
+        ran = subprocess.run(
+            [agentd, *argv], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120
+        )
+        assert ran.returncode == 0, f"{line}:\n{ran.stdout}"
+        parts.append(f"{line}\n{ran.stdout}")
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("page", TRANSCRIPT_PAGES, ids=lambda p: p.name)
+def test_the_transcripts_a_page_shows_are_what_a_fresh_install_prints(page: Path, tmp_path: Path) -> None:
+    """The README's first session and the getting-started page's: every command run in a fresh clone as
+    alice, its output exactly what the page shows (relevance figures included)."""
+    import os
+
+    text = _text(page)
+    blocks = transcript_blocks(text)
+    assert blocks, f"{page.name} shows no transcript"
+    for i, block in enumerate(blocks):
+        printed = run_transcript(block, tmp_path / f"block{i}")
+        if os.environ.get("AGENTD_UPDATE_DOCS"):
+            text = text.replace(block, printed, 1)
+            continue
+        assert printed == block, f"{page.name}: the transcript differs from what agentd prints (AGENTD_UPDATE_DOCS=1 "
+        "rewrites it):\n" + printed
+    if os.environ.get("AGENTD_UPDATE_DOCS"):
+        page.write_text(text, encoding="utf-8")

@@ -14,6 +14,7 @@ from agentd.cli.main import pass_app
 from agentd.cli.output import err, out, print_json_line
 from agentd.cli.waiting import Waiting, model_wait
 from agentd.llm.models import missing_credentials
+from agentd.llm.offline import is_offline
 from agentd.log import configure
 from agentd.personas import Persona
 from agentd.runtime import Done, Error, Event, HistoryContext, MemoryContext, Runtime, TokenDelta, ToolCall, ToolResult
@@ -107,7 +108,8 @@ def chat(
     try:
         lines = [message] if message is not None else _prompt_lines(p.name, channel)
         for line in lines:
-            waiting = Waiting(model_wait(p, app.config)) if not as_json else None
+            # The offline model answers at once: only a real model's wait is announced.
+            waiting = Waiting(model_wait(p, app.config)) if not as_json and not is_offline(p.model) else None
             try:
                 if waiting is not None:
                     waiting.__enter__()
