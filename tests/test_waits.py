@@ -63,3 +63,20 @@ def test_post_without_a_daemon_fails_at_once_and_says_where(tmp_path: Path) -> N
     assert waited.returncode == 1
     assert f"waiting up to 1 s for agentd at http://127.0.0.1:{port}" in waited.stderr
     assert "start it with `agentd serve`" in waited.stderr
+
+
+def test_post_says_what_it_waits_for_and_a_silent_model_ends_it_with_an_error(daemons, fake_openai) -> None:
+    """Through a running daemon: post says at once where the message went and which model at which
+    address answers it, and a model that never answers ends the wait with the model's error (the
+    persona's 2 s), not the command's own timeout."""
+    persona = fake_persona(fake_openai.url) + "model_timeout_seconds = 2\n"
+    d = daemons("", personas={"fake": persona})
+    fake_openai.queue(Turn(hang=True))
+    result = agentd_cli("post", "general", "hello?", "--persona", "fake", "--url", d.url, config=d.home)
+    fake_openai.release()
+    assert result.returncode == 1, result.stderr
+    first = result.stderr.splitlines()[0]
+    assert f"posted to #general at {d.url}" in first
+    assert f"waiting for model 'openai/fake-model' at {fake_openai.url}" in first
+    assert "sent nothing for 2 s (timed out)" in result.stderr
+    assert "llm_timeout" in result.stderr

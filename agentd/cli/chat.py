@@ -54,7 +54,7 @@ def show(event: Event) -> None:
         )
     elif isinstance(event, Error):
         sys.stdout.write("\n")
-        err.print(f"[red]error ({event.code}):[/] {event.message}")
+        err.print(f"[red]error ({event.code}):[/] {escape(event.message)}", soft_wrap=True)
 
 
 @click.command()

@@ -35,7 +35,7 @@ class Waiting:
         self._thread = threading.Thread(target=self._tick, name="agentd-waiting", daemon=True)
 
     def __enter__(self) -> Waiting:
-        err.print(f"[dim]{escape(self._what)}…[/]")
+        err.print(f"[dim]{escape(self._what)}…[/]", soft_wrap=True)
         self._thread.start()
         return self
 
@@ -48,7 +48,9 @@ class Waiting:
 
     def _tick(self) -> None:
         while not self._stop.wait(self._every):
-            err.print(f"[dim]  still {escape(self._what)} ({time.monotonic() - self._started:.0f} s)[/]")
+            err.print(
+                f"[dim]  still {escape(self._what)} ({time.monotonic() - self._started:.0f} s)[/]", soft_wrap=True
+            )
 
 
 def model_wait(persona: Persona, config: Config) -> str:
