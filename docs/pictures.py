@@ -79,7 +79,7 @@ LABELS = [
     (".exchange .recalled", "3"),
     (".exchange .near", "4"),
     (".exchange .budget", "5"),
-    ("aside.memories", "6"),
+    ("#memories-panel", "6"),
 ]
 
 OVERLAY = """
