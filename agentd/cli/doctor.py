@@ -141,7 +141,7 @@ def ping_model(p: Persona, timeout: float) -> Check:
         LitellmChat().stream(settings, [{"role": "user", "content": "Say OK."}], [], lambda _text: None)
     except AgentdError as exc:  # agentd's model errors name the model already
         text = str(exc)
-        return Check(f"ping {p.name}", False, text if text.startswith(p.model) else f"{p.model}: {text}")
+        return Check(f"ping {p.name}", False, text if p.model in text else f"{p.model}: {text}")
     except Exception as exc:  # a doctor reports every failure instead of crashing
         return Check(f"ping {p.name}", False, f"{p.model}: {type(exc).__name__}: {exc}")
     ms = (time.perf_counter() - start) * 1000

@@ -575,6 +575,8 @@ function sendFromBox() {
     try {
       await talk.send(text);
       if (talk.live) await showPanels();
+    } catch (error) {
+      if (talk.live) throw error; // a conversation left behind says nothing in the one now shown
     } finally {
       talk.busy = false;
       if (talk.live) {
