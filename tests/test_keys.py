@@ -28,6 +28,7 @@ EXPECTED: dict[tuple[str, str], set[str]] = {
     ("post", "/v1/channels/{channel}/messages"): {"admin", "adapter"},
     ("get", "/v1/channels/{channel}/events"): {"admin", "adapter"},
     ("get", "/v1/channels/{channel}/messages"): {"admin", "adapter"},
+    ("get", "/v1/channels"): {"admin", "adapter", "service"},
     ("post", "/v1/memory/search"): {"admin", "service"},
     ("post", "/v1/memory/context"): {"admin", "service"},
     ("post", "/v1/memories"): {"admin"},
@@ -122,6 +123,14 @@ def test_an_adapter_key_uses_only_its_channels_and_nobody_posts_to_or_follows_a_
     refused = d.client.post("/v1/channels/general/messages", json=post, headers=adapter)
     assert refused.status_code == 403
     assert "'general'" in refused.json()["error"]["message"]
+    assert d.client.post("/v1/channels/general/messages", json=post, headers=admin).status_code == 202
+    # The channel list (the web page's) holds only the channels the key may use.
+    listed = {
+        role: [c["name"] for c in d.client.get("/v1/channels", headers=who).json()["channels"]]
+        for role, who in (("adapter", adapter), ("admin", admin))
+    }
+    assert listed["adapter"] == ["irc-lobby"]
+    assert {"irc-lobby", "general"} <= set(listed["admin"])
     chat = {"persona": "fake", "channel": "general", "user": "alice", "message": "hi"}
     assert d.client.post("/v1/chat", json=chat, headers=adapter).status_code == 403
     completion = {"model": "fake", "user": "alice", "messages": [{"role": "user", "content": "hi"}]}
