@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import agentd_cli, newest_migration
+from tests.conftest import agentd_cli, agentd_process, newest_migration
 
 
 def test_help_and_version() -> None:
@@ -210,7 +210,7 @@ def test_doctor_fails_where_serve_would_with_the_same_message(tmp_path: Path) ->
     from tests.conftest import write_home
 
     home = write_home(tmp_path, '[daemon]\nport = 0\n[channels.general]\npersonas = ["chef"]\n')
-    served = agentd_cli("serve", config=home)
+    served = agentd_process("serve", config=home)  # its own process: serve sets up process-wide state
     assert served.returncode != 0
     assert "unknown persona 'chef'" in served.stderr
     result = agentd_cli("doctor", "--json", config=home)
