@@ -5,7 +5,7 @@ ChatOpenAI, litellm) talks to agentd's personas through these routes:
 
 * ``model`` names the persona; ``GET /v1/models`` lists them.
 * ``user`` (else ``safety_identifier``, else who the caller is: the default user on a
-  loopback daemon without keys, the key's name with keys; :mod:`agentd.identity`) is the memory user.
+  loopback daemon without keys, the key's user with keys; :mod:`agentd.identity`) is the memory user.
 * The channel is ``metadata.channel``, by default ``dm-<user>`` (a private channel
   per user). ``metadata.disable_memory = "true"`` skips automatic retrieval.
 * The last message must be the user's: it is the new message, stored and
@@ -93,7 +93,8 @@ class ChatCompletionRequest(BaseModel):
     user: str | None = Field(
         None,
         description="The memory user (default: safety_identifier, else the daemon's default user ([user] name, "
-        "else its login name) on a loopback daemon without keys, the key's name with keys).",
+        "else its login name) on a loopback daemon without keys; with keys, the key's user (the one it was made "
+        "for, else the key's name).",
     )
     safety_identifier: str | None = None
     metadata: dict[str, str] | None = Field(
