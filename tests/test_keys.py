@@ -19,6 +19,7 @@ import pytest
 
 from agentd.api.keys import KeyBook
 from tests.conftest import agentd_cli, write_home
+from tests.fakeopenai import Turn
 from tests.support import Running
 
 #: Who each operation admits: "admin", "adapter", "service", "metrics" (plus every admin).
@@ -217,3 +218,19 @@ def test_keys_are_stored_hashed_and_bad_requests_are_refused(tmp_path: Path) -> 
     assert bad.returncode == 2
     assert "only adapter keys" in bad.stderr
     assert agentd_cli("keys", "create", "--role", "root", config=home).returncode == 2
+
+
+def test_a_request_that_names_no_user_acts_as_the_keys_user(daemons, fake_openai) -> None:
+    """One identity with keys: an OpenAI client that sends no ``user`` acts as the user its key was
+    made for (in that user's direct channel); an admin key's request acts as the key's name."""
+    d = daemons()
+    book = KeyBook(d.app.store)
+    made_for = book.create("adapter", "phone", ["dm-*"], ["bob"]).token
+    admin = book.create("admin", "ops").token
+    body = {"model": "fake", "messages": [{"role": "user", "content": "hello"}]}
+    for token, who in ((made_for, "bob"), (admin, "ops")):
+        fake_openai.queue(Turn(text="hi"))
+        answer = d.client.post("/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {token}"})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["agentd"]["user"] == who
+        assert answer.json()["agentd"]["channel"] == f"dm-{who}"
