@@ -278,6 +278,7 @@ class Conversation {
 
   // One event of the feed: a stored message, or a live event of someone else's turn.
   onFeed(event, data) {
+    hearPanels(event, data);
     if (event === "message") {
       if (data.id <= this.lastId && this.exchanges.has(data.id)) return;
       const atEnd = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
@@ -318,7 +319,10 @@ class Conversation {
     const other = this.streams.get(key);
     if (other && other !== block) other.remove();
     this.streams.set(key, block);
-    for await (const { event, data } of sse(response)) applyTurnEvent(block, event, data, this.user);
+    for await (const { event, data } of sse(response)) {
+      applyTurnEvent(block, event, data, this.user);
+      hearPanels(event, data);
+    }
     item.classList.add("complete");
   }
 
@@ -422,8 +426,10 @@ function applyTurnEvent(block, event, data, user) {
 // -- panels ---------------------------------------------------------------------------------------
 // Each side panel is an object {id, mount(section), show(where)}: mount once with its <section>
 // (made in #panels when the page has none with that id), show whenever the persona, channel or
-// user changes (`where` = {persona, channel, user}); an optional onTurn(event, data) hears the
-// events of this page's own turns. A schedules or approvals list is one more registerPanel call.
+// user changes and after each of this page's turns (`where` = {persona, channel, user}); an
+// optional onEvent(event, data) hears every event of the channel's feed and of this page's own
+// turns (a tool call waiting for approval, say). A schedules or approvals list is one more
+// registerPanel call.
 
 const panels = [];
 
@@ -439,6 +445,12 @@ function registerPanel(panel) {
 
 function where() {
   return { persona: $("persona").value, channel: $("channel").value.trim(), user: $("user").value.trim() };
+}
+
+function hearPanels(event, data) {
+  for (const panel of panels) {
+    if (panel.onEvent) run(async () => panel.onEvent(event, data));
+  }
 }
 
 async function showPanels() {
