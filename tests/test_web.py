@@ -318,3 +318,53 @@ def test_the_api_docs_are_served_from_installed_files_and_render_offline(daemons
     browser.get(d.url + "/docs")
     wait_for(lambda: "agentd" in " ".join(texts(browser, ".swagger-ui .info .title")), 30, "Swagger UI")
     assert texts(browser, ".opblock-summary-path")  # the operations are listed
+
+
+def click(driver: object, css: str) -> None:
+    """Click the first element matching ``css``, found and clicked in one step (a panel re-renders
+    its list when an event arrives, which would leave a found element stale)."""
+    assert driver.execute_script("const e = document.querySelector(arguments[0]); e?.click(); return !!e", css)  # type: ignore[attr-defined]
+
+
+KEEPER = """
+name = "keeper"
+model = "offline"
+max_tokens = 512
+channels = ["general", "dm-*"]
+skills = ["remember", "schedule"]
+owners = ["web"]
+system_prompt = "You are keeper."
+
+[tools."remember"]
+approval = "required"
+"""
+
+
+def test_the_panels_approve_a_waiting_tool_call_and_cancel_a_reminder(daemons, browser) -> None:
+    """A tool call that needs approval appears in the approvals panel as the turn pauses; Approve
+    runs it and the reply arrives. A reminder the persona made appears in the schedules panel, and
+    Cancel cancels it."""
+    d = daemons('[user]\nname = "web"\n', personas={"keeper": KEEPER})
+    browser.get(d.url + "/")
+    ready(browser)
+    assert texts(browser, "#approval-list li") == ["nothing waiting"]
+    assert texts(browser, "#schedule-list li") == ["nothing scheduled"]
+    browser.switch_to.active_element.send_keys("remember that I like green tea", Keys.ENTER)
+    wait_for(lambda: texts(browser, "#approval-list .stored .text"), 60, "the waiting call")
+    (waiting,) = texts(browser, "#approval-list .stored .text")
+    assert waiting.startswith("remember(") and "green tea" in waiting
+    assert d.app.memory.list_memories("keeper", Scope.user("web")) == []  # not run before it is approved
+    click(browser, "#approval-list button:not(.quiet)")
+    wait_for(lambda: texts(browser, "#approval-list li") == ["nothing waiting"], 30, "the decision")
+    wait_for(lambda: [m.text for m in d.app.memory.list_memories("keeper", Scope.user("web"))], 60, "the approved call")
+    (approved,) = d.client.get("/v1/approvals", params={"state": "approved"}).json()["approvals"]
+    assert approved["decided_by"].startswith("admin")
+
+    browser.find_element(By.ID, "message").send_keys("remind me in 30 minutes to stretch", Keys.ENTER)
+    wait_for(lambda: texts(browser, "#schedule-list .stored .text"), 60, "the reminder")
+    (reminder,) = texts(browser, "#schedule-list .stored .text")
+    assert "stretch" in reminder
+    click(browser, "#schedule-list button")
+    wait_for(lambda: texts(browser, "#schedule-list li") == ["nothing scheduled"], 30, "the cancel")
+    (cancelled,) = d.client.get("/v1/schedules", params={"user": "web"}).json()["schedules"]
+    assert cancelled["state"] == "cancelled"

@@ -512,6 +512,73 @@ const memoriesPanel = {
   show() { return loadMemories($("memory-query").value.trim()); },
 };
 
+// -- schedules -------------------------------------------------------------------------------------
+
+// The user's reminders and schedules that are still to fire (GET /v1/schedules), each with Cancel.
+const schedulesPanel = {
+  id: "schedules-panel",
+  mount(section) {
+    section.setAttribute("aria-labelledby", "schedules-title");
+    section.append(el("h2", { id: "schedules-title" }, "Scheduled"), el("ul", { id: "schedule-list", class: "memory-list" }));
+  },
+  async show({ user }) {
+    if (!user) return;
+    const params = new URLSearchParams({ user, state: "scheduled" });
+    const listed = (await api("GET", `/v1/schedules?${params}`)).schedules;
+    fill($("schedule-list"), listed.map((s) => {
+      const cancel = el("button", { type: "button", class: "quiet", "aria-label": `Cancel: ${s.text}` }, "Cancel");
+      cancel.addEventListener("click", () => run(async () => {
+        await api("DELETE", `/v1/schedules/${s.id}?${new URLSearchParams({ user })}`);
+        status(`Cancelled “${s.text}”.`);
+        await this.show(where());
+      }));
+      const when = s.cron ? `${s.cron} (${s.timezone || "UTC"}), next ${s.next_at}` : s.next_at;
+      return el("li", { class: "stored", "data-id": String(s.id) },
+        el("span", {}, el("span", { class: "text" }, s.text), " ",
+          el("span", { class: "meta" }, `${s.persona} in ${s.channel}, ${when}`)),
+        cancel);
+    }), "nothing scheduled");
+  },
+  onEvent(event) {
+    if (event === "done") return this.show(where());
+  },
+};
+
+// -- approvals -------------------------------------------------------------------------------------
+
+// Tool calls of this persona waiting for an owner (GET /v1/approvals): Approve or Deny, once.
+const approvalsPanel = {
+  id: "approvals-panel",
+  mount(section) {
+    section.setAttribute("aria-labelledby", "approvals-title");
+    section.append(el("h2", { id: "approvals-title" }, "Waiting for approval"), el("ul", { id: "approval-list", class: "memory-list" }));
+  },
+  async show({ persona, user }) {
+    if (!persona) return;
+    const listed = (await api("GET", `/v1/approvals?${new URLSearchParams({ persona, state: "pending" })}`)).approvals;
+    fill($("approval-list"), listed.map((a) => {
+      const decide = (decision) => run(async () => {
+        const body = { decision, user: user || undefined };
+        if (decision === "deny") body.reason = `denied on the web page by ${user || "an admin"}`;
+        await api("POST", `/v1/approvals/${a.id}`, body);
+        status(`${decision === "approve" ? "Approved" : "Denied"} ${a.tool} for ${a.asked_by}.`);
+        await this.show(where());
+      });
+      const approve = el("button", { type: "button", "aria-label": `Approve ${a.tool} #${a.id}` }, "Approve");
+      const deny = el("button", { type: "button", class: "quiet", "aria-label": `Deny ${a.tool} #${a.id}` }, "Deny");
+      approve.addEventListener("click", () => decide("approve"));
+      deny.addEventListener("click", () => decide("deny"));
+      return el("li", { class: "stored", "data-id": String(a.id) },
+        el("span", {}, el("span", { class: "text" }, `${a.tool}(${JSON.stringify(a.arguments)})`), " ",
+          el("span", { class: "meta" }, `asked by ${a.asked_by} in ${a.channel}`)),
+        el("span", {}, approve, " ", deny));
+    }), "nothing waiting");
+  },
+  onEvent(event) {
+    if (event === "approval_required" || event === "done") return this.show(where());
+  },
+};
+
 // -- wiring ---------------------------------------------------------------------------------------
 
 async function run(work) {
@@ -633,6 +700,8 @@ async function start() {
     if (conversation) await conversation.older();
   }));
   registerPanel(memoriesPanel);
+  registerPanel(approvalsPanel);
+  registerPanel(schedulesPanel);
   await switchTo();
   document.body.dataset.ready = "true";
   $(state.user ? "message" : "user").focus();
