@@ -352,7 +352,8 @@ def test_the_panels_approve_a_waiting_tool_call_and_cancel_a_reminder(daemons, b
     browser.switch_to.active_element.send_keys("remember that I like green tea", Keys.ENTER)
     wait_for(lambda: texts(browser, "#approval-list .stored .text"), 60, "the waiting call")
     (waiting,) = texts(browser, "#approval-list .stored .text")
-    assert waiting.startswith("remember(") and "green tea" in waiting
+    assert waiting.startswith("remember(")
+    assert "green tea" in waiting
     assert d.app.memory.list_memories("keeper", Scope.user("web")) == []  # not run before it is approved
     click(browser, "#approval-list button:not(.quiet)")
     wait_for(lambda: texts(browser, "#approval-list li") == ["nothing waiting"], 30, "the decision")
