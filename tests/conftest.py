@@ -314,3 +314,70 @@ def daemons(
         running.client.close()
         running.server.request_stop()
         running.thread.join(30)
+
+
+# -- tiers: ``pytest -m fast`` -------------------------------------------------------------------------
+
+#: Fixtures that make a test slow: they load an ONNX model (``embedder``, and ``app`` through it), use
+#: PostgreSQL (``postgres``), or run a daemon, a browser or another server (the rest). A test whose
+#: fixtures (directly or through others) include none of these, that does not run on PostgreSQL and
+#: is not marked ``slow`` (itself, or its module with ``pytestmark = pytest.mark.slow``) is ``fast``.
+SLOW_FIXTURES = frozenset(
+    {"embedder", "app", "postgres", "daemons", "daemon", "serve", "cluster", "stack", "ngircd", "synapse", "driver"}
+)
+
+
+def is_fast(item: pytest.Item) -> bool:
+    """Whether ``item`` belongs to the fast tier (see :data:`SLOW_FIXTURES`)."""
+    if item.get_closest_marker("slow") is not None:
+        return False
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("backend", "sqlite") != "sqlite":
+        return False
+    return not SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the fast tier ``fast`` before ``-m`` selects (so a new test is classified without hand work)."""
+    for item in items:
+        if is_fast(item):
+            item.add_marker(pytest.mark.fast)
+
+
+class SlowInFastTier(AssertionError):
+    """A test of the fast tier started a process or loaded an ONNX model: it belongs in the slow tier."""
+
+
+@pytest.fixture(autouse=True)
+def _fast_stays_fast(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """When the run selects the fast tier (``-m fast``), a test of it that starts a process (subprocess,
+    multiprocessing, fork) or creates an onnxruntime session fails, naming what to do, instead of
+    quietly making the tier slow (also when it happens on a thread the test started). Other runs are
+    left alone: nothing is patched."""
+    if "fast" not in (request.config.getoption("markexpr", "") or "") or not is_fast(request.node):
+        yield
+        return
+    refusals: list[str] = []
+    import multiprocessing.process
+    import subprocess as subprocess_module
+
+    def refuse(what: str) -> Callable[..., Any]:
+        def refused(*_args: Any, **_kwargs: Any) -> Any:
+            refusals.append(
+                f"{request.node.nodeid} is in the fast tier but {what}: mark it slow "
+                "(@pytest.mark.slow, or pytestmark in its module), or give it a fixture named in SLOW_FIXTURES"
+            )
+            raise SlowInFastTier(refusals[-1])
+
+        return refused
+
+    monkeypatch.setattr(subprocess_module.Popen, "__init__", refuse("started a process"))
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse("started a process"))
+    monkeypatch.setattr(os, "fork", refuse("forked"))
+    import onnxruntime
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", refuse("loaded an ONNX model"))
+    yield
+    if refusals:
+        pytest.fail(refusals[0], pytrace=False)

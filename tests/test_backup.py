@@ -92,6 +92,7 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_restore_checks_the_copy_first_and_refuses_a_bad_one(home: Path, tmp_path: Path) -> None:
     assert agentd_cli("memory", "add", "the boat is blue", "--persona", "buddy", config=home).returncode == 0
     good = tmp_path / "good.db"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from agentd.config import load_config
 from agentd.store import Store
 from tests.conftest import agentd_cli
@@ -28,6 +30,7 @@ def test_budget_on_an_empty_channel_shows_every_section(home: Path) -> None:
         assert section in result.stdout, section
 
 
+@pytest.mark.slow
 def test_budget_json_with_a_message_counts_the_recalled_memory(home: Path) -> None:
     agentd_cli("memory", "add", "User likes Python", "-p", "buddy", "--category", "preference", config=home)
     result = agentd_cli(
@@ -79,6 +82,7 @@ def test_budget_for_an_unknown_persona_is_a_clear_error(home: Path) -> None:
     assert "--channel" in missing.stderr
 
 
+@pytest.mark.slow
 def test_budget_and_memory_search_take_the_user_chat_takes(home: Path) -> None:
     """What ``agentd chat`` stored for its default user (``[user] name``, else the login name) is what
     ``budget`` and ``memory search`` count without --user; another --user does not see it."""

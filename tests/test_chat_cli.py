@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import agentd_cli, agentd_process, write_home
 
 
+@pytest.mark.slow
 def test_chat_json_streams_events_with_memory_context_first_and_inspect_shows_them(home: Path) -> None:
     agentd_cli("memory", "add", "User likes Python", "-p", "buddy", "--category", "preference", config=home)
     result = agentd_cli("chat", "buddy", "-m", "What programming language should I learn?", "--json", config=home)
@@ -32,6 +35,7 @@ def test_chat_json_streams_events_with_memory_context_first_and_inspect_shows_th
     assert "memories" in human.stdout
 
 
+@pytest.mark.slow
 def test_chat_shows_recalled_memories_before_the_reply_and_no_memory_turns_it_off(home: Path) -> None:
     agentd_cli("memory", "add", "User likes Python", "-p", "buddy", config=home)
     shown = agentd_cli(
@@ -55,6 +59,7 @@ def test_chat_shows_recalled_memories_before_the_reply_and_no_memory_turns_it_of
     }
 
 
+@pytest.mark.slow
 def test_interactive_chat_reads_lines_until_eof(home: Path) -> None:
     result = agentd_cli("chat", "buddy", "-u", "bob", config=home, input="hello there\nremember that I like tea\n")
     assert result.returncode == 0, result.stderr
@@ -89,6 +94,7 @@ def test_an_overlong_line_is_reported_and_the_interactive_session_goes_on(tmp_pa
     assert "the limit is 40" in once.stderr
 
 
+@pytest.mark.slow
 def test_global_options_come_before_or_after_the_command(home: Path, tmp_path: Path) -> None:
     """--config and --json work on either side of the command, also inside a group (memory)."""
     after = agentd_cli("chat", "buddy", "-m", "remember that I like tea", "-u", "bob", "--config", str(home))
@@ -104,6 +110,7 @@ def test_global_options_come_before_or_after_the_command(home: Path, tmp_path: P
     assert "nowhere.toml: file not found" in missing.stderr
 
 
+@pytest.mark.slow
 def test_a_missing_model_key_is_one_line_at_once(tmp_path: Path) -> None:
     """Said before anything starts (no store, no model, no litellm import, no log line): one line."""
     claude = 'name = "claude"\nmodel = "anthropic/claude-sonnet-4-5"\nsystem_prompt = "hi"\n'

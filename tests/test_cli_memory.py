@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import agentd_cli, agentd_process, newest_migration
 
 
@@ -21,6 +23,7 @@ def test_help_and_version() -> None:
     assert "line numbers" in sub.stdout
 
 
+@pytest.mark.slow
 def test_add_search_list_forget_roundtrip(home: Path) -> None:
     add = agentd_cli(
         "memory",
@@ -87,6 +90,7 @@ def test_bad_input_exits_2_with_a_clear_line_and_changes_nothing(home: Path) -> 
     assert json.loads(listed.stdout) == []
 
 
+@pytest.mark.slow
 def test_import_shows_progress_and_reports_skipped_lines(home: Path, tmp_path: Path) -> None:
     path = tmp_path / "in.jsonl"
     path.write_text(
@@ -110,6 +114,7 @@ def test_import_shows_progress_and_reports_skipped_lines(home: Path, tmp_path: P
     assert json.loads(as_json.stdout)["duplicates"] == 2
 
 
+@pytest.mark.slow
 def test_import_skips_a_line_of_bad_utf8_accepts_a_bom_and_strict_imports_all_or_nothing(
     home: Path, tmp_path: Path
 ) -> None:
@@ -154,6 +159,7 @@ def test_a_bad_config_fails_at_start_naming_file_and_key(tmp_path: Path) -> None
     assert "file not found" in missing.stderr
 
 
+@pytest.mark.slow
 def test_db_upgrade_personas_and_doctor(home: Path) -> None:
     up = agentd_cli("db", "upgrade", "--json", config=home)
     assert up.returncode == 0, up.stderr
@@ -189,6 +195,7 @@ def test_doctor_names_missing_llm_credentials(tmp_path: Path) -> None:
     assert "ANTHROPIC_API_KEY" in checks["llm real"]["detail"]
 
 
+@pytest.mark.slow
 def test_memory_search_returns_memories_and_episodes_only_with_episodes(home: Path) -> None:
     """The exchanges a chat indexed as episodes are not memories: a search finds them only with
     --episodes (those of --channel, and of the user's direct channels)."""

@@ -21,6 +21,9 @@ import sqlean
 
 from agentd.cli.main import COMMANDS
 
+#: Starts processes, loads a model or takes seconds: not in the fast tier.
+pytestmark = pytest.mark.slow
+
 #: Imports that only some commands may pay for.
 HEAVY = ("litellm", "alembic", "fastapi", "uvicorn", "onnxruntime", "numpy")
 

@@ -28,6 +28,9 @@ from tests.pgserver import PostgresDatabases
 from tests.support import SSE, read_sse, wait_for
 from tests.test_serve import Serve
 
+#: Starts processes, loads a model or takes seconds: not in the fast tier.
+pytestmark = pytest.mark.slow
+
 ECHO = """
 name = "echo"
 model = "offline"

@@ -123,6 +123,7 @@ def test_the_http_reference_has_every_route_and_the_errors_page_every_code(gener
         assert re.search(rf"^\| `{re.escape(code.value)}` \| {info.status} \|", errors, re.M), code.value
 
 
+@pytest.mark.slow
 def test_the_site_builds_strictly_with_the_references_in_it(tmp_path: Path) -> None:
     """What .ci/run builds: no broken link or anchor, no page left out of the nav."""
     site = tmp_path / "site"

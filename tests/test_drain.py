@@ -18,6 +18,9 @@ from tests.support import wait_for
 from tests.test_serve import Serve
 from tests.test_workers import channels_of_both_workers
 
+#: Starts processes, loads a model or takes seconds: not in the fast tier.
+pytestmark = pytest.mark.slow
+
 #: The words of each message; the fake model echoes them one every ``DELAY`` seconds (about 5 s a reply).
 WORDS = 24
 DELAY = 0.2

@@ -8,7 +8,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from tests.pgembedded import reachable_bin_dir
+
+#: Starts processes, loads a model or takes seconds: not in the fast tier.
+pytestmark = pytest.mark.slow
 
 
 def test_binaries_nobody_can_reach_are_copied_into_the_servers_own_directory(tmp_path: Path) -> None:

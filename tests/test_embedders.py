@@ -34,6 +34,7 @@ def test_one_text_gets_one_vector_whatever_it_is_batched_with(embedder: LocalEmb
     assert np.array_equal(alone, batched)
 
 
+@pytest.mark.slow
 def test_minilm_is_selectable_with_its_own_calibration_and_word_weights(tmp_path: Path) -> None:
     config = load_config(write_home(tmp_path, '[embedding]\nmodel = "all-MiniLM-L6-v2"\n'), environ={})
     minilm = build_embedder(config.embedding)
@@ -70,6 +71,7 @@ def test_memory_settings_override_the_embedders_word_weights(app: App, tmp_path:
     assert service.fusion.plain_saturation == embedder.words.plain_saturation
 
 
+@pytest.mark.slow
 def test_the_saved_optimised_graph_gives_the_same_vectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A cold start saves onnxruntime's optimised graph (and the verified checksums) in the cache
     directory; a warm start loads it and embeds the same; a damaged saved graph is made again."""

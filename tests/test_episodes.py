@@ -244,6 +244,7 @@ def test_keep_user_indexes_the_message_alone_and_the_reply_as_context(make: Any)
     assert episode.metadata["context"].startswith("talker: ")
 
 
+@pytest.mark.slow
 def test_a_reply_is_not_delayed_by_a_slow_indexing_embedder(
     tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:

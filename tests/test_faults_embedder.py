@@ -26,6 +26,9 @@ from tests.conftest import agentd_cli
 from tests.fakeopenai import EmbeddingFault, Turn, embedding_config
 from tests.support import wait_for
 
+#: Starts processes, loads a model or takes seconds: not in the fast tier.
+pytestmark = pytest.mark.slow
+
 
 def config(fake, timeout: float = 30.0, retrieval_timeout: float = 30.0, extra: str = "") -> str:
     """A daemon whose embeddings come from the fake server; the timeouts are short only in the tests

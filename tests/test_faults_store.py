@@ -26,6 +26,9 @@ from tests.fakeopenai import FakeOpenAI, Turn, fake_persona
 from tests.support import read_sse, wait_for
 from tests.test_serve import Serve
 
+#: Starts processes, loads a model or takes seconds: not in the fast tier.
+pytestmark = pytest.mark.slow
+
 LONG_REPLY = " ".join(f"word{i}" for i in range(60))
 
 

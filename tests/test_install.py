@@ -23,6 +23,9 @@ import pytest
 
 from tests.conftest import REPO
 
+#: Starts processes, loads a model or takes seconds: not in the fast tier.
+pytestmark = pytest.mark.slow
+
 
 def _run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kwargs)  # type: ignore[call-overload]

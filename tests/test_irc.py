@@ -24,9 +24,12 @@ from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 from tests.support import wait_for
 
 NGIRCD = shutil.which("ngircd") or "/usr/sbin/ngircd"
-pytestmark = pytest.mark.skipif(
-    not os.access(NGIRCD, os.X_OK), reason="ngircd is not installed (apt-get install ngircd; .ci/run does)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not os.access(NGIRCD, os.X_OK), reason="ngircd is not installed (apt-get install ngircd; .ci/run does)"
+    ),
+    pytest.mark.slow,
+]
 AGENTD = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
 
 

@@ -29,7 +29,7 @@ from tests.test_irc import Process, free_port, listening
 
 AGENTD = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
 #: The first test also waits for the homeserver, the daemon and the adapter to start (CPU-heavy).
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 BOT = f"@agentbot:{SERVER_NAME}"
 LOBBY = f"#lobby:{SERVER_NAME}"
 

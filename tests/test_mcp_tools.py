@@ -29,6 +29,9 @@ from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 from tests.support import SSE, Running, read_sse, wait_for
 from tests.test_serve import Serve
 
+#: Starts processes, loads a model or takes seconds: not in the fast tier.
+pytestmark = pytest.mark.slow
+
 SERVER = REPO / "tests" / "mcp_tools_server.py"
 
 

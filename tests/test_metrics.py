@@ -27,6 +27,9 @@ from tests.test_cluster import cluster  # noqa: F401 - the fixture: three daemon
 from tests.test_serve import Serve
 from tests.test_workers import channels_of_both_workers, post_all, wait_answered
 
+#: Starts processes, loads a model or takes seconds: not in the fast tier.
+pytestmark = pytest.mark.slow
+
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 DASHBOARD = REPO / "examples" / "grafana-agentd.json"
 

@@ -37,6 +37,7 @@ def _in_a_fresh_interpreter(code: str) -> dict[str, object]:
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_an_offline_turn_streams_calls_tools_and_counts_without_importing_litellm() -> None:
     result = _in_a_fresh_interpreter(
         """
@@ -176,6 +177,7 @@ def test_a_persona_with_api_base_needs_no_key_variable(
         request_key("openai/llama3", "LOCAL_KEY", fake_openai.url)
 
 
+@pytest.mark.slow
 def test_doctor_pings_each_personas_model_and_reports_latency_or_the_exact_error(
     tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
@@ -224,6 +226,7 @@ _ENCODE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_token_counts_are_tiktokens_with_and_without_the_cached_table(tmp_path: Path) -> None:
     """The parsed BPE table is cached under AGENTD_HOME; a start from the cache, from no cache and
     from a corrupt cache file encode exactly as ``tiktoken.get_encoding``, and the corrupt file is

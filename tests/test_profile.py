@@ -169,6 +169,7 @@ def test_the_assembler_counts_the_profile_like_any_section() -> None:
     assert ContextBudget.from_json(old).profile_tokens == 0  # records stored before the profile existed
 
 
+@pytest.mark.slow
 def test_budget_cli_shows_the_profile_line(tmp_path: Path) -> None:
     config = write_home(
         tmp_path, '[memory]\nprofile_tokens = 200\n[channels.general]\nvisibility = "direct"\n', {"buddy": OFFLINE}

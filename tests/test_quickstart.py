@@ -28,6 +28,9 @@ import pytest
 
 from tests.conftest import REPO
 
+#: Starts processes, loads a model or takes seconds: not in the fast tier.
+pytestmark = pytest.mark.slow
+
 AGENTD = str(Path(sys.executable).parent / "agentd")
 #: Pages whose shell blocks are the newcomer's first steps: the README's Quick start section, and
 #: the docs site's getting-started page (every block) when it exists.

@@ -196,6 +196,7 @@ def test_the_intent_of_a_query_is_read_from_its_words() -> None:
     assert analyse("What do you know about my job?").kind == "topic"
 
 
+@pytest.mark.slow
 def test_the_quick_start_recalls_what_was_remembered(tmp_path: Path) -> None:
     """README's quick start: remember "I like Python", then ask what to learn."""
     config = write_home(tmp_path, "")

@@ -25,6 +25,9 @@ import pytest
 from agentd.embedders.local import LocalEmbedder
 from tests.conftest import REPO
 
+#: Starts processes, loads a model or takes seconds: not in the fast tier.
+pytestmark = pytest.mark.slow
+
 
 def _bench() -> ModuleType:
     spec = importlib.util.spec_from_file_location("recall_quality_bench", REPO / "bench" / "recall_quality.py")

@@ -167,6 +167,7 @@ def test_a_failing_cross_encoder_leaves_the_search_order(
     assert "rerank.failed" in [e["event"] for e in logged]
 
 
+@pytest.mark.slow
 def test_the_cross_encoder_reads_question_and_memory_together() -> None:
     scores = shared_cross_encoder().score(SATAY, ["allergic to peanuts", "supports Leeds United"])
     assert scores.shape == (2,)

@@ -23,6 +23,9 @@ import pytest
 from tests.conftest import write_home
 from tests.test_serve import Serve
 
+#: Starts processes, loads a model or takes seconds: not in the fast tier.
+pytestmark = pytest.mark.slow
+
 #: Fixed, so a run can be replayed; bounded, so it takes a minute or two.
 SEED = 20261123
 MAX_EXAMPLES = 25

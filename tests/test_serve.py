@@ -28,6 +28,9 @@ from tests.conftest import REPO, agentd_cli, agentd_process, write_home
 from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 from tests.support import read_sse, wait_for
 
+#: Starts processes, loads a model or takes seconds: not in the fast tier.
+pytestmark = pytest.mark.slow
+
 LONG_REPLY = " ".join(f"word{i}" for i in range(80))
 
 

@@ -30,6 +30,9 @@ from tests.support import wait_for
 from tests.test_cli_startup import run as run_cli
 from tests.test_serve import Serve
 
+#: Starts processes, loads a model or takes seconds: not in the fast tier.
+pytestmark = pytest.mark.slow
+
 
 @dataclass(frozen=True)
 class Received:

@@ -330,6 +330,7 @@ def test_cjk_history_is_matched_and_cut_to_the_rune_limit(tmp_path, embedder) ->
         app.close()
 
 
+@pytest.mark.slow
 def test_budget_cli_shows_the_user_history_section(tmp_path) -> None:
     config = write_home(tmp_path, "[history]\nrecent_window = 0\n", {"buddy": OFFLINE})
     lines = ["My favourite database is SQLite", *[FILLER] * 6]

@@ -25,6 +25,9 @@ from tests.conftest import write_home
 from tests.support import read_sse, wait_for
 from tests.test_serve import Serve
 
+#: Starts processes, loads a model or takes seconds: not in the fast tier.
+pytestmark = pytest.mark.slow
+
 WORKERS = "[runtime]\nworkers = 2\n[daemon]\nshutdown_grace_seconds = 5\n"
 
 
