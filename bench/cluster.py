@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agentd.store import Store  # noqa: E402
 from agentd.store.cluster import lock_key  # noqa: E402
-from tests.pgembedded import EmbeddedPostgres  # noqa: E402
+from testkit.pgembedded import EmbeddedPostgres  # noqa: E402
 
 PERSONA = """
 name = "echo"

@@ -59,8 +59,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from embedcache import CachedEmbedder  # noqa: E402
-from fusiondump import Recorder, write  # noqa: E402
 
 from agentd.cache import cache_dir  # noqa: E402
 from agentd.config import MemoryConfig  # noqa: E402
@@ -68,7 +66,9 @@ from agentd.embedders.local import DEFAULT_MODEL, MODELS, LocalEmbedder  # noqa:
 from agentd.memory import MemoryService, NewMemory  # noqa: E402
 from agentd.scopes import Reach, Scope  # noqa: E402
 from agentd.store import Store  # noqa: E402
-from tests.pgembedded import EmbeddedPostgres  # noqa: E402
+from testkit.embedcache import CachedEmbedder  # noqa: E402
+from testkit.fusiondump import Recorder, write  # noqa: E402
+from testkit.pgembedded import EmbeddedPostgres  # noqa: E402
 
 PERSONA = "lme"
 MODES = ("hybrid", "dense", "lexical")

@@ -31,7 +31,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from everyday import load_everyday  # noqa: E402
 from everyday_signals import Pairs  # noqa: E402
 
 from agentd.embedders.local import LocalEmbedder  # noqa: E402
@@ -42,6 +41,7 @@ from agentd.memory.rerank import mixed_order  # noqa: E402
 from agentd.memory.subjects import reread_text  # noqa: E402
 from agentd.relevance import sigmoid  # noqa: E402
 from agentd.scopes import Scope  # noqa: E402
+from testkit.everyday import load_everyday  # noqa: E402
 
 POOLS = (6, 8, 10, 12)
 WEIGHTS = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0)

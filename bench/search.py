@@ -65,7 +65,7 @@ from agentd.embedders.local import DEFAULT_MODEL, MODELS, LocalEmbedder  # noqa:
 from agentd.memory import MemoryService, NewMemory  # noqa: E402
 from agentd.scopes import GLOBAL, Reach, Scope  # noqa: E402
 from agentd.store import Store, lexical, pgtext, pgvectors  # noqa: E402
-from tests.pgembedded import EmbeddedPostgres  # noqa: E402
+from testkit.pgembedded import EmbeddedPostgres  # noqa: E402
 
 SUBJECTS = ["Alice", "Bob", "the team", "Carol", "the user", "Dmitri", "Priya", "the client", "Ming", "Lena"]
 VERBS = [

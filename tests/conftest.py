@@ -12,11 +12,9 @@ never skipped.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
-import textwrap
 import threading
 import traceback
 from collections.abc import Callable, Iterator
@@ -31,11 +29,15 @@ from agentd.api import DaemonServer
 from agentd.app import App
 from agentd.config import Config, load_config
 from agentd.embedders.local import LocalEmbedder
-from tests.fakeopenai import KEY_ENV, FakeOpenAI, fake_persona
-from tests.pgserver import SHARED, PostgresDatabases, SharedServer, shared_port, start_server
-from tests.support import Running, wait_for
+from tests.support import REPO, Running, wait_for
+from tests.support.cluster import three_daemons
+from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, fake_persona
+from tests.support.homes import ADMISSION_OFF, BUDDY, SCHOLAR, write_home
+from tests.support.pgserver import SHARED, PostgresDatabases, SharedServer, shared_port, start_server
+from tests.support.serve import Serve
 
-REPO = Path(__file__).resolve().parent.parent
+#: Imported from here by tests written before they moved to tests/support/.
+__all__ = ["ADMISSION_OFF", "BUDDY", "REPO", "SCHOLAR", "write_home"]
 
 
 def newest_migration() -> str:
@@ -123,55 +125,6 @@ def database_url(backend: str, request: pytest.FixtureRequest) -> Iterator[str]:
     databases.drop(url)
 
 
-BUDDY = """
-name = "buddy"
-model = "offline"
-max_tokens = 512
-channels = ["general", "dm-*"]
-skills = ["remember", "recall", "delegate"]
-system_prompt = "You are buddy. You remember things."
-"""
-
-SCHOLAR = """
-name = "scholar"
-model = "offline"
-max_tokens = 512
-channels = ["research"]
-skills = ["recall", "remember"]
-system_prompt = "You are scholar. Answer briefly."
-"""
-
-
-#: Admission control's bounds in a test home that sets none: beyond any test's load. Most tests post
-#: bursts, or in closed loops, and expect every post accepted; tests/test_admission.py sets small
-#: bounds on purpose, and bench/daemon.py --overload measures the derived ones.
-ADMISSION_OFF = "max_pending = 1000000\nmax_pending_per_channel = 1000000\n"
-
-
-def _admission_off(config: str) -> str:
-    """``config`` with :data:`ADMISSION_OFF` in its ``[daemon]`` table, unless it sets a bound itself."""
-    if "max_pending" in config:
-        return config
-    header = re.compile(r"^\[daemon\][ \t]*$", re.MULTILINE)
-    if header.search(config):
-        return header.sub("[daemon]\n" + ADMISSION_OFF.rstrip("\n"), config, count=1)
-    return config + ("" if config.endswith("\n") or not config else "\n") + "[daemon]\n" + ADMISSION_OFF
-
-
-def write_home(
-    root: Path, config: str = "", personas: dict[str, str] | None = None, database_url: str = "sqlite:///agentd.db"
-) -> Path:
-    """Write an agentd.toml and persona files under ``root``; return the config path. Admission control
-    is off (:data:`ADMISSION_OFF`) unless ``config`` sets a bound."""
-    (root / "personas").mkdir(parents=True, exist_ok=True)
-    for name, text in (personas or {"buddy": BUDDY, "scholar": SCHOLAR}).items():
-        (root / "personas" / f"{name}.toml").write_text(textwrap.dedent(text))
-    path = root / "agentd.toml"
-    base = f'[database]\nurl = "{database_url}"\n[logging]\nlevel = "warning"\n'
-    path.write_text(base + _admission_off(textwrap.dedent(config)))
-    return path
-
-
 @pytest.fixture(scope="session")
 def embedder() -> LocalEmbedder:
     """The real local embedder, loaded once per test session."""
@@ -195,6 +148,14 @@ def app(config: Config, embedder: LocalEmbedder) -> Iterator[App]:
     a = App(config, embedder=embedder)
     yield a
     a.close()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, postgres: PostgresDatabases) -> Iterator[tuple[str, list[Serve]]]:
+    """Three ``agentd serve`` processes on one fresh PostgreSQL database: ``(url, daemons)``."""
+    url = postgres.fresh()
+    with three_daemons(tmp_path, url) as started:
+        yield url, started
 
 
 @pytest.fixture

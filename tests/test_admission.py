@@ -26,9 +26,9 @@ from agentd.embedders.local import LocalEmbedder
 from agentd.runtime import Done, Error, Event, Runtime
 from agentd.runtime.admission import MIN_PENDING, MIN_PENDING_PER_CHANNEL, START_RATE, Admission
 from tests.conftest import agentd_process, write_home
-from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
-from tests.pgserver import PostgresDatabases
 from tests.support import Running, wait_for
+from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
+from tests.support.pgserver import PostgresDatabases
 
 pytestmark = pytest.mark.both_backends
 

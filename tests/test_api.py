@@ -16,8 +16,8 @@ from agentd.app import App
 from agentd.config import load_config
 from agentd.scopes import GLOBAL
 from tests.conftest import write_home
-from tests.fakeopenai import Turn, embedding_config, fake_persona
 from tests.support import follow, wait_for
+from tests.support.fakeopenai import Turn, embedding_config, fake_persona
 
 pytestmark = pytest.mark.both_backends
 

@@ -9,8 +9,8 @@ import json
 from agentd.app import App
 from agentd.config import load_config
 from agentd.scopes import GLOBAL
-from tests.fakeopenai import FakeOpenAI, Turn, fake_persona
 from tests.support import read_sse, wait_for
+from tests.support.fakeopenai import FakeOpenAI, Turn, fake_persona
 
 TASK = "When is the Apollo rocket launch deadline?"
 

@@ -21,7 +21,7 @@ import pytest
 from agentd.app import App
 from agentd.memory.intent import asks_of_asker
 from agentd.scopes import GLOBAL, Reach, Scope
-from tests.fakeopenai import Turn
+from tests.support.fakeopenai import Turn
 
 CAROL = Reach("buddy", "dm-carol", "carol")
 FACTS = [

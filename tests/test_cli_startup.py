@@ -20,43 +20,13 @@ import pytest
 import sqlean
 
 from agentd.cli.main import COMMANDS
+from tests.support.processes import isolated_env, modules_imported, run
 
 #: Starts processes, loads a model or takes seconds: not in the fast tier.
 pytestmark = pytest.mark.slow
 
 #: Imports that only some commands may pay for.
 HEAVY = ("litellm", "alembic", "fastapi", "uvicorn", "onnxruntime", "numpy")
-
-
-def isolated_env(root: Path) -> dict[str, str]:
-    """A user with nothing of agentd's yet: HOME and AGENTD_HOME in ``root``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTD_", "XDG_"))}
-    env.update({"HOME": str(root / "home"), "AGENTD_HOME": str(root / "home" / "agentd")})
-    return env
-
-
-def run(
-    args: list[str], root: Path, *, importtime: bool = False, env: dict[str, str] | None = None
-) -> tuple[int, str, str, set[str]]:
-    """``agentd ARGS`` from an empty directory; (status, stdout, stderr, top-level packages imported)."""
-    work = root / "work"
-    work.mkdir(exist_ok=True)
-    code = "import sys; from agentd.cli.main import main; sys.argv[0] = 'agentd'; main()"
-    cmd = [sys.executable, *(["-X", "importtime"] if importtime else []), "-c", code, *args]
-    full_env = {**isolated_env(root), **(env or {})}
-    done = subprocess.run(cmd, env=full_env, cwd=work, capture_output=True, text=True, timeout=120)
-    imported = {name.split(".")[0] for name in modules_imported(done.stderr)}
-    stderr = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("import time:"))
-    return done.returncode, done.stdout, stderr, imported
-
-
-def modules_imported(importtime_stderr: str) -> set[str]:
-    """Every module ``python -X importtime`` reported, by its full name."""
-    return {
-        line.rsplit("|", 1)[-1].strip()
-        for line in importtime_stderr.splitlines()
-        if line.startswith("import time:") and not line.endswith("imported package")
-    }
 
 
 @pytest.fixture(scope="module")

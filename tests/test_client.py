@@ -17,8 +17,8 @@ from agentd.client import AgentdClient, ApiError, AsyncAgentdClient, DaemonUnrea
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from tests.conftest import write_home
-from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 from tests.support import wait_for
+from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 
 
 def test_every_call_of_the_blocking_client(daemons, fake_openai) -> None:

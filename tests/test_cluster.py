@@ -12,9 +12,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,30 +22,14 @@ import sqlalchemy as sa
 
 from agentd.store.cluster import lock_key
 from tests.conftest import write_home
-from tests.pgserver import PostgresDatabases
 from tests.support import SSE, read_sse, wait_for
-from tests.test_serve import Serve
+from tests.support.cluster import CLUSTER_CONFIG, ECHO
+from tests.support.pgserver import PostgresDatabases
 
 #: Starts processes, loads a model or takes seconds: not in the fast tier.
 pytestmark = pytest.mark.slow
 
-ECHO = """
-name = "echo"
-model = "offline"
-max_tokens = 256
-channels = ["c*"]
-skills = []
-system_prompt = "You answer briefly."
-"""
-CONFIG = """
-[embedding]
-provider = "none"
-[daemon]
-shutdown_grace_seconds = 2
-[cluster]
-heartbeat_seconds = 0.5
-lease_seconds = 4
-"""
+
 CHANNELS = [f"c{i:02d}" for i in range(20)]
 MESSAGES = 200
 
@@ -96,21 +78,6 @@ class Follower:
 
     def close(self) -> None:
         self._client.close()
-
-
-@pytest.fixture
-def cluster(tmp_path: Path, postgres: PostgresDatabases) -> Iterator[tuple[str, list[Serve]]]:
-    """Three daemons on one fresh PostgreSQL database."""
-    url = postgres.fresh()
-    started: list[Serve] = []
-    try:
-        for i in range(3):
-            home = write_home(tmp_path / f"d{i}", CONFIG, {"echo": ECHO}, url)
-            started.append(Serve(home))
-        yield url, started
-    finally:
-        for serve in started:
-            serve.stop()
 
 
 def test_three_daemons_answer_every_accepted_message_once_across_a_sigkill(cluster, capsys) -> None:
@@ -287,7 +254,8 @@ def test_a_daemon_that_loses_its_lock_connection_gives_up_its_channels(tmp_path,
     from agentd.runtime import Runtime
 
     url = postgres.fresh()
-    apps = [App(load_config(write_home(tmp_path / f"h{i}", CONFIG, {"echo": ECHO}, url), environ={})) for i in range(2)]
+    homes = [write_home(tmp_path / f"h{i}", CLUSTER_CONFIG, {"echo": ECHO}, url) for i in range(2)]
+    apps = [App(load_config(home, environ={})) for home in homes]
     first, second = (Runtime(a) for a in apps)
     try:
         events = list(first.chat("echo", "c01", "u", "hello"))
@@ -335,7 +303,7 @@ def test_a_message_another_daemon_stored_first_is_answered_first(tmp_path, postg
     from agentd.runtime import Runtime
 
     url = postgres.fresh()
-    slow_sweep = CONFIG.replace("heartbeat_seconds = 0.5", "heartbeat_seconds = 60")
+    slow_sweep = CLUSTER_CONFIG.replace("heartbeat_seconds = 0.5", "heartbeat_seconds = 60")
     app = App(load_config(write_home(tmp_path / "h", slow_sweep, {"echo": ECHO}, url), environ={}))
     runtime = Runtime(app)
     try:

@@ -11,7 +11,7 @@ from agentd.memory import MemoryService
 from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.store import Store
 from tests.conftest import agentd_cli
-from tests.pgserver import PostgresDatabases
+from tests.support.pgserver import PostgresDatabases
 
 QUERIES = ["Where did Maria propose?", "What programming language should I learn?", "dog Max"]
 

@@ -13,10 +13,10 @@ import pytest
 from agentd.app import App
 from agentd.config import load_config
 from tests.conftest import write_home
-from tests.fakeopenai import FakeOpenAI, fake_persona
 from tests.support import wait_for
-from tests.test_serve import Serve
-from tests.test_workers import channels_of_both_workers
+from tests.support.fakeopenai import FakeOpenAI, fake_persona
+from tests.support.serve import Serve
+from tests.support.workers import channels_of_both_workers
 
 #: Starts processes, loads a model or takes seconds: not in the fast tier.
 pytestmark = pytest.mark.slow

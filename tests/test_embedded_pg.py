@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pgembedded import reachable_bin_dir
+from testkit.pgembedded import reachable_bin_dir
 
 #: Starts processes, loads a model or takes seconds: not in the fast tier.
 pytestmark = pytest.mark.slow

@@ -24,8 +24,8 @@ from agentd.runtime import Done, MemoryContext, Runtime
 from agentd.scopes import Reach, Scope
 from agentd.store.memories import Memory
 from tests.conftest import agentd_cli, write_home
-from tests.fakeopenai import EmbeddingFault, FakeOpenAI, embedding_config
 from tests.support import wait_for
+from tests.support.fakeopenai import EmbeddingFault, FakeOpenAI, embedding_config
 
 #: A persona with a small window, so early exchanges leave the recent history and must be recalled.
 TALKER = """

@@ -23,8 +23,8 @@ from agentd.runtime import Done, Runtime
 from agentd.scopes import Scope
 from agentd.store.memories import Memory
 from tests.conftest import agentd_cli, write_home
-from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 from tests.support import wait_for
+from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 
 EXTRACT = """
 [memory]

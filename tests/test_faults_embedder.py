@@ -23,8 +23,8 @@ import pytest
 from agentd.scopes import GLOBAL, Reach
 from agentd.store import vectors
 from tests.conftest import agentd_cli
-from tests.fakeopenai import EmbeddingFault, Turn, embedding_config
 from tests.support import wait_for
+from tests.support.fakeopenai import EmbeddingFault, Turn, embedding_config
 
 #: Starts processes, loads a model or takes seconds: not in the fast tier.
 pytestmark = pytest.mark.slow
@@ -221,8 +221,8 @@ def test_sigterm_ends_the_daemon_while_the_embedder_hangs(tmp_path, fake_openai,
     """A remember call, searches and a pending message wait on a hung embedder: SIGTERM still
     ends the daemon within its grace period; the pending message is answered after restart."""
     from tests.conftest import write_home
-    from tests.fakeopenai import fake_persona
-    from tests.test_serve import Serve
+    from tests.support.fakeopenai import fake_persona
+    from tests.support.serve import Serve
 
     home = write_home(
         tmp_path,

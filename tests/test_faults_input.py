@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from agentd.api.guard import allowed_hosts, host_name
-from tests.fakeopenai import Turn
 from tests.support import read_sse
+from tests.support.fakeopenai import Turn
 
 BIG = 2**63
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import socket
 import time
 
-from tests.fakeopenai import Turn, fake_persona
 from tests.support import SSE
+from tests.support.fakeopenai import Turn, fake_persona
 
 RETRIES = "[models]\nretries = 2\nretry_backoff_seconds = 0.05\nretry_max_wait_seconds = 5\n"
 

@@ -22,9 +22,9 @@ import sqlean
 
 from agentd.store.engine import create_engine
 from tests.conftest import write_home
-from tests.fakeopenai import FakeOpenAI, Turn, fake_persona
 from tests.support import read_sse, wait_for
-from tests.test_serve import Serve
+from tests.support.fakeopenai import FakeOpenAI, Turn, fake_persona
+from tests.support.serve import Serve
 
 #: Starts processes, loads a model or takes seconds: not in the fast tier.
 pytestmark = pytest.mark.slow

@@ -20,8 +20,8 @@ from agentd.runtime.pipeline.record import Incoming, TurnWriter
 from agentd.store import Store
 from agentd.store.messages import Message
 from tests.conftest import write_home
-from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 from tests.support import wait_for
+from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 
 pytestmark = pytest.mark.both_backends
 

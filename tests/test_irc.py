@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import textwrap
 import time
@@ -19,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from agentd.adapters import split_text
-from tests.conftest import REPO, write_home
-from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
+from tests.conftest import write_home
 from tests.support import wait_for
+from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
+from tests.support.processes import Process, free_port, listening
 
 NGIRCD = shutil.which("ngircd") or "/usr/sbin/ngircd"
 pytestmark = [
@@ -31,42 +31,6 @@ pytestmark = [
     pytest.mark.slow,
 ]
 AGENTD = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Process:
-    """A subprocess whose output goes to a file (read on failure)."""
-
-    def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
-        self.args, self.log, self.env = args, log, env
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.start()
-
-    def start(self) -> None:
-        out = self.log.open("ab")
-        self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=REPO)
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-
-def listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
 
 
 @pytest.fixture

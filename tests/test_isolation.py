@@ -21,8 +21,8 @@ from agentd.api.keys import KeyBook
 from agentd.prompt.builder import NO_REPLY
 from agentd.scopes import Scope
 from tests.conftest import agentd_cli
-from tests.fakeopenai import FakeOpenAI, Turn, fake_persona
 from tests.support import SSE, Running, follow, read_sse, wait_for
+from tests.support.fakeopenai import FakeOpenAI, Turn, fake_persona
 
 DM = "Alice locker code is DMSECRET7731"
 LOBBY = "Alice favourite locker snack is LOBBYUSER3301"

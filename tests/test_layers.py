@@ -228,3 +228,72 @@ def test_runtime_modules_import_down_its_own_layers() -> None:
         and RUNTIME_LAYERS[_runtime_part(dep)] > RUNTIME_LAYERS[_runtime_part(module)]
     ]
     assert not upward, "runtime/ imports run up its layers:\n" + "\n".join(upward)
+
+
+# -- around agentd: tests/, bench/ and testkit/ ----------------------------------------------------------
+
+#: What each top-level tree of the repository may import of the others: tests/ and bench/ share testkit/
+#: and never import each other; testkit/ imports agentd only; agentd imports none of them.
+MAY_IMPORT: dict[str, set[str]] = {
+    "agentd": set(),
+    "testkit": {"agentd"},
+    "tests": {"agentd", "testkit"},
+    "bench": {"agentd", "testkit"},
+}
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """The modules ``path`` imports (every import, by its full dotted name), and the files it loads by path
+    or puts on ``sys.path`` (``importlib.util.spec_from_file_location``, ``sys.path.insert``), as
+    ``<file>``: their text names the repository's directories, so those lines are kept whole."""
+    found: set[str] = set()
+    text = path.read_text(encoding="utf-8")
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names}
+    found |= {f"<file> {line.strip()}" for line in text.splitlines() if "spec_from_file_location(" in line}
+    found |= {f"<file> {line.strip()}" for line in text.splitlines() if "sys.path.insert(" in line}
+    return found
+
+
+def crossings(tree: str) -> list[str]:
+    """The imports in ``tree`` (a top-level directory) of another tree it may not import, and in tests/ of
+    another test module (``tests.test_*``: shared helpers live in tests/support/)."""
+    bench_modules = {p.stem for p in (REPO / "bench").glob("*.py")}
+    forbidden = set(MAY_IMPORT) - MAY_IMPORT[tree] - {tree}
+    found: list[str] = []
+    for path in sorted((REPO / tree).rglob("*.py")):
+        for name in sorted(_top_level_imports(path)):
+            head = name.split(".")[0]
+            is_file = name.startswith("<file>")
+            wrong = head in forbidden or (tree == "tests" and head in bench_modules)
+            wrong |= tree == "tests" and name.startswith("tests.test_")
+            wrong |= is_file and any(f"/ {other!r}" in name or f'"{other}"' in name for other in forbidden)
+            if wrong:
+                found.append(f"{path.relative_to(REPO)}: {name}")
+    return found
+
+
+@pytest.mark.parametrize("tree", sorted(MAY_IMPORT))
+def test_tests_bench_and_testkit_import_only_what_they_may(tree: str) -> None:
+    """No test module imports another, tests/ and bench/ never import each other (nor load each other's
+    files by path), testkit/ imports neither, and agentd none of the three."""
+    found = crossings(tree)
+    assert not found, f"{tree}/ imports what it may not (see MAY_IMPORT in tests/test_layers.py):\n" + "\n".join(found)
+
+
+def test_the_crossing_check_sees_a_test_importing_a_test_and_a_bench_file(tmp_path: Path) -> None:
+    """The check above reads what these lines import as the crossings they are."""
+    path = tmp_path / "t.py"
+    path.write_text(
+        "from tests.test_serve import Serve\nimport tests.support\n"
+        "spec = spec_from_file_"  # split: this file's own text is checked too
+        'location("x", REPO / "bench" / "locomo.py")\n'
+    )
+    found = _top_level_imports(path)
+    assert "tests.test_serve" in found
+    assert "tests.support" in found
+    assert any(name.startswith("<file>") and '"bench"' in name for name in found)

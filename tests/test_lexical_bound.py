@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from agentd.store import Store, lexical, pgtext
 from agentd.store.engine import create_engine
-from tests.pgserver import PostgresDatabases
+from tests.support.pgserver import PostgresDatabases
 
 P = "p"
 

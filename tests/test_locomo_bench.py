@@ -1,26 +1,13 @@
-"""bench/locomo.py's logic on a tiny LoCoMo-format file built here (never the real data set)."""
+"""bench/locomo.py's logic (testkit/locomo.py) on a tiny LoCoMo-format file built here (never the real data set)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType
 
+import testkit.locomo as bench
 from agentd.embedders.local import LocalEmbedder
-from tests.conftest import REPO
-
-
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("locomo_bench", REPO / "bench" / "locomo.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _fixture(path: Path) -> Path:
@@ -68,7 +55,6 @@ def _fixture(path: Path) -> Path:
 
 
 def test_loading_parses_dates_captions_evidence_and_categories(tmp_path: Path) -> None:
-    bench = _bench()
     convs = bench.load(_fixture(tmp_path / "mini.json"))
     assert [c.sample_id for c in convs] == ["t-1", "t-2"]
     turns = convs[0].turns
@@ -91,7 +77,6 @@ def test_loading_parses_dates_captions_evidence_and_categories(tmp_path: Path) -
 
 
 def test_the_bench_ingests_asks_in_every_mode_and_reports(tmp_path: Path, embedder: LocalEmbedder) -> None:
-    bench = _bench()
     report = bench.run(_fixture(tmp_path / "mini.json"), [1, 5], list(bench.MODES), {0}, tmp_path, embedder=embedder)
     assert "4 questions (categories 1-4 with evidence)" in report
     for section in ("## dev", "## held-out", "## all"):
@@ -111,7 +96,6 @@ def test_the_bench_ingests_asks_in_every_mode_and_reports(tmp_path: Path, embedd
 
 
 def test_identical_turns_share_a_memory_and_keep_both_ids(tmp_path: Path, embedder: LocalEmbedder) -> None:
-    bench = _bench()
     from agentd.config import MemoryConfig
     from agentd.memory import MemoryService
     from agentd.store import Store
@@ -133,7 +117,6 @@ def test_identical_turns_share_a_memory_and_keep_both_ids(tmp_path: Path, embedd
 def test_the_real_path_replays_through_the_runtime_and_asks_through_a_turns_retrieval(
     tmp_path: Path, embedder: LocalEmbedder
 ) -> None:
-    bench = _bench()
     report = bench.run_real(_fixture(tmp_path / "mini.json"), [1, 5], {0}, tmp_path, embedder, keep="user")
     assert "path: real" in report
     assert "2 conversations, 12 turns" in report

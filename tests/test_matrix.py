@@ -22,10 +22,10 @@ import httpx
 import pytest
 
 from tests.conftest import agentd_cli, write_home
-from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 from tests.support import wait_for
-from tests.synapse import SERVER_NAME, MatrixUser, Synapse
-from tests.test_irc import Process, free_port, listening
+from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
+from tests.support.processes import Process, free_port, listening
+from tests.support.synapse import SERVER_NAME, MatrixUser, Synapse
 
 AGENTD = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
 #: The first test also waits for the homeserver, the daemon and the adapter to start (CPU-heavy).

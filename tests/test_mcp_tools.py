@@ -25,9 +25,9 @@ import pytest
 from agentd.runtime.pipeline.record import ContextRecord
 from agentd.runtime.scaleout.workers import shard_of
 from tests.conftest import REPO, agentd_cli, write_home
-from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 from tests.support import SSE, Running, read_sse, wait_for
-from tests.test_serve import Serve
+from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
+from tests.support.serve import Serve
 
 #: Starts processes, loads a model or takes seconds: not in the fast tier.
 pytestmark = pytest.mark.slow

@@ -20,7 +20,7 @@ from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.store import Store
 from agentd.store.memories import NewMemory
 from tests.conftest import newest_migration
-from tests.fakeopenai import FakeOpenAI
+from tests.support.fakeopenai import FakeOpenAI
 
 pytestmark = pytest.mark.both_backends
 

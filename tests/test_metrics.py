@@ -21,11 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agentd.api.keys import KeyBook
 from tests.conftest import REPO, write_home
-from tests.fakeopenai import FakeOpenAI, Turn, fake_persona
 from tests.support import wait_for
-from tests.test_cluster import cluster  # noqa: F401 - the fixture: three daemons on one PostgreSQL
-from tests.test_serve import Serve
-from tests.test_workers import channels_of_both_workers, post_all, wait_answered
+from tests.support.fakeopenai import FakeOpenAI, Turn, fake_persona
+from tests.support.serve import Serve
+from tests.support.workers import channels_of_both_workers, post_all, wait_answered
 
 #: Starts processes, loads a model or takes seconds: not in the fast tier.
 pytestmark = pytest.mark.slow

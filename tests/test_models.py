@@ -20,7 +20,7 @@ from agentd.llm.chat import LitellmChat, ModelSettings
 from agentd.llm.models import KEY_VARIABLES, PLACEHOLDER_KEY, key_variables, max_input_tokens, request_key
 from agentd.llm.tokens import counter_for, encoding_name
 from tests.conftest import REPO, agentd_cli, write_home
-from tests.fakeopenai import FakeOpenAI, Turn
+from tests.support.fakeopenai import FakeOpenAI, Turn
 
 ENGLISH = "The quarterly planning meeting moved to Thursday because the venue was double booked."
 CODE = "def fib(n: int) -> int:\n    return n if n < 2 else fib(n - 1) + fib(n - 2)  # {x: [1, 2]}\n"

@@ -11,8 +11,8 @@ import pytest
 
 from agentd.scopes import Scope
 from tests.conftest import agentd_cli
-from tests.fakeopenai import Turn, fake_persona
 from tests.support import Running
+from tests.support.fakeopenai import Turn, fake_persona
 
 
 def sdk(d: Running, key: str = "unused") -> openai.OpenAI:

@@ -13,9 +13,9 @@ import pytest
 
 from agentd.app import App
 from agentd.store.people import REDACTED
+from testkit.pgembedded import bin_dir
 from tests.conftest import BUDDY, agentd_cli, agentd_process
 from tests.support import Running, read_sse, wait_for
-from tests.test_backup import PG_BIN
 
 pytestmark = pytest.mark.both_backends
 
@@ -192,7 +192,7 @@ def test_the_exact_commands_work_from_the_installed_script(daemons: Any, backend
     _answered(d, "general", 2)
     env = {"AGENTD_CONFIG": str(d.home)}
     if backend == "postgres":
-        env["PATH"] = f"{PG_BIN}:{os.environ['PATH']}"
+        env["PATH"] = f"{bin_dir()}:{os.environ['PATH']}"
 
     exported = agentd_process("user", "export", "alice", env=env)
     assert exported.returncode == 0, exported.stderr

@@ -19,7 +19,7 @@ from agentd.cli.main import cli
 from agentd.personas import load_persona_file
 from agentd.skills import SKILLS
 from tests.conftest import REPO, agentd_cli, write_home
-from tests.fakeopenai import FakeOpenAI, Turn
+from tests.support.fakeopenai import FakeOpenAI, Turn
 
 DOCS = REPO / "docs"
 GUIDES = [REPO / "README.md", *sorted(DOCS.rglob("*.md"))]

@@ -1,5 +1,6 @@
 """Precision and recall of automatic retrieval on the labelled conversational set (tests/data/recall_set.json),
-with each local embedder, through bench/recall_quality.py's own evaluation.
+with each local embedder, through bench/recall_quality.py's own evaluation
+(testkit/recall_quality.py).
 
 Thresholds (docs/notes/recall.md, "The labelled set"): questions about the user and content-free
 messages are decided by what the query asks, not by similarity, so every miss there is a bug:
@@ -16,30 +17,17 @@ tested CPU measured. The figures themselves belong in bench/ (``bench/recall_qua
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from types import ModuleType
-
 import pytest
 
 from agentd.embedders.local import LocalEmbedder
+from testkit import everyday
+from testkit import recall_quality as bench
 from tests.conftest import REPO
 
 #: Starts processes, loads a model or takes seconds: not in the fast tier.
 pytestmark = pytest.mark.slow
 
 
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("recall_quality_bench", REPO / "bench" / "recall_quality.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _bench()
 LABELLED = bench.load_set(REPO / "tests" / "data" / "recall_set.json")
 
 
@@ -85,10 +73,8 @@ def test_overall_precision_and_recall(scores) -> None:  # type: ignore[no-untype
     assert scores["follow_up"].recall >= 3 / 7, "more than two of the seven follow-up memories missed"
 
 
-# -- the everyday set (bench/everyday.py): facts written the ways memories are written -------------------
+# -- the everyday set (testkit/everyday.py): facts written the ways memories are written -------------------
 
-sys.path.insert(0, str(REPO / "bench"))
-everyday = importlib.import_module("everyday")
 EVERYDAY = everyday.load_everyday()
 
 

@@ -23,7 +23,7 @@ from agentd.llm.chat import ChatModel, LitellmChat, ModelSettings, ModelTurn
 from agentd.runtime import Done, Error, Event, MemoryContext, Runtime, TokenDelta, ToolCall, ToolResult
 from agentd.scopes import GLOBAL, Scope
 from tests.conftest import write_home
-from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, embedding_config, fake_persona
+from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, embedding_config, fake_persona
 
 
 @pytest.fixture

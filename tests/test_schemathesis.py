@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_home
-from tests.test_serve import Serve
+from tests.support.serve import Serve
 
 #: Starts processes, loads a model or takes seconds: not in the fast tier.
 pytestmark = pytest.mark.slow

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import queue
 import shutil
 import signal
 import struct
@@ -25,8 +24,9 @@ import pytest
 from agentd.app import App
 from agentd.config import load_config
 from tests.conftest import REPO, agentd_cli, agentd_process, write_home
-from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 from tests.support import read_sse, wait_for
+from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
+from tests.support.serve import Serve
 
 #: Starts processes, loads a model or takes seconds: not in the fast tier.
 pytestmark = pytest.mark.slow
@@ -41,43 +41,6 @@ def test_serve_refuses_to_bind_beyond_loopback_without_a_key(tmp_path) -> None:
     assert "refusing to listen on '0.0.0.0'" in result.stderr
     assert "api_key" in result.stderr
     assert "listening" not in result.stdout
-
-
-class Serve:
-    """``agentd serve --port 0`` in a subprocess; ``url`` once it printed where it listens."""
-
-    def __init__(self, home: Path, new_session: bool = False, cwd: Path = REPO) -> None:
-        """``new_session``: in a process group of its own (signalled as a whole with ``os.killpg``);
-        ``cwd``: the directory it runs in."""
-        exe = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
-        env[KEY_ENV] = "test-key"
-        self.proc = subprocess.Popen(
-            [exe, "--config", str(home), "serve", "--port", "0"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=cwd,
-            start_new_session=new_session,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.stderr: list[str] = []
-        threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put), daemon=True).start()
-        threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr.append), daemon=True).start()
-        line = self.lines.get(timeout=60)
-        assert "agentd listening on " in line, (line, self.stderr)
-        self.url = line.split("listening on ")[1].split()[0]
-
-    @staticmethod
-    def _pump(stream: Any, put: Any) -> None:
-        for line in stream:
-            put(line)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(10)
 
 
 @pytest.fixture

@@ -25,10 +25,10 @@ import pytest
 from agentd._exceptions import ConfigError
 from agentd.config import load_config
 from tests.conftest import write_home
-from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 from tests.support import wait_for
-from tests.test_cli_startup import run as run_cli
-from tests.test_serve import Serve
+from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
+from tests.support.processes import run as run_cli
+from tests.support.serve import Serve
 
 #: Starts processes, loads a model or takes seconds: not in the fast tier.
 pytestmark = pytest.mark.slow

@@ -17,8 +17,8 @@ import pytest
 
 from agentd.llm import litellm_module
 from tests.conftest import agentd_cli
-from tests.fakeopenai import FakeOpenAI, Turn, fake_persona
 from tests.support import wait_for
+from tests.support.fakeopenai import FakeOpenAI, Turn, fake_persona
 
 PRICED = "openai/gpt-4o-mini"
 CONFIG = """

@@ -24,7 +24,7 @@ from agentd.store import Store, migrate, vectors
 from agentd.store.engine import create_engine
 from agentd.store.pgvectors import PgVectors
 from tests.conftest import PostgresDatabases
-from tests.fakeopenai import FakeOpenAI
+from tests.support.fakeopenai import FakeOpenAI
 
 QUERY = "Which programming language does the user write at work?"
 

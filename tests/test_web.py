@@ -14,8 +14,8 @@ import pytest
 from agentd.config import login_name
 from agentd.scopes import Scope
 from tests.conftest import BUDDY, REPO
-from tests.fakeopenai import Turn
 from tests.support import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS, wait_for
+from tests.support.fakeopenai import Turn
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is a test dependency: pip install -e '.[test]'")
 if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):

@@ -1,6 +1,11 @@
-"""Helpers of the API tests: a daemon running in a thread (its ``daemons`` fixture is in
-conftest.py), waiting with a deadline, and a small SSE reader written independently of
-agentd's own client."""
+"""The tests' one support package: what more than one test module uses lives here (a test module never
+imports another; tests/test_layers.py checks). This module: the repository's root, a daemon running in a
+thread (its ``daemons`` fixture is in conftest.py), waiting with a deadline, and a small SSE reader written
+independently of agentd's own client. Beside it: :mod:`~tests.support.homes` (agentd homes),
+:mod:`~tests.support.fakeopenai` (a fake OpenAI server), :mod:`~tests.support.pgserver` (the run's
+PostgreSQL), :mod:`~tests.support.serve` (``agentd serve`` in a subprocess), :mod:`~tests.support.workers`,
+:mod:`~tests.support.cluster`, :mod:`~tests.support.processes`, :mod:`~tests.support.synapse`. What
+bench/ shares with the tests is in the top-level package ``testkit``."""
 
 from __future__ import annotations
 
@@ -17,6 +22,9 @@ import httpx
 
 from agentd.api import DaemonServer
 from agentd.app import App
+
+#: The repository's root.
+REPO = Path(__file__).resolve().parent.parent.parent
 
 #: Debian's Chromium and its driver (never a downloaded browser), and the flags every headless run
 #: here needs: without the background-networking ones Chromium keeps dialling hosts this machine
