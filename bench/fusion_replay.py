@@ -7,7 +7,7 @@
     python bench/fusion_replay.py lme.json --plain-weight 0.1 --plain-saturation 20
     python bench/fusion_replay.py locomo.json --dev 0,1,2      # held-out only with --held-out
 
-Each question's record holds exactly what the search's ranking was given (bench/fusiondump.py),
+Each question's record holds exactly what the search's ranking was given (testkit/fusiondump.py),
 so the replay runs agentd's own :func:`agentd.memory.ranking.rank` over it with a
 :class:`~agentd.memory.fusion.Fusion` of the given weights (default: the dump's), chosen per
 query as the search chooses them (:meth:`~agentd.memory.fusion.Fusion.for_query`), skips the

@@ -36,7 +36,7 @@ included), the ingest rate; the last three lines are ``recall_any@5``,
 
 Stored texts' vectors are kept in ``--cache`` (default: agentd's cache
 directory, ``bench-embeddings/``) so that a second run embeds only the
-questions (bench/embedcache.py); ``--cache none`` embeds everything.
+questions (testkit/embedcache.py); ``--cache none`` embeds everything.
 """
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ def score(q: Question, turn_ids: dict[int, list[int]], hits: Sequence[int], resu
 
 
 def labels(q: Question, turn_ids: dict[int, list[int]], recorder: Recorder) -> dict[str, object]:
-    """The last search's record (bench/fusiondump.py) with what scoring it needs."""
+    """The last search's record (testkit/fusiondump.py) with what scoring it needs."""
     texts = {mid: q.turns[pos[0]].text for mid, pos in turn_ids.items()}
     record = recorder.take(q.text, texts, kind=q.kind, sessions=q.sessions)
     record["turns"] = {str(c[0]): turn_ids.get(c[0], []) for c in record["candidates"]}
@@ -246,7 +246,7 @@ def run(
 ) -> str:
     """Ingest every question's haystack, ask each question in every mode; return the report.
 
-    ``dump``: write each hybrid search's fused candidates there (bench/fusiondump.py).
+    ``dump``: write each hybrid search's fused candidates there (testkit/fusiondump.py).
     """
     questions, skipped = load(path)
     questions = questions[:limit]

@@ -2,7 +2,7 @@
 
     python bench/rerank_grid.py            # ~1 min: e5 and the cross-encoder over every (question, fact) pair
 
-For every question of the everyday set (tests/data/everyday_set.json, bench/everyday.py) and
+For every question of the everyday set (tests/data/everyday_set.json, testkit/everyday.py) and
 every writing style, the asker's facts are ranked as automatic retrieval ranks a decision's own
 candidates (agentd/memory/rerank.py): the best ``pool`` by the e5-small-v2 cosine of the
 question and the fact's indexed text, reordered by ``z(search) + weight x z(cross-encoder)``

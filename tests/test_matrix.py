@@ -1,4 +1,4 @@
-"""The Matrix adapter against a real homeserver (Synapse from PyPI, tests/synapse.py) and a real
+"""The Matrix adapter against a real homeserver (Synapse from PyPI, tests/support/synapse.py) and a real
 daemon (``agentd serve`` in a subprocess), with people written independently of the adapter
 (httpx on the client-server API): a reply in a room when addressed, in Markdown and with typing
 notifications; a direct message; a thread reply that stays in the thread; a refused post answered
