@@ -8,7 +8,9 @@ directory: built-in defaults, the shipped personas, the offline model, the local
 embedder. A store with one memory and one exchange is made first (not timed).
 ``serve`` is timed from the start of the process until ``GET /healthz`` answers
 200, and until the "listening" line is printed; the daemon is then stopped with
-SIGTERM. Prints each command's median wall time, its ratio to the median of
+SIGTERM. Two commands that cannot start (``serve`` on a port in use, a data
+directory that is a file) are timed until their one-line error. Prints each
+command's median wall time, its ratio to the median of
 ``python -c pass`` measured in the same run (the ratio is what to compare on a
 shared machine), its median CPU time (user + system), whether the run imported
 litellm (it must not), and the targets.
@@ -45,6 +47,8 @@ COMMANDS: dict[str, tuple[list[str], float | None]] = {
     "chat (offline model)": (["chat", "buddy", "--channel", "general", "--message", "what language do I like?"], 1.5),
 }
 SERVE_TARGET = 2.0
+#: A command that cannot start says why in one line "at once": within this many seconds.
+FAILURE_TARGET = 1.0
 
 
 @dataclass
@@ -85,6 +89,33 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path, cpu: list[float] | Non
     if done.returncode != 0:
         sys.exit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr}")
     return elapsed
+
+
+def _fails_once(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    """Wall seconds of one run that must fail with one ``error:`` line (status 1)."""
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 1 or not done.stderr.startswith("error: "):
+        sys.exit(f"{' '.join(argv)} did not fail with one line ({done.returncode}):\n{done.stderr}")
+    return elapsed
+
+
+def _failures(exe: str, env: dict[str, str], root: Path, runs: int) -> list[Row]:
+    """The one-line failures tests/test_cli_startup.py checks the wording of, timed: ``serve`` on a port
+    another process listens on, and a command whose data directory is a file."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        argv = [exe, "serve", "--port", str(taken.getsockname()[1])]
+        port = Row("serve, port in use (error)", [_fails_once(argv, env, root) for _ in range(runs)], FAILURE_TARGET)
+    broken = root / "broken"
+    broken.mkdir()
+    (broken / "agentd").write_text("a file where the data directory should be")
+    bad_env = {**env, "HOME": str(broken), "AGENTD_HOME": str(broken / "agentd")}
+    argv = [exe, "memory", "list", "--persona", "buddy"]
+    data = Row("data dir is a file (error)", [_fails_once(argv, bad_env, root) for _ in range(runs)], FAILURE_TARGET)
+    return [port, data]
 
 
 def _imports_litellm(argv: list[str], env: dict[str, str], cwd: Path) -> bool:
@@ -178,6 +209,7 @@ def main() -> None:
             healthy.append(b)
         rows.append(Row("serve (listening line)", listen, None))
         rows.append(Row("serve (/healthz answers)", healthy, SERVE_TARGET))
+        rows += _failures(exe, env, root, args.runs)
 
     base = baseline.median
     if args.json:
@@ -202,7 +234,11 @@ def main() -> None:
     for r in rows:
         target = f"{r.target:.1f} s" if r.target else ""
         cpu = f"{statistics.median(r.cpu):7.3f}s" if r.cpu else ""
-        flag = "" if r is baseline or r.label.startswith("serve") else ("IMPORTED" if r.imported_litellm else "no")
+        flag = (
+            ""
+            if r is baseline or r.label.startswith("serve") or "error" in r.label
+            else ("IMPORTED" if r.imported_litellm else "no")
+        )
         print(f"{r.label:28} {r.median:7.3f}s {r.median / base:8.1f}x {cpu:>8} {target:>8}  {flag}")
 
 

@@ -30,6 +30,8 @@ from agentd._exceptions import StoreError
 
 #: Seconds to wait for initdb, and for the server to start or stop.
 TIMEOUT = 60.0
+#: Starts on a port that was free a moment before, before giving up (see :meth:`EmbeddedPostgres.start`).
+PORT_ATTEMPTS = 5
 _SETTINGS = {
     "fsync": "off",
     "synchronous_commit": "off",
@@ -87,6 +89,7 @@ def reachable_bin_dir(path: Path, into: Path) -> Path:
 
 
 def _free_port() -> int:
+    """A loopback port no one listens on now (another process may take it before the server does)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -127,19 +130,28 @@ class EmbeddedPostgres:
             raise StoreError(f"{args[0]} did not finish within {TIMEOUT:.0f} s") from exc
 
     def start(self) -> EmbeddedPostgres:
-        """initdb and start; return self once the server accepts connections."""
+        """initdb and start; return self once the server accepts connections. On a free port, and on
+        another if that one was taken before the server bound it (PostgreSQL cannot take port 0)."""
         if self._user is not None:
             entry = pwd.getpwnam(self._user)
             os.chown(self._root, entry.pw_uid, entry.pw_gid)
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--no-sync")
-        self.port = _free_port()
-        options = f"-h 127.0.0.1 -p {self.port} -k {self._root} " + " ".join(
-            f"-c {k}={v}" for k, v in self._settings.items()
-        )
-        self._run(
-            "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", str(int(TIMEOUT)), "start"
-        )
-        return self
+        wait = str(int(TIMEOUT))
+        for _ in range(PORT_ATTEMPTS):
+            self.port = _free_port()
+            options = f"-h 127.0.0.1 -p {self.port} -k {self._root} " + " ".join(
+                f"-c {k}={v}" for k, v in self._settings.items()
+            )
+            self.log.unlink(missing_ok=True)  # a failed attempt's log would name its port in the next one's error
+            try:
+                self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", wait, "start")
+                return self
+            except StoreError as exc:
+                # PostgreSQL cannot listen on port 0: the port was free a moment ago, and another
+                # process took it before the server bound it. Another free port, same data directory.
+                if "Address already in use" not in str(exc):
+                    raise
+        raise StoreError(f"PostgreSQL found its port taken {PORT_ATTEMPTS} times")
 
     def url(self, database: str = "postgres") -> str:
         """A SQLAlchemy URL for ``database`` on this server."""

@@ -11,7 +11,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import click
@@ -163,15 +162,14 @@ def test_init_writes_a_config_and_personas_that_run(tmp_path: Path) -> None:
     assert 'name = "buddy"' in (target / "personas" / "buddy.toml").read_text()
 
 
-def _one_line_failure(status: int, err: str, started: float, *needles: str) -> None:
+def _one_line_failure(status: int, err: str, *needles: str) -> None:
+    """One ``error:`` line naming ``needles``. How soon it comes ("at once") is bench/startup.py's to measure."""
     assert status == 1, err
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith("error: "), err
     for needle in needles:
         assert needle in lines[0], lines[0]
-    # "Within a second" on an idle machine; bounded generously here, where tests share two cores.
-    assert time.monotonic() - started < 10
 
 
 def test_a_port_in_use_is_one_line_at_once(tmp_path: Path) -> None:
@@ -179,9 +177,8 @@ def test_a_port_in_use_is_one_line_at_once(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        started = time.monotonic()
         status, out, err, imported = run(["serve", "--port", str(port)], tmp_path, importtime=True)
-    _one_line_failure(status, err, started, f"127.0.0.1:{port}", "address already in use", "--port")
+    _one_line_failure(status, err, f"127.0.0.1:{port}", "address already in use", "--port")
     assert "listening" not in out
     assert not imported & {"fastapi", "uvicorn", "sqlalchemy", "onnxruntime", "litellm"}, sorted(imported)
 
@@ -189,9 +186,8 @@ def test_a_port_in_use_is_one_line_at_once(tmp_path: Path) -> None:
 def test_an_unusable_data_directory_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "agentd").write_text("a file where the data directory should be")
-    started = time.monotonic()
     status, _out, err, _ = run(["memory", "list", "--persona", "buddy"], tmp_path)
-    _one_line_failure(status, err, started, "data directory", "AGENTD_HOME")
+    _one_line_failure(status, err, "data directory", "AGENTD_HOME")
 
 
 def test_a_database_locked_by_another_writer_is_one_line(user: Path) -> None:
@@ -199,13 +195,12 @@ def test_a_database_locked_by_another_writer_is_one_line(user: Path) -> None:
     holder = sqlean.connect(str(db), isolation_level=None)
     try:
         holder.execute("BEGIN EXCLUSIVE")
-        started = time.monotonic()
         args = ["memory", "add", "while locked", "--persona", "buddy"]
         status, _out, err, _ = run(args, user, env={"AGENTD_DATABASE__BUSY_TIMEOUT_MS": "300"})
     finally:
         holder.rollback()
         holder.close()
-    _one_line_failure(status, err, started, "locked by another writer", "busy_timeout_ms")
+    _one_line_failure(status, err, "locked by another writer", "busy_timeout_ms")
 
 
 def test_logs_are_json_lines_unless_a_person_is_watching() -> None:

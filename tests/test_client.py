@@ -5,7 +5,6 @@ restart on the same port without losing or repeating a message."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 from pathlib import Path
 
@@ -95,16 +94,11 @@ def test_the_last_event_id_persists_across_events_without_ids(daemons, fake_open
         assert feed.last_event_id == str(reply.data["id"])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Daemon:
-    """A daemon on a fixed port that can be stopped and started again over the same files."""
+    """A daemon that can be stopped and started again over the same files, on the same port: the first
+    start listens on port 0 (the port the system gives it), a restart on the port it got."""
 
-    def __init__(self, home: Path, port: int, embedder: LocalEmbedder) -> None:
+    def __init__(self, home: Path, embedder: LocalEmbedder, port: int = 0) -> None:
         self.home, self.port, self.embedder = home, port, embedder
         self.server: DaemonServer | None = None
         self.thread: threading.Thread | None = None
@@ -115,6 +109,7 @@ class Daemon:
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         wait_for(lambda: self.server is not None and self.server.started, 30, "the daemon to start")
+        self.port = int(self.server.url.rsplit(":", 1)[1].rstrip("/"))
 
     def stop(self) -> None:
         assert self.server is not None
@@ -128,7 +123,7 @@ class Daemon:
 def restartable(tmp_path, fake_openai: FakeOpenAI, embedder, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "test-key")
     home = write_home(tmp_path, '[channels.general]\npersonas = ["fake"]\n', {"fake": fake_persona(fake_openai.url)})
-    daemon = Daemon(home, _free_port(), embedder)
+    daemon = Daemon(home, embedder)
     daemon.start()
     yield daemon
     if daemon.thread is not None and daemon.thread.is_alive():

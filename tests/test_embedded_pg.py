@@ -34,3 +34,25 @@ def test_binaries_nobody_can_reach_are_copied_into_the_servers_own_directory(tmp
         assert not (server / "unused").exists()
     finally:
         shutil.rmtree(server)
+
+
+def test_a_port_taken_before_the_server_binds_it_is_given_up_for_a_fresh_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL cannot listen on port 0; the port it is given was free a moment before. When another
+    process holds it by then, the server starts on another port instead of failing the run."""
+    import socket
+
+    import psycopg
+
+    import testkit.pgembedded as pgembedded
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        taken = held.getsockname()[1]
+        ports = iter([taken])
+        free = pgembedded._free_port
+        monkeypatch.setattr(pgembedded, "_free_port", lambda: next(ports, None) or free())
+        with pgembedded.EmbeddedPostgres() as server:
+            assert server.port != taken
+            with psycopg.connect(f"host=127.0.0.1 port={server.port} user=postgres dbname=postgres") as conn:
+                assert conn.execute("SELECT 1").fetchone() == (1,)

@@ -148,10 +148,9 @@ def test_a_hung_embedder_costs_each_caller_its_timeout_and_blocks_nothing_else(d
     d.app.memory.add("fake", GLOBAL, "User likes Python")
     fake_openai.embedding_fault = EmbeddingFault("hang")
     body = {"persona": "fake", "text": "User likes Rust"}
-    start = time.monotonic()
     added = d.client.post("/v1/memories", json=body)
     assert (added.status_code, added.json()["error"]["code"]) == (504, "embedder_timeout")
-    assert time.monotonic() - start < timeout + 10
+    assert fake_openai.hanging == 1  # answered while the embedder still hangs: the timeout, not the embedder
     # More searches than the embedder has call slots (16) hang at once. /healthz answers while
     # every one of them still waits (judged by order, not by a wall-clock bound a loaded machine
     # can miss: blocked behind the hung calls, it could answer only after one gave up), and
@@ -182,9 +181,8 @@ def test_the_remember_skill_is_bounded_by_the_embedding_timeout(daemons, fake_op
     d = daemons(config(fake_openai, timeout=1.0, retrieval_timeout=0.5))
     fake_openai.queue(Turn(tool_calls=[("remember", {"text": "User likes Python"})]), Turn(text="I tried."))
     fake_openai.embedding_fault = EmbeddingFault("hang")
-    start = time.monotonic()
     events = d.chat("remember that I like Python")
-    assert time.monotonic() - start < 15
+    assert fake_openai.hanging >= 1  # the turn went on while the embedder still hangs
     result = next(e for e in events if e.event == "tool_result").data
     assert result["error"]["code"] == "ExecutionFailed"
     assert "did not answer" in result["error"]["message"]
@@ -200,16 +198,14 @@ def test_the_cli_is_bounded_and_refuses_bad_vectors(tmp_path, fake_openai, fault
     # a loaded machine, and must not be mistaken for the fault.
     home = write_home(tmp_path, config(fake_openai, timeout=5.0))
     env = {"FAKE_OPENAI_KEY": "test-key"}
-    start = time.monotonic()
     assert agentd_cli("memory", "add", "User likes Python", "--persona", "buddy", config=home, env=env).returncode == 0
-    healthy = time.monotonic() - start  # the same command answered: what starting and loading cost here
     fake_openai.embedding_fault = fault
     results = []
     for args in (("memory", "add", "User likes Rust"), ("memory", "search", "python")):
-        start = time.monotonic()
+        hanging = fake_openai.hanging
         results.append(agentd_cli(*args, "--persona", "buddy", config=home, env=env))
-        # Bounded by the timeout: no slower than a healthy run, the timeout and a margin for load.
-        assert time.monotonic() - start < 2 * healthy + 5 + 10, (args, healthy)
+        # Bounded by the timeout: the command ended while its embedding calls still hang.
+        assert (fake_openai.hanging > hanging) if fault.kind == "hang" else fake_openai.hanging == 0, args
     for result in results:
         assert result.returncode == 1, result.stderr
         expected = "did not answer" if fault.kind == "hang" else "NaN"
@@ -256,7 +252,6 @@ def test_sigterm_ends_the_daemon_while_the_embedder_hangs(tmp_path, fake_openai,
         for t in searches:
             t.start()
         wait_for(lambda: fake_openai.hanging >= 3, 30, "calls hanging on the embedder")
-        start = time.monotonic()
         daemon.proc.terminate()
         try:
             status = daemon.proc.wait(30)
@@ -265,7 +260,7 @@ def test_sigterm_ends_the_daemon_while_the_embedder_hangs(tmp_path, fake_openai,
             daemon.proc.wait(10)
             pytest.fail("the daemon did not stop:\n" + "".join(daemon.stderr))
         assert status == 0, "".join(daemon.stderr)
-        assert time.monotonic() - start < 15, "".join(daemon.stderr)
+        assert fake_openai.hanging >= 3, "the daemon waited for the hung embedder"
         assert "Traceback" not in "".join(daemon.stderr)
         assert "ActorDeadError" not in "".join(daemon.stderr)
         fake_openai.embedding_fault = None
@@ -310,5 +305,6 @@ def test_with_a_hung_embedder_every_request_waits_its_timeout_once_not_once_per_
     fake_openai.release()
     assert {status for status, _took in answers} == {504}
     slowest = max(took for _status, took in answers)
-    # One timeout and the time to answer, not two or three timeouts.
+    # One timeout and the time to answer, not two or three timeouts. (Still a wall-clock bound: how many
+    # calls reach the embedder depends on when the hung ones time out, so no count stands in for it.)
     assert slowest < 1.75 * timeout, sorted(round(t, 1) for _s, t in answers)

@@ -21,7 +21,7 @@ from agentd.adapters import split_text
 from tests.conftest import write_home
 from tests.support import wait_for
 from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
-from tests.support.processes import Process, free_port, listening
+from tests.support.processes import Process, listening, serve_on_port_0, start_on_a_free_port
 
 NGIRCD = shutil.which("ngircd") or "/usr/sbin/ngircd"
 pytestmark = [
@@ -35,29 +35,37 @@ AGENTD = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agent
 
 @pytest.fixture
 def ngircd(tmp_path: Path) -> Iterator[tuple[int, Process]]:
-    port = free_port()
-    conf = tmp_path / "ngircd.conf"
-    conf.write_text(
-        textwrap.dedent(f"""\
-        [Global]
-        Name = irc.agentd.test
-        Info = agentd test server
-        Listen = 127.0.0.1
-        Ports = {port}
-        MotdPhrase = "agentd tests"
-        [Limits]
-        MaxConnectionsIP = 0
-        MaxNickLength = 30
-        PingTimeout = 120
-        PongTimeout = 30
-        [Options]
-        DNS = no
-        Ident = no
-        PAM = no
-        """)
-    )
-    server = Process([NGIRCD, "--nodaemon", "--config", str(conf)], tmp_path / "ngircd.log")
-    wait_for(lambda: listening(port), 20, "ngircd to listen")
+    """ngircd on loopback. It cannot listen on port 0: started on a free port, again on another if that
+    one was taken before it bound it (:func:`start_on_a_free_port`)."""
+
+    def start(port: int) -> Process:
+        conf = tmp_path / "ngircd.conf"
+        conf.write_text(
+            textwrap.dedent(f"""\
+            [Global]
+            Name = irc.agentd.test
+            Info = agentd test server
+            Listen = 127.0.0.1
+            Ports = {port}
+            MotdPhrase = "agentd tests"
+            [Limits]
+            MaxConnectionsIP = 0
+            MaxNickLength = 30
+            PingTimeout = 120
+            PongTimeout = 30
+            [Options]
+            DNS = no
+            Ident = no
+            PAM = no
+            """)
+        )
+        (tmp_path / "ngircd.log").unlink(missing_ok=True)
+        return Process([NGIRCD, "--nodaemon", "--config", str(conf)], tmp_path / "ngircd.log")
+
+    def ready(port: int, process: Process) -> bool:
+        return f"Now listening on [127.0.0.1]:{port} " in process.tail(100_000)
+
+    port, server = start_on_a_free_port(start, ready, "ngircd", 20)
     yield port, server
     server.stop()
 
@@ -127,11 +135,10 @@ class IrcUser:
 
 @pytest.fixture
 def stack(request: pytest.FixtureRequest, tmp_path: Path, fake_openai: FakeOpenAI, ngircd):
-    """ngircd, `agentd serve` on a fixed port, and `agentd adapter irc`; returns controls.
+    """ngircd, `agentd serve` (on port 0, restarted on the port it got), and `agentd adapter irc`; returns controls.
     Parametrized indirectly with more personas ({name: channels}), adapter options ("args": [...]) and
     environment variables of both processes ("env": {...}, e.g. config overrides)."""
     irc_port, server = ngircd
-    port = free_port()
     personas = {
         "fake": fake_persona(fake_openai.url, channels='["dm-*"]'),
         "other": fake_persona(fake_openai.url, "other"),
@@ -143,15 +150,13 @@ def stack(request: pytest.FixtureRequest, tmp_path: Path, fake_openai: FakeOpenA
         personas[name] = fake_persona(fake_openai.url, name, channels=channels)
     home = write_home(
         tmp_path / "home",
-        f'[daemon]\nport = {port}\n[embedding]\nprovider = "none"\n[channels.general]\npersonas = ["fake", "other"]\n',
+        '[embedding]\nprovider = "none"\n[channels.general]\npersonas = ["fake", "other"]\n',
         personas,
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     env[KEY_ENV] = "test-key"
     env.update(more_env)
-    url = f"http://127.0.0.1:{port}"
-    daemon = Process([AGENTD, "--config", str(home), "serve"], tmp_path / "daemon.log", env)
-    wait_for(lambda: listening(port), 60, "the daemon")
+    url, daemon = serve_on_port_0([AGENTD, "--config", str(home), "serve"], tmp_path / "daemon.log", env)
     state = tmp_path / "adapter-state.json"
     adapter_args = [
         AGENTD, "--config", str(home), "adapter", "irc", "--server", f"127.0.0.1:{irc_port}",

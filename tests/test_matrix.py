@@ -24,7 +24,7 @@ import pytest
 from tests.conftest import agentd_cli, write_home
 from tests.support import wait_for
 from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
-from tests.support.processes import Process, free_port, listening
+from tests.support.processes import Process, serve_on_port_0
 from tests.support.synapse import SERVER_NAME, MatrixUser, Synapse
 
 AGENTD = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
@@ -60,10 +60,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         s.alice = s.synapse.register("alice", "alice-password")
         s.bob = s.synapse.register("bob", "bob-password")
         s.lobby = s.alice.create_room("lobby")
-        port = free_port()
         home = write_home(
             tmp_path / "home",
-            f'[daemon]\nport = {port}\n[embedding]\nprovider = "none"\n[channels.general]\npersonas = ["fake"]\n',
+            '[embedding]\nprovider = "none"\n[channels.general]\npersonas = ["fake"]\n',
             {
                 "fake": fake_persona(s.fake.url, channels='["dm-*", "matrix-*"]'),
                 # bob's private channel matches two personas: a post there that names neither is refused.
@@ -72,9 +71,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         )
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
         env[KEY_ENV] = "test-key"
-        s.url = f"http://127.0.0.1:{port}"
-        s.daemon = Process([AGENTD, "--config", str(home), "serve"], tmp_path / "daemon.log", env)
-        wait_for(lambda: listening(port), 60, "the daemon")
+        s.url, s.daemon = serve_on_port_0([AGENTD, "--config", str(home), "serve"], tmp_path / "daemon.log", env)
         args = [
             AGENTD, "--config", str(home), "adapter", "matrix", "--homeserver", s.synapse.url, "--user", BOT,
             "--room", f"{LOBBY}=general", "--url", s.url, "--state", str(tmp_path / "adapter-state.json"),

@@ -4,19 +4,44 @@ listens, and the ``agentd`` command run from an empty directory with the imports
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from tests.support import REPO
+from tests.support import REPO, wait_for
+
+#: Starts of a server that cannot take port 0, each on a port free a moment before, before giving up.
+PORT_ATTEMPTS = 5
 
 
 def free_port() -> int:
+    """A loopback port no one listens on now. Only for a server that cannot be told to listen on port 0
+    (ngircd, Synapse, PostgreSQL): another process may take it before the server binds it, so start such a
+    server with :func:`start_on_a_free_port`, which tries again on another port."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def start_on_a_free_port(
+    start: Callable[[int], Process], ready: Callable[[int, Process], bool], what: str, timeout: float = 60
+) -> tuple[int, Process]:
+    """Start a server that cannot take port 0 (``start(port)``) on a :func:`free_port`, wait until
+    ``ready(port, process)``; if the process exits first (another process took the port between our check
+    and its bind: the race a port-0 server does not have), start it again on a fresh port, up to
+    :data:`PORT_ATTEMPTS` times. Returns the port and the running process."""
+    for _ in range(PORT_ATTEMPTS):
+        port = free_port()
+        process = start(port)
+        wait_for(lambda p=port, s=process: ready(p, s) or not s.running(), timeout, f"{what} to listen")
+        if process.running():
+            return port, process
+        process.stop()
+    raise AssertionError(f"{what} exited at start {PORT_ATTEMPTS} times:\n{process.tail()}")
 
 
 class Process:
@@ -31,6 +56,14 @@ class Process:
         out = self.log.open("ab")
         self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=REPO)
 
+    def running(self) -> bool:
+        """Whether the process has started and not exited."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def tail(self, size: int = 3000) -> str:
+        """The end of its log."""
+        return self.log.read_text(errors="replace")[-size:] if self.log.exists() else ""
+
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(sig)
@@ -39,6 +72,26 @@ class Process:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+def serve_url(process: Process, timeout: float = 60) -> str:
+    """The URL ``agentd serve --port 0`` (run as ``process``) printed it listens on, once it has."""
+
+    def printed() -> str | None:
+        assert process.running(), f"agentd serve exited at start:\n{process.tail()}"
+        found = re.search(r"agentd listening on (\S+)", process.log.read_text(errors="replace"))
+        return found.group(1) if found else None
+
+    return str(wait_for(printed, timeout, "agentd serve to say where it listens"))
+
+
+def serve_on_port_0(args: list[str], log: Path, env: dict[str, str] | None = None) -> tuple[str, Process]:
+    """``agentd ... serve`` (``args``) on port 0: its URL and process. A restart (``process.start()``)
+    listens on the port it got, so that what was told its URL finds it again."""
+    process = Process([*args, "--port", "0"], log, env)
+    url = serve_url(process)
+    process.args[-1] = url.rsplit(":", 1)[1].rstrip("/")
+    return url, process
 
 
 def listening(port: int) -> bool:

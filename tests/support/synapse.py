@@ -15,7 +15,6 @@ import hmac
 import itertools
 import json
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -28,16 +27,11 @@ from urllib.parse import quote
 import httpx
 
 from tests.support import wait_for
+from tests.support.processes import PORT_ATTEMPTS, free_port
 
 SERVER_NAME = "agentd.test"
 SHARED_SECRET = "agentd-test-shared-secret"
 _TXN = itertools.count(1)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 _HIGH = {"per_second": 1000, "burst_count": 1000}
@@ -113,26 +107,44 @@ class Synapse:
 
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         self.log = directory / "homeserver.log"
-        (directory / "homeserver.yaml").write_text(_config(directory, self.port))
+        self._listen_on(free_port())
         (directory / "log.yaml").write_text(_LOG.replace("LOGFILE", str(self.log)))
         with (directory / "signing.key").open("w") as f:  # what --generate-keys writes, without a second start
             write_signing_keys(f, [generate_signing_key("a_test")])
         self.proc: subprocess.Popen[bytes] | None = None
 
+    def _listen_on(self, port: int) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{self.port}"
+        (self.directory / "homeserver.yaml").write_text(_config(self.directory, self.port))
+
     def start(self, timeout: float = 120.0) -> None:
-        """Start the server and wait until its client API answers."""
-        out = (self.directory / "stdout.log").open("ab")
-        args = [sys.executable, "-m", "synapse.app.homeserver", "-c", str(self.directory / "homeserver.yaml")]
-        self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=self.directory)
-        wait_for(self._answers, timeout, "Synapse to answer on its client API")
+        """Start the server and wait until its client API answers. Synapse cannot report a port it was given
+        by the system (port 0), so the first start is on a :func:`free_port`, and on a fresh one if another
+        process took that one before Synapse bound it (it exits saying so); a restart keeps the port."""
+        first = not (self.directory / "stdout.log").exists()
+        for _ in range(PORT_ATTEMPTS if first else 1):
+            out = (self.directory / "stdout.log").open("ab")
+            args = [sys.executable, "-m", "synapse.app.homeserver", "-c", str(self.directory / "homeserver.yaml")]
+            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=self.directory)
+            try:
+                wait_for(self._answers, timeout, "Synapse to answer on its client API")
+                return
+            except AssertionError:
+                taken = "Address already in use" in self._tail() + (self.log.read_text() if self.log.exists() else "")
+                if not first or not taken:
+                    raise
+            (self.directory / "stdout.log").unlink()
+            self._listen_on(free_port())
+        raise AssertionError(f"Synapse found its port taken {PORT_ATTEMPTS} times:\n{self._tail()}")
+
+    def _tail(self) -> str:
+        return (self.directory / "stdout.log").read_text(errors="replace")[-3000:]
 
     def _answers(self) -> bool:
         if self.proc is not None and self.proc.poll() is not None:
-            tail = (self.directory / "stdout.log").read_text(errors="replace")[-3000:]
-            raise AssertionError(f"Synapse exited with {self.proc.returncode}:\n{tail}")
+            raise AssertionError(f"Synapse exited with {self.proc.returncode}:\n{self._tail()}")
         try:
             return httpx.get(f"{self.url}/_matrix/client/versions", timeout=2).status_code == 200
         except httpx.HTTPError:
