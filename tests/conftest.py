@@ -232,6 +232,24 @@ def agentd_process(
     return subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout)
 
 
+#: ``PYTEST_AGENTD_DAEMONS=serve``: the in-process daemons run what ``agentd serve`` runs (worker processes on
+#: SQLite when there are two CPUs or more); unset, they run local actors.
+DAEMONS_ENV = "PYTEST_AGENTD_DAEMONS"
+
+
+def daemon_workers(request: pytest.FixtureRequest, config: Config, backend: str) -> int:
+    """How many worker processes a ``daemons`` daemon runs: none for a test marked ``local_actors`` (it
+    reaches into the daemon's own process: its actors, its runtime, its models), else, when
+    :data:`DAEMONS_ENV` is ``serve``, as many as ``agentd serve`` would on ``backend``
+    (``[runtime] workers``, ``auto`` by default), else none. tests/test_dispatcher_contract.py runs the
+    behaviours every dispatcher shares on all three, whatever this says."""
+    if request.node.get_closest_marker("local_actors") is not None:
+        return 0
+    if os.environ.get(DAEMONS_ENV) != "serve":
+        return 0
+    return config.runtime.worker_count(backend)
+
+
 @pytest.fixture
 def daemons(
     tmp_path: Path,
@@ -242,12 +260,16 @@ def daemons(
     backend: str,
     request: pytest.FixtureRequest,
 ) -> Iterator[Callable[..., Running]]:
-    """Start daemons: ``daemons(config_toml, personas={name: toml})``; all stop at the end."""
+    """Start daemons: ``daemons(config_toml, personas={name: toml})``; all stop at the end. Each runs its
+    turns as :func:`daemon_workers` says, unless the call says ``workers=N`` (0: local actors)."""
     monkeypatch.setenv(KEY_ENV, "test-key")
     started: list[Running] = []
 
     def start(
-        config: str = "", personas: dict[str, str] | None = None, headers: dict[str, str] | None = None
+        config: str = "",
+        personas: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        workers: int | None = None,
     ) -> Running:
         home = write_home(
             tmp_path / f"home{len(started)}",
@@ -260,7 +282,8 @@ def daemons(
         app = App(cfg, embedder=embedder) if cfg.embedding.provider == "local" else App(cfg)
         # As agentd serve does: litellm is imported before the first request, not during a test's timed call.
         app.preload_litellm()
-        server = DaemonServer(app, "127.0.0.1", 0)
+        runs = daemon_workers(request, cfg, app.store.backend) if workers is None else workers
+        server = DaemonServer(app, "127.0.0.1", 0, workers=runs)
         thread = threading.Thread(target=server.run, name="agentd-test-server", daemon=True)
         thread.start()
         wait_for(lambda: server.started or not thread.is_alive(), 30, "the server to start")

@@ -33,7 +33,7 @@ LAYERS: dict[str, int] = {
             "shipped",
             "web",
         ]
-        + ["observe", "backoff", "recurrence"],
+        + ["observe", "backoff", "recurrence", "_compat"],
         0,
     ),
     **dict.fromkeys(["store", "llm", "embedders", "client"], 1),
@@ -116,7 +116,9 @@ def test_no_import_cycles_between_packages() -> None:
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
-@pytest.mark.parametrize("package", ["config", "scopes", "words", "text", "relevance", "_exceptions", "shipped"])
+@pytest.mark.parametrize(
+    "package", ["config", "scopes", "words", "text", "relevance", "_exceptions", "shipped", "_compat"]
+)
 def test_the_bottom_layer_imports_nothing_above_it(package: str) -> None:
     assert all(LAYERS[dep] == 0 for dep in import_graph().get(package, ())), import_graph()[package]
 
@@ -297,3 +299,30 @@ def test_the_crossing_check_sees_a_test_importing_a_test_and_a_bench_file(tmp_pa
     assert "tests.test_serve" in found
     assert "tests.support" in found
     assert any(name.startswith("<file>") and '"bench"' in name for name in found)
+
+
+def backend_checks(path: Path) -> list[str]:
+    """Where ``path`` asks which database the store is (``.backend``, ``.dialect``, or a comparison with
+    ``"sqlite"`` / ``"postgresql"``) instead of what it can do (``store.capabilities``)."""
+    found: list[str] = []
+    where = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and node.attr in ("backend", "dialect"):
+            found.append(f"{where}:{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Compare):
+            names = [c.value for c in (node.left, *node.comparators) if isinstance(c, ast.Constant)]
+            if {"sqlite", "postgresql"} & set(names):
+                found.append(f"{where}:{node.lineno}: compares with {names}")
+    return found
+
+
+@pytest.mark.parametrize("package", ["runtime", "prompt"])
+def test_the_runtime_and_the_prompt_ask_the_store_what_it_can_do_not_what_it_is(package: str) -> None:
+    found = [f for path in sorted((PACKAGE / package).rglob("*.py")) for f in backend_checks(path)]
+    assert not found, "ask store.capabilities (agentd/store/capabilities.py) instead:\n" + "\n".join(found)
+
+
+def test_the_backend_check_finds_a_backend_check(tmp_path: Path) -> None:
+    path = tmp_path / "probe.py"
+    path.write_text('if store.backend == "sqlite":\n    pass\nif conn.dialect.name == "postgresql":\n    pass\n')
+    assert len(backend_checks(path)) == 4

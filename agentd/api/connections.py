@@ -5,7 +5,8 @@ but never one that has not finished sending a request: a connection that sends
 nothing, half a header, or a body shorter than its ``Content-Length`` stays
 open for ever, and a few thousand of them take every file descriptor, so
 ``/healthz`` stops answering. No key is needed to open a connection.
-:func:`guarded_h11` makes uvicorn's own HTTP/1.1 protocol (h11) close:
+:func:`guarded_h11` makes uvicorn's own HTTP/1.1 protocol (h11) close (its private state is read
+through :mod:`agentd._compat.uvicorn`, which says why no uvicorn setting does this):
 
 - a connection whose request line and headers are not complete within
   ``header_timeout`` seconds of it opening (or of the previous response);
@@ -31,8 +32,8 @@ import resource
 from typing import Any
 
 import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from agentd._compat.uvicorn import HookedH11
 from agentd.log import get_logger
 
 log = get_logger("agentd.api")
@@ -56,7 +57,7 @@ def default_max_connections() -> int:
 _ORDER = itertools.count()
 
 
-class _Guarded(H11Protocol):
+class _Guarded(HookedH11):
     """uvicorn's h11 protocol with the bounds of the module docstring (set on subclasses)."""
 
     header_timeout: float = 10.0
@@ -74,7 +75,7 @@ class _Guarded(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._sync_timer()
-        if len(self.connections) > self.max_connections:
+        if len(self.open_connections) > self.max_connections:
             self._make_room()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -94,10 +95,10 @@ class _Guarded(H11Protocol):
 
     def _sync_timer(self) -> None:
         """Arm the deadline of what the connection is sending now (once per request part)."""
-        if self.transport is None or self.transport.is_closing():
+        if self.closing:
             return
-        state = self.conn.their_state
-        if state is h11.IDLE and (self.cycle is None or self.cycle.response_complete):
+        state = self.peer_state
+        if state is h11.IDLE and self.answered_last_request:
             want, delay = "headers", self.header_timeout
         elif state is h11.SEND_BODY:
             want, delay = "body", self.body_timeout
@@ -110,7 +111,7 @@ class _Guarded(H11Protocol):
             self._timing = want
             if want == "headers":
                 self._waiting_since = next(_ORDER)
-            self._timer = self.loop.call_later(delay, self._timed_out)
+            self._timer = self.event_loop.call_later(delay, self._timed_out)
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
@@ -120,10 +121,10 @@ class _Guarded(H11Protocol):
 
     def _timed_out(self) -> None:
         what, self._timer = self._timing, None
-        if self.transport.is_closing():
+        if self.closing:
             return
-        log.info("connection_timed_out", waiting_for=what, client=_client(self.client))
-        self.transport.close()
+        log.info("connection_timed_out", waiting_for=what, client=_client(self.peer))
+        self.close_transport()
 
     @property
     def _idle(self) -> bool:
@@ -131,21 +132,21 @@ class _Guarded(H11Protocol):
 
     def _make_room(self) -> None:
         """Close the connection that has waited longest for a request, or this one if none waits."""
-        waiting = [c for c in self.connections if isinstance(c, _Guarded) and c is not self and c._idle]
+        waiting = [c for c in self.open_connections if isinstance(c, _Guarded) and c is not self and c._idle]
         if not waiting:
             log.warning("connection_refused", reason="max_connections", limit=self.max_connections)
-            self.transport.close()
+            self.close_transport()
             return
         oldest = min(waiting, key=lambda c: c._waiting_since)
         oldest._cancel_timer()
-        oldest.transport.close()
+        oldest.close_transport()
 
 
 def _client(address: tuple[str, int] | None) -> str:
     return f"{address[0]}:{address[1]}" if address else ""
 
 
-def guarded_h11(header_timeout: float, body_timeout: float, max_connections: int) -> type[H11Protocol]:
+def guarded_h11(header_timeout: float, body_timeout: float, max_connections: int) -> type[HookedH11]:
     """uvicorn's h11 protocol class, bounded as the module docstring says."""
     return type(
         "GuardedH11Protocol",

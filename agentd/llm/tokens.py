@@ -30,13 +30,13 @@ is rewritten. Either way the encoding is the one ``tiktoken.get_encoding`` build
 from __future__ import annotations
 
 import functools
-import hashlib
-import importlib.util
 import marshal
 import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from agentd._compat.litellm import bpe_file_name, tokenizers_dir
 
 if TYPE_CHECKING:
     import tiktoken
@@ -45,29 +45,19 @@ if TYPE_CHECKING:
 DEFAULT_ENCODING = "cl100k_base"
 #: Characters encoded at a time, as litellm does (its TIKTOKEN_ENCODE_CHUNK_SIZE_CHARS).
 CHUNK_CHARS = int(os.environ.get("TIKTOKEN_ENCODE_CHUNK_SIZE_CHARS") or 1024)
-_BPE_URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
 _lock = threading.Lock()
 
 
 @functools.cache
 def _bundled_dir() -> Path | None:
     """litellm's directory of tiktoken BPE files, found without importing litellm."""
-    custom = os.environ.get("CUSTOM_TIKTOKEN_CACHE_DIR")  # litellm honours it too
-    if custom:
-        return Path(custom)
-    spec = importlib.util.find_spec("litellm")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations)), "litellm_core_utils", "tokenizers")
-    return path if path.is_dir() else None
+    return tokenizers_dir()
 
 
 def _bpe_file(encoding: str) -> Path | None:
     """Where the encoding's BPE file is when bundled (tiktoken names its cache files by URL hash)."""
     folder = _bundled_dir()
-    if folder is None:
-        return None
-    return folder / hashlib.sha1(_BPE_URL.format(encoding).encode()).hexdigest()
+    return None if folder is None else folder / bpe_file_name(encoding)
 
 
 def _available(encoding: str) -> bool:

@@ -52,11 +52,13 @@ class _Series:
     """The counters and histograms, made once per process by :func:`enable`."""
 
     def __init__(self) -> None:
-        from prometheus_client import Counter, Histogram, values
+        from prometheus_client import Counter, Histogram
+
+        from agentd._compat.prometheus import choose_value_class_again
 
         # The value class was chosen when prometheus-client was first imported; choose again now
         # that PROMETHEUS_MULTIPROC_DIR may be set (files shared by the daemon's processes).
-        values.ValueClass = values.get_value_class()  # type: ignore[no-untyped-call]
+        choose_value_class_again()
         self.turns = Counter(
             "agentd_turns", "Turns by persona and how they ended.", ["persona", "status"], registry=None
         )

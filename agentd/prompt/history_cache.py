@@ -53,7 +53,7 @@ class HistoryCache:
     def __init__(self, store: Store, max_rows: int = MAX_ROWS, read_limit: int = 20_000) -> None:
         """``read_limit``: more new rows than this since the kept ones, and the channel is read afresh."""
         self._store = store
-        self.enabled = store.backend == "sqlite" and max_rows > 0
+        self.enabled = store.capabilities.rows_stay_as_read and max_rows > 0
         self._max_rows = max_rows
         self._read_limit = read_limit
         self._kept: OrderedDict[str, _Kept] = OrderedDict()

@@ -1,5 +1,7 @@
 """The runtime: the intake, with the way of running turns chosen once at start-up.
 
+Chosen by what the store can do (:attr:`agentd.store.Store.capabilities`), not by its name:
+
 * ``[runtime] workers`` above 0 on SQLite: a pool of worker processes
   (:class:`~agentd.runtime.scaleout.pool.WorkerPool`), each running local actors;
 * a PostgreSQL store, which several daemons may share: local actors for the channels this
@@ -42,11 +44,12 @@ class Runtime(Intake):
 
         def choose(parts: Parts) -> Dispatcher:
             # Imported only when chosen: the pool brings multiprocessing, the cluster psycopg.
-            if workers > 0 and app.store.backend == "sqlite":
+            can = app.store.capabilities
+            if workers > 0 and can.worker_processes:
                 from agentd.runtime.scaleout.pool import WorkerPool
 
                 return WorkerPool(parts, workers)
-            if app.store.backend == "postgresql":  # several daemons may share it
+            if can.shared_by_daemons and can.advisory_locks:  # several daemons may share it
                 from agentd.runtime.scaleout.cluster import ClusterRouter
 
                 return ClusterRouter(parts)

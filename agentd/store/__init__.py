@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from agentd._exceptions import EmbeddingMismatch, StoreError
 from agentd.store import migrate, schema
+from agentd.store.capabilities import Capabilities, capabilities_of
 from agentd.store.engine import WRITE, backend, create_engine, sqlite_path
 from agentd.store.indexes import TextIndex, VectorIndex
 from agentd.store.memories import Memory, MemoryRepo, NewMemory, content_hash
@@ -97,8 +98,13 @@ class Store:
 
     @property
     def backend(self) -> str:
-        """``"sqlite"`` or ``"postgresql"``."""
+        """``"sqlite"`` or ``"postgresql"`` (outside store/, ask :attr:`capabilities` instead)."""
         return backend(self.engine)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this store's backend can do (shared by daemons, advisory locks, ...)."""
+        return capabilities_of(self.backend)
 
     def close(self) -> None:
         """Close every pooled connection."""
@@ -295,4 +301,4 @@ def indexes(engine: sa.Engine) -> tuple[VectorIndex, TextIndex]:
     return SqliteVectors(), SqliteText()
 
 
-__all__ = ["EmbeddingSpace", "Memory", "NewMemory", "Store", "TextIndex", "VectorIndex", "content_hash"]
+__all__ = ["Capabilities", "EmbeddingSpace", "Memory", "NewMemory", "Store", "TextIndex", "VectorIndex", "content_hash"]

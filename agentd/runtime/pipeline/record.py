@@ -153,7 +153,7 @@ class TurnWriter:
         # Replies finished at the same time share a transaction: a few statements whatever their
         # number, where each waited for the writer (and, under load, for the GIL at each statement).
         self._replies: GroupCommit[_Answer, int, None] = GroupCommit(
-            self._store_replies, _nothing, max_batch=1 if store.backend == "postgresql" else MAX_BATCH
+            self._store_replies, _nothing, max_batch=1 if store.capabilities.shared_by_daemons else MAX_BATCH
         )
 
     def incoming(
@@ -256,7 +256,7 @@ class TurnWriter:
     def _store_replies(self, answers: Sequence[_Answer]) -> list[int]:
         records = [a.reply.record.to_json() for a in answers]  # made before the write: writers wait
         with self._store.write() as conn:
-            if conn.dialect.name == "postgresql":
+            if self._store.capabilities.shared_by_daemons:
                 # One at a time (batches of one there): a reply another daemon stored first is refused.
                 return [self._store_reply(conn, a, r) for a, r in zip(answers, records, strict=True)]
             rows: list[dict[str, Any]] = []
