@@ -32,8 +32,8 @@ from agentd.runtime.pipeline.record import ContextRecord
 from agentd.skills import SKILL_TOOLS
 from agentd.text import LINE_BREAKS
 from tests.conftest import REPO, agentd_cli, write_home
-from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 from tests.support import SSE, Running, read_sse, wait_for
+from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 
 SERVER = REPO / "tests" / "mcp_tools_server.py"
 WEATHER = "mcp__tools__weather"
