@@ -69,6 +69,7 @@ def test_interactive_chat_reads_lines_until_eof(home: Path) -> None:
     assert listed[0]["text"] == "User said: I like tea"
 
 
+@pytest.mark.slow
 def test_chat_and_inspect_errors(home: Path) -> None:
     unknown = agentd_cli("chat", "nobody", "-m", "hi", config=home)
     assert unknown.returncode == 2
@@ -81,6 +82,7 @@ def test_chat_and_inspect_errors(home: Path) -> None:
     assert "unknown reply 999" in missing.stderr
 
 
+@pytest.mark.slow
 def test_an_overlong_line_is_reported_and_the_interactive_session_goes_on(tmp_path: Path) -> None:
     """The limit is ``[runtime] max_message_chars``; a longer line is refused with the limit named,
     and the next line is answered; with -m the refusal is the command's error (exit 2)."""

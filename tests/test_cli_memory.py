@@ -181,6 +181,7 @@ def test_db_upgrade_personas_and_doctor(home: Path) -> None:
     assert "384-d" in checks["embedder"]["detail"]
 
 
+@pytest.mark.slow
 def test_doctor_names_missing_llm_credentials(tmp_path: Path) -> None:
     from tests.conftest import write_home
 

@@ -81,6 +81,7 @@ def test_the_full_persona_file_shows_every_key() -> None:
         assert re.search(rf"^(# )?{key} = ", full, re.M), key
 
 
+@pytest.mark.slow
 def test_the_real_model_examples_name_the_key_their_provider_needs(tmp_path: Path) -> None:
     """What `agentd doctor` says for the OpenAI and Anthropic examples, without a key set."""
     section = _text(DOCS / "guides" / "real-models.md")
@@ -101,6 +102,7 @@ def test_the_real_model_examples_name_the_key_their_provider_needs(tmp_path: Pat
     assert not report["llm anthropic"]["ok"]
 
 
+@pytest.mark.slow
 def test_the_local_server_example_answers_with_no_key_variable(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     """The real-models guide's local-server persona, pointed at a fake OpenAI-compatible server on loopback."""
     block = next(b for b in _persona_blocks() if "api_base" in b and not b.lstrip().startswith("#"))

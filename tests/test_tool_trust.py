@@ -397,6 +397,7 @@ class _Serve:
                 self.proc.wait(10)
 
 
+@pytest.mark.slow
 def test_a_pending_approval_survives_a_restart_with_worker_processes(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     """``[runtime] workers = 2``: the call pauses in a worker; the daemon stops and starts again;
     approved through the CLI, the new daemon's worker runs the tool and stores the reply."""
