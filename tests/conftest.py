@@ -31,6 +31,7 @@ from agentd.config import Config, load_config
 from agentd.embedders.local import LocalEmbedder
 from tests.support import REPO, Running, wait_for
 from tests.support.cluster import three_daemons
+from tests.support.dispatch import DISPATCHERS, Dispatch
 from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, fake_persona
 from tests.support.homes import ADMISSION_OFF, BUDDY, SCHOLAR, write_home
 from tests.support.pgserver import SHARED, PostgresDatabases, SharedServer, shared_port, start_server
@@ -156,6 +157,21 @@ def cluster(tmp_path: Path, postgres: PostgresDatabases) -> Iterator[tuple[str, 
     url = postgres.fresh()
     with three_daemons(tmp_path, url) as started:
         yield url, started
+
+
+@pytest.fixture(params=list(DISPATCHERS))
+def dispatcher(request: pytest.FixtureRequest, tmp_path: Path, fake_openai: FakeOpenAI) -> Iterator[Dispatch]:
+    """One daemon per dispatcher (local actors, the worker pool, the cluster router on PostgreSQL: see
+    tests/support/dispatch.py), not started: the test calls ``start``. tests/test_dispatcher_contract.py
+    says how to add a behaviour every dispatcher must share."""
+    kind = str(request.param)
+    url = "sqlite:///agentd.db"
+    if kind == "cluster":
+        databases: PostgresDatabases = request.getfixturevalue("postgres")
+        url = databases.fresh()
+    dispatch = Dispatch(kind, tmp_path, fake_openai, url)
+    yield dispatch
+    dispatch.close()
 
 
 @pytest.fixture
@@ -307,7 +323,8 @@ def daemons(
 #: fixtures (directly or through others) include none of these, that does not run on PostgreSQL and
 #: is not marked ``slow`` (itself, or its module with ``pytestmark = pytest.mark.slow``) is ``fast``.
 SLOW_FIXTURES = frozenset(
-    {"embedder", "app", "postgres", "daemons", "daemon", "serve", "cluster", "stack", "ngircd", "synapse", "driver"}
+    {"embedder", "app", "postgres", "daemons", "daemon", "serve", "cluster", "dispatcher", "stack", "ngircd", "synapse"}
+    | {"driver"}
 )
 
 

@@ -3,7 +3,8 @@
 A daemon chooses its dispatcher once (agentd/runtime/runtime.py): local actors in its own
 process (SQLite, ``[runtime] workers = 0``), a pool of worker processes (SQLite, ``workers``
 above 0, what ``agentd serve`` runs by default on two cores or more), or the cluster router
-(PostgreSQL, which several daemons may share). The ``dispatcher`` fixture is parametrised over
+(PostgreSQL, which several daemons may share). The ``dispatcher`` fixture (conftest.py, on
+:class:`tests.support.dispatch.Dispatch`) is parametrised over
 the three (:data:`DISPATCHERS`), the way pykka runs one suite over every actor runtime, so each
 behaviour below runs once per dispatcher, against ``agentd serve`` as installed, in a subprocess.
 
@@ -19,155 +20,24 @@ dispatcher's own mechanics stays in its module (test_workers.py, test_cluster.py
 
 from __future__ import annotations
 
-import os
-import signal
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.support import follow, wait_for
-from tests.support.fakeopenai import FakeOpenAI, Turn, fake_persona
-from tests.support.homes import write_home
-from tests.support.pgserver import PostgresDatabases
-from tests.support.serve import Serve
-from tests.support.workers import channels_of_both_workers, replies_of
+from tests.support.dispatch import SLOW_DELAY, SLOW_WORDS, Dispatch, assert_in_order_once, by_channel
+from tests.support.fakeopenai import FakeOpenAI, Turn
+from tests.support.workers import channels_of_both_workers
 
 pytestmark = pytest.mark.slow
-
-#: The dispatchers, and what a home needs to get each: local actors and the worker pool on SQLite,
-#: the cluster router on PostgreSQL (with leases short enough for a takeover within a test).
-DISPATCHERS: dict[str, str] = {
-    "actors": "[runtime]\nworkers = 0\n",
-    "workers": "[runtime]\nworkers = 2\n",
-    "cluster": "[cluster]\nheartbeat_seconds = 0.5\nlease_seconds = 4\n",
-}
-BASE = '[embedding]\nprovider = "none"\n[daemon]\nshutdown_grace_seconds = 5\n'
-#: Words of a slow message: the fake model echoes one every ``SLOW_DELAY`` seconds (about 5 s a reply).
-SLOW_WORDS = 24
-SLOW_DELAY = 0.2
-
-
-@dataclass
-class Dispatch:
-    """A daemon (``agentd serve``) on one dispatcher, started by the test with :meth:`start`."""
-
-    kind: str
-    root: Path
-    fake: FakeOpenAI
-    database_url: str
-    daemons: list[Serve] = field(default_factory=list)
-    home: Path | None = None
-
-    def start(self, config: str = "", daemon: str = "") -> Serve:
-        """Write the home (``config``: tables added to the dispatcher's own settings; ``daemon``: lines of
-        its ``[daemon]`` table) and start a daemon on it."""
-        text = BASE + daemon + DISPATCHERS[self.kind] + config
-        personas = {"fake": fake_persona(self.fake.url, channels='["dm-*"]', skills="[]")}
-        self.home = write_home(self.root / "home", text, personas, self.database_url)
-        return self.restart()
-
-    def restart(self) -> Serve:
-        """Another daemon on the same home and store (the previous one stopped or crashed)."""
-        assert self.home is not None, "start() first"
-        self.daemons.append(Serve(self.home))
-        return self.daemons[-1]
-
-    @property
-    def url(self) -> str:
-        """The newest daemon's base URL."""
-        return self.daemons[-1].url
-
-    def post(self, channel: str, text: str, user: str = "ann") -> httpx.Response:
-        """``POST /v1/channels/{channel}/messages`` to the newest daemon."""
-        body = {"persona": "fake", "user": user, "text": text}
-        return httpx.post(f"{self.url}/v1/channels/{channel}/messages", json=body, timeout=30)
-
-    def accept(self, channels: list[str], per_channel: int, words: int = 3) -> list[int]:
-        """Post ``per_channel`` messages to each channel, round-robin; their ids (each must be accepted)."""
-        ids: list[int] = []
-        for i in range(per_channel):
-            for channel in channels:
-                answer = self.post(channel, " ".join(f"w{i}{n}" for n in range(words)))
-                assert answer.status_code == 202, answer.text
-                ids.append(int(answer.json()["id"]))
-        return ids
-
-    def replies(self) -> dict[int, list[tuple[int, str]]]:
-        """User message id -> its complete replies ``(id, status)``, read from the store."""
-        assert self.home is not None
-        return replies_of(self.home)
-
-    def wait_answered(self, ids: list[int], timeout: float = 120) -> dict[int, list[tuple[int, str]]]:
-        """Wait until every message of ``ids`` has a complete reply; the replies."""
-        found: dict[int, list[tuple[int, str]]] = {}
-
-        def answered() -> bool:
-            nonlocal found
-            found = self.replies()
-            return all(i in found for i in ids)
-
-        wait_for(answered, timeout, "every accepted message to be answered")
-        return found
-
-    def crash(self) -> None:
-        """SIGKILL the process that runs the turns: a worker of the pool (the daemon starts it again), or
-        the daemon itself (then another daemon starts on the same store, as a supervisor would)."""
-        if self.kind == "workers":
-            for worker in httpx.get(f"{self.url}/healthz", timeout=30).json()["workers"]:
-                os.kill(worker["pid"], signal.SIGKILL)
-            return
-        self.daemons[-1].proc.send_signal(signal.SIGKILL)
-        self.daemons[-1].proc.wait(30)
-        self.restart()
-
-    def stop(self) -> int:
-        """SIGTERM the newest daemon; its exit status (it drains first)."""
-        daemon = self.daemons[-1]
-        daemon.proc.send_signal(signal.SIGTERM)
-        return daemon.proc.wait(60)
-
-    def close(self) -> None:
-        for daemon in self.daemons:
-            daemon.stop()
-
-
-@pytest.fixture(params=list(DISPATCHERS))
-def dispatcher(request: pytest.FixtureRequest, tmp_path: Path, fake_openai: FakeOpenAI) -> Iterator[Dispatch]:
-    """One daemon per dispatcher of :data:`DISPATCHERS` (not started: the test calls ``start``)."""
-    kind = str(request.param)
-    url = "sqlite:///agentd.db"
-    if kind == "cluster":
-        databases: PostgresDatabases = request.getfixturevalue("postgres")
-        url = databases.fresh()
-    dispatch = Dispatch(kind, tmp_path, fake_openai, url)
-    yield dispatch
-    dispatch.close()
-
-
-def assert_in_order_once(replies: dict[int, list[tuple[int, str]]], channels: dict[int, str]) -> None:
-    """Each message of ``channels`` (id -> channel) has exactly one complete reply, and within a channel
-    the replies come in the order of the messages."""
-    assert all(len(replies[mid]) == 1 for mid in channels), {m: replies.get(m) for m in channels}
-    for channel in set(channels.values()):
-        asked = sorted(mid for mid, c in channels.items() if c == channel)
-        answered = [replies[mid][0][0] for mid in asked]
-        assert answered == sorted(answered), (channel, asked, answered)
-
-
-def _by_channel(channels: list[str], ids: list[int]) -> dict[int, str]:
-    """The channel of each id :meth:`Dispatch.accept` returned (posted round-robin)."""
-    return {mid: channels[i % len(channels)] for i, mid in enumerate(ids)}
 
 
 def test_messages_of_a_channel_are_answered_once_in_order(dispatcher: Dispatch) -> None:
     dispatcher.start()
     channels = channels_of_both_workers(4)
     ids = dispatcher.accept(channels, 4)
-    assert_in_order_once(dispatcher.wait_answered(ids), _by_channel(channels, ids))
+    assert_in_order_once(dispatcher.wait_answered(ids), by_channel(channels, ids))
 
 
 def test_after_a_crash_of_the_process_running_turns_every_accepted_message_is_answered_once(
@@ -180,7 +50,7 @@ def test_after_a_crash_of_the_process_running_turns_every_accepted_message_is_an
     wait_for(lambda: fake_openai.streaming.is_set(), 60, "a reply streaming")
     dispatcher.crash()
     fake_openai.chat_delay_per_token = 0.0
-    assert_in_order_once(dispatcher.wait_answered(ids), _by_channel(channels, ids))
+    assert_in_order_once(dispatcher.wait_answered(ids), by_channel(channels, ids))
 
 
 def test_sigterm_drains_starts_no_queued_turn_and_the_next_daemon_answers_the_rest_once(
@@ -196,7 +66,7 @@ def test_sigterm_drains_starts_no_queued_turn_and_the_next_daemon_answers_the_re
     completed = len(dispatcher.replies())  # within the grace period, or cut (kept as interrupted)
     fake_openai.chat_delay_per_token = 0.0
     dispatcher.restart()
-    assert_in_order_once(dispatcher.wait_answered(ids), _by_channel(channels, ids))
+    assert_in_order_once(dispatcher.wait_answered(ids), by_channel(channels, ids))
     # The next daemon asked the model once for each message not answered before.
     assert len(fake_openai.chat_requests()) == 2 + len(ids) - completed
 
