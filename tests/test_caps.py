@@ -25,8 +25,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from agentd.caps import SpendCaps, day_of
 from agentd.store.spend import Spent
 from tests.conftest import agentd_cli
-from tests.fakeopenai import FakeOpenAI, Turn, fake_persona
 from tests.support import wait_for
+from tests.support.fakeopenai import FakeOpenAI, Turn, fake_persona
 
 TEN_WORDS = Turn(text="one two three four five six seven eight nine ten")  # 11 + 10 = 21 tokens
 PRICED = "openai/gpt-4o-mini"

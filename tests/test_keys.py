@@ -19,8 +19,8 @@ import pytest
 
 from agentd.api.keys import KeyBook
 from tests.conftest import agentd_cli, write_home
-from tests.fakeopenai import Turn
 from tests.support import Running
+from tests.support.fakeopenai import Turn
 
 #: Who each operation admits: "admin", "adapter", "service", "metrics" (plus every admin).
 EXPECTED: dict[tuple[str, str], set[str]] = {

@@ -28,8 +28,8 @@ import httpx
 import pytest
 
 from tests.conftest import agentd_cli, write_home
-from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 from tests.support import Running, follow, wait_for
+from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 
 OFFLINE = """
 name = "buddy"

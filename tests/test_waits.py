@@ -8,7 +8,7 @@ import socket
 from pathlib import Path
 
 from tests.conftest import KEY_ENV, agentd_cli, write_home
-from tests.fakeopenai import FakeOpenAI, Turn, fake_persona
+from tests.support.fakeopenai import FakeOpenAI, Turn, fake_persona
 
 
 def _free_port() -> int:
