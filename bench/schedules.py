@@ -227,7 +227,7 @@ def main() -> None:
             if backend == "sqlite":
                 run("sqlite", lambda name: f"sqlite:///{root / name}.db", root, args)
             else:
-                from tests.pgembedded import EmbeddedPostgres
+                from testkit.pgembedded import EmbeddedPostgres
 
                 server = EmbeddedPostgres().start()
                 try:

@@ -212,6 +212,7 @@ def test_memory_search_returns_memories_and_episodes_only_with_episodes(home: Pa
     assert any(r["scope"] == "episodes:channel:general" for r in both)
 
 
+@pytest.mark.slow
 def test_doctor_fails_where_serve_would_with_the_same_message(tmp_path: Path) -> None:
     """One loader: a channel bound to a persona there is none of stops `agentd serve`, and doctor,
     which checks the configuration by the same code, fails on it with the same words."""
@@ -229,6 +230,7 @@ def test_doctor_fails_where_serve_would_with_the_same_message(tmp_path: Path) ->
     assert "channels.general.personas" in checks["config"]["detail"]
 
 
+@pytest.mark.slow
 def test_doctor_warns_of_a_model_litellm_does_not_know(tmp_path: Path) -> None:
     from tests.conftest import write_home
 

@@ -185,6 +185,7 @@ def run_transcript(block: str, where: Path) -> str:
 
 
 @pytest.mark.parametrize("page", TRANSCRIPT_PAGES, ids=lambda p: p.name)
+@pytest.mark.slow
 def test_the_transcripts_a_page_shows_are_what_a_fresh_install_prints(page: Path, tmp_path: Path) -> None:
     """The README's first session and the getting-started page's: every command run in a fresh clone as
     alice, its output exactly what the page shows (relevance figures included)."""

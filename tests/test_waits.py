@@ -7,6 +7,8 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import KEY_ENV, agentd_cli, write_home
 from tests.support.fakeopenai import FakeOpenAI, Turn, fake_persona
 
@@ -17,6 +19,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_a_model_that_never_answers_ends_with_its_name_address_and_timeout(
     tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
@@ -38,6 +41,7 @@ def test_a_model_that_never_answers_ends_with_its_name_address_and_timeout(
     assert len(fake_openai.chat_requests()) == 1
 
 
+@pytest.mark.slow
 def test_a_refused_model_connection_is_said_in_plain_words(tmp_path: Path) -> None:
     port = _free_port()
     url = f"http://127.0.0.1:{port}/v1"
