@@ -100,6 +100,13 @@ class _Series:
             ["outcome"],
             registry=None,
         )
+        self.chains_stopped = Counter(
+            "agentd_persona_turns_stopped",
+            "Personas a reply in a room called on that did not answer: the chain had reached "
+            "[channels.NAME] max_persona_turns (by the persona whose reply named them).",
+            ["persona"],
+            registry=None,
+        )
         self.http = Counter(
             "agentd_http_requests",
             "HTTP requests by route template, method and status.",
@@ -139,6 +146,7 @@ class _Series:
             self.budget_refusals,
             self.recall,
             self.retrieval,
+            self.chains_stopped,
             self.http,
             self.http_seconds,
         )
@@ -190,6 +198,12 @@ def turn_ended(persona: str, status: str) -> None:
     """A turn of ``persona`` ended: ``answered``, ``failed``, ``interrupted`` or ``refused``."""
     if _series is not None:
         _series.turns.labels(persona, status).inc()
+
+
+def persona_turns_stopped(persona: str, count: int) -> None:
+    """``persona``'s reply called on ``count`` personas past ``[channels.NAME] max_persona_turns``."""
+    if _series is not None and count:
+        _series.chains_stopped.labels(persona).inc(count)
 
 
 def turn_stages(
