@@ -48,6 +48,17 @@ LATENESS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 UNMATCHED_ROUTE = "unmatched"
 
 
+def _rooms_series(counter: Any) -> Any:
+    """``agentd_persona_turns_stopped_total``: rooms' chains stopped at ``max_persona_turns``."""
+    return counter(
+        "agentd_persona_turns_stopped",
+        "Personas a reply in a room called on that did not answer: the chain had reached "
+        "[channels.NAME] max_persona_turns (by the persona whose reply named them).",
+        ["persona"],
+        registry=None,
+    )
+
+
 class _Series:
     """The counters and histograms, made once per process by :func:`enable`."""
 
@@ -100,13 +111,7 @@ class _Series:
             ["outcome"],
             registry=None,
         )
-        self.chains_stopped = Counter(
-            "agentd_persona_turns_stopped",
-            "Personas a reply in a room called on that did not answer: the chain had reached "
-            "[channels.NAME] max_persona_turns (by the persona whose reply named them).",
-            ["persona"],
-            registry=None,
-        )
+        self.chains_stopped = _rooms_series(Counter)
         self.http = Counter(
             "agentd_http_requests",
             "HTTP requests by route template, method and status.",
