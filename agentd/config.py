@@ -460,6 +460,23 @@ class ChannelConfig(_Section):
     #: "direct": one user and the persona; "shared": others read it. Unset: what the first
     #: post declared, else shared.
     visibility: Literal["direct", "shared"] | None = None
+    #: Who answers a person's message in a room (several personas): "addressed" (every persona
+    #: named, in the order named; none named: the first), "all" (every persona, in this order) or
+    #: "rotate" (one per message, taking turns).
+    answer: Literal["addressed", "all", "rotate"] = "addressed"
+    #: A persona answers a person only when the message names it.
+    require_mention: bool = False
+    #: Persona-to-persona replies that may follow one person's message (a reply naming another
+    #: persona of the room calls on it); past that the chain stops, with an event and a metric.
+    max_persona_turns: int = Field(default=3, ge=0, le=100)
+
+    @field_validator("personas")
+    @classmethod
+    def _each_once(cls, personas: list[str]) -> list[str]:
+        repeated = sorted({p for p in personas if personas.count(p) > 1})
+        if repeated:
+            raise ValueError(f"{', '.join(repeated)} listed twice (each persona answers once, in its place)")
+        return personas
 
 
 class IrcAdapterConfig(_Section):
@@ -487,6 +504,11 @@ class IrcAdapterConfig(_Section):
     #: The persona that answers private messages naming none (empty: the daemon decides; it
     #: refuses, with a notice to the sender, when several personas' globs match dm-irc-<nick>).
     persona: str = ""
+    #: In a room bound to several personas each persona speaks with a nick of its own (and a
+    #: private message to that nick is answered by it); false: the bot's nick says every reply.
+    voices: bool = True
+    #: The nick each persona speaks with (default: its name), e.g. {researcher = "res_bot"}.
+    nicks: dict[str, str] = Field(default_factory=dict)
     #: Where the adapter keeps its place in each feed and the replies it still owes
     #: (empty: irc-adapter.json in the data directory; relative: to the config file).
     state_file: str = ""

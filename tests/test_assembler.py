@@ -267,7 +267,7 @@ def test_stored_messages_are_counted_once_and_history_reads_stay_bounded(app: Ap
                 conn,
                 channel="big",
                 role="user" if i % 2 else "assistant",
-                author="u",
+                author="u" if i % 2 else "buddy",
                 content=f"message {i}: {ENGLISH}",
                 status="answered",
             )

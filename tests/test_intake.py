@@ -251,7 +251,7 @@ def test_replies_finished_together_share_transactions_each_with_its_record_and_s
         start.wait(30)
         stored[message.id] = writer.answered(
             quick, message.channel, message.id, Reply(f"re: {message.content}", record, f"note {message.id}")
-        )
+        ).reply_id
 
     threads = [threading.Thread(target=answer, args=(m,)) for m in asked]
     for t in threads:

@@ -160,7 +160,9 @@ def stack(request: pytest.FixtureRequest, tmp_path: Path, fake_openai: FakeOpenA
     state = tmp_path / "adapter-state.json"
     adapter_args = [
         AGENTD, "--config", str(home), "adapter", "irc", "--server", f"127.0.0.1:{irc_port}",
-        "--nick", "agentbot", "--channel", "#a=general", "--url", url, "--state", str(state), *extra_args,
+        "--nick", "agentbot", "--channel", "#a=general", "--url", url, "--state", str(state),
+        # The room's replies said by the bot's nick, unless a test gives each persona its own (--voices).
+        "--no-voices", *extra_args,
     ]  # fmt: skip
     adapter = Process(adapter_args, tmp_path / "adapter.log", env)
     alice = IrcUser(irc_port, "alice")
@@ -212,6 +214,37 @@ def test_rooms_private_messages_and_long_replies(stack, fake_openai) -> None:
     assert "just chatting" not in str(fake_openai.chat_requests())
     authors = {r[2]: r for r in alice.received}
     assert authors["alice: echo: hello there"][1] == "#a"
+
+
+@pytest.mark.parametrize("stack", [{"args": ["--voices"]}], indirect=True)
+def test_each_persona_of_a_room_speaks_with_its_own_nick_and_answers_privately(stack, fake_openai) -> None:
+    """#a's channel is a room (fake and other): each persona joins with its own nick; a message
+    naming both is answered by both, each under its nick, and they answer each other (the echo
+    names them); a private message to other's nick is answered by other, privately."""
+    alice = stack.alice
+
+    def both_joined() -> bool:
+        alice.send("NAMES #a")
+        names: list[str] = []
+        alice.wait(lambda line: " 366 " in line or (" 353 " in line and bool(names.append(line))), "NAMES")
+        said = " ".join(names).split(":")[-1].split()
+        return {"fake", "other"} <= {n.lstrip("@+") for n in said}
+
+    wait_for(both_joined, 60, "both personas' nicks to join #a")
+    alice.say("#a", "@fake @other what do you think?")
+    heard = lambda: [(s, x) for s, t, x in alice.received if t == "#a"]  # noqa: E731
+    alice.until(lambda _t: any(s == "other" and "echo: fake: " in x for s, x in heard()), "other answering fake")
+    said = heard()
+    assert ("fake", "alice: echo: @fake @other what do you think?") in said
+    # other answers alice's message after fake (it was asked for with fake's reply): said as the room's.
+    assert ("other", "echo: @fake @other what do you think?") in said
+    assert not [s for s, _x in said if s == "agentbot"]
+    alice.say("other", "just between us")
+    alice.until(lambda t: "echo: just between us" in t, "other's private reply")
+    private = [r for r in alice.received if r[2] == "echo: just between us"]
+    assert private[0][:2] == ("other", "alice")
+    prompt = fake_openai.chat_requests()[-1]["messages"]
+    assert "You are other," in prompt[0]["content"]
 
 
 def test_every_message_is_answered_once_across_a_daemon_kill_and_an_irc_restart(stack, fake_openai, ngircd) -> None:

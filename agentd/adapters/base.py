@@ -50,6 +50,8 @@ from agentd.adapters.state import AdapterState
 from agentd.client import ApiError, AsyncAgentdClient, AsyncFeed, Backoff, DaemonUnreachable
 from agentd.log import get_logger
 
+#: Messages the adapter posted in a room whose sender it keeps (the room's replies address them).
+ROOM_ASKED = 50
 #: Turn errors after which the message will still be answered (so no notice is sent).
 _TRANSIENT = frozenset({"shutting_down", "interrupted", "overflow", "feed_overflow"})
 #: What a delivery may raise while the network is away (the reply is written again later).
@@ -66,6 +68,8 @@ class Inbound:
     room: str | None = None
     #: Where the network wants the answer (e.g. a Matrix thread); kept with the pending reply.
     meta: Mapping[str, str] = field(default_factory=dict)
+    #: The persona whose own identity (an IRC nick) it was sent to privately (``None``: the bot's).
+    persona: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,8 @@ class Reply:
     room: str | None = None
     meta: Mapping[str, str] = field(default_factory=dict)
     notice: bool = False
+    #: The persona that wrote it (its own identity on the network speaks it, where it has one).
+    persona: str | None = None
 
 
 class Adapter(ABC):
@@ -108,6 +114,8 @@ class Adapter(ABC):
         self.busy_patience = busy_patience
         #: The daemon's personas (name, channels ...), as last read by :meth:`refresh_personas`.
         self.personas: list[dict[str, Any]] = []
+        #: The personas each configured channel is bound to, as last read (several: a room).
+        self.bindings: dict[str, list[str]] = {}
         for room in self.rooms:
             self.state.routes[self.channel_for_room(room)] = {"room": room}
         self.network_ready = asyncio.Event()
@@ -143,17 +151,25 @@ class Adapter(ABC):
         """The agentd channel of a room: as configured, else ``<network>-<room>``."""
         return self.rooms.get(room) or f"{self.network}-{room.lstrip('#&+!').lower()}"
 
-    def channel_for_sender(self, sender: str) -> str:
-        """The private channel of one network user."""
+    def channel_for_sender(self, sender: str, persona: str | None = None) -> str:
+        """The private channel of one network user (with one persona's own identity: its own)."""
+        if persona is not None:
+            return f"dm-{self.network}-{persona.lower()}-{sender.lower()}"
         return f"dm-{self.network}-{sender.lower()}"
+
+    def room_personas(self, channel: str) -> list[str]:
+        """The personas of ``channel`` when it is a room (several bound), else none."""
+        bound = self.bindings.get(channel, [])
+        return bound if len(bound) > 1 else []
 
     def user_for(self, sender: str) -> str:
         """The agentd user of one network user (memories and history follow it)."""
         return f"{self.network}:{sender.lower()}"
 
     def format_reply(self, reply: Reply) -> str:
-        """The text sent: in a room, addressed to whoever asked."""
-        return f"{reply.sender}: {reply.text}" if reply.room is not None else reply.text
+        """The text sent: in a room, addressed to whoever asked (a room's persona speaking as itself
+        says what it says: its reply answers the room)."""
+        return f"{reply.sender}: {reply.text}" if reply.room is not None and reply.sender else reply.text
 
     def split(self, reply: Reply, text: str) -> list[str]:
         """The pieces ``text`` is sent in: lines of at most :meth:`line_limit` bytes (override for
@@ -176,6 +192,7 @@ class Adapter(ABC):
         """Read the daemon's personas again (kept if the daemon is away)."""
         try:
             self.personas = await asyncio.wait_for(self.client.personas(), 30.0)
+            self.bindings = await asyncio.wait_for(self.client.bindings(), 30.0)
         except Exception as exc:  # the daemon may be away; the names are read again next time
             self.log.info("personas_unavailable", error=repr(exc))
 
@@ -227,6 +244,7 @@ class Adapter(ABC):
 
     async def run(self) -> None:
         """Run until cancelled."""
+        await self.refresh_personas()  # which channels are rooms, before their feeds are read
         for channel in list(self.state.routes):
             self._follow(channel)
         for key, entry in sorted(self.state.pending.items(), key=lambda kv: int(kv[0])):
@@ -250,7 +268,18 @@ class Adapter(ABC):
         reply = entry["reply"]
         room = self._route_of(entry["channel"]).get("room")
         meta = dict(entry.get("meta", {}))
-        return Reply(int(reply["id"]), user_message_id, entry["channel"], entry["sender"], reply["text"], room, meta)
+        persona = reply.get("persona")
+        return Reply(
+            int(reply["id"]),
+            user_message_id,
+            entry["channel"],
+            entry["sender"],
+            reply["text"],
+            room,
+            meta,
+            False,
+            persona,
+        )
 
     # -- the daemon's side --------------------------------------------------------------------
 
@@ -280,16 +309,41 @@ class Adapter(ABC):
 
     def _on_message(self, channel: str, m: dict[str, Any]) -> None:
         key = str(m["id"])
-        if m.get("role") == "user" and str(m.get("author", "")).startswith(f"{self.network}:"):
+        if self.room_personas(channel) and self._route_of(channel).get("room"):
+            self._on_room_message(channel, m)
+        elif m.get("role") == "user" and str(m.get("author", "")).startswith(f"{self.network}:"):
             self.state.pending.setdefault(key, {"channel": channel, "sender": m["author"].split(":", 1)[1]})
         elif m.get("role") == "assistant" and str(m.get("reply_to")) in self.state.pending:
             entry = self.state.pending[str(m["reply_to"])]
             if "reply" not in entry:
                 text = m["content"] + (" […]" if m.get("status") == "interrupted" else "")
-                entry["reply"] = {"id": m["id"], "text": text}
+                entry["reply"] = {"id": m["id"], "text": text, "persona": m.get("persona")}
                 self._outbox.put_nowait(self._reply(int(m["reply_to"]), entry))
         self.state.cursors[channel] = key
         self.state.save()
+
+    def _on_room_message(self, channel: str, m: dict[str, Any]) -> None:
+        """A room's message: every persona's complete reply goes out, each once (a reply to another
+        persona's too), spoken by its persona, addressed to the sender when it answers a message
+        this adapter posted; it is kept under its own id until delivered. The adapter's posted
+        messages are kept (their senders) for the replies, the newest :data:`ROOM_ASKED` per room."""
+        if m.get("role") == "user":
+            if str(m.get("author", "")).startswith(f"{self.network}:"):
+                self.state.pending.setdefault(
+                    str(m["id"]), {"channel": channel, "sender": m["author"].split(":", 1)[1]}
+                )
+            asked = [k for k, e in self.state.pending.items() if e.get("channel") == channel and "reply" not in e]
+            for key in sorted(asked, key=int)[:-ROOM_ASKED]:
+                del self.state.pending[key]
+        elif m.get("role") == "assistant" and m.get("status") == "complete":
+            asked_by = self.state.pending.get(str(m.get("reply_to")), {})
+            said = {"id": m["id"], "text": m["content"], "persona": m.get("persona")}
+            entry: dict[str, Any] = {"channel": channel, "sender": "", "reply": said}
+            if "reply" not in asked_by:
+                entry["sender"] = asked_by.get("sender", "")
+                entry.update({"meta": asked_by["meta"]} if "meta" in asked_by else {})
+            self.state.pending[str(m["id"])] = entry
+            self._outbox.put_nowait(self._reply(int(m["id"]), entry))
 
     def _on_error(self, data: dict[str, Any]) -> None:
         key = str(data.get("user_message_id"))
@@ -307,8 +361,9 @@ class Adapter(ABC):
                 channel = self.channel_for_room(inbound.room)
                 self.state.routes.setdefault(channel, {"room": inbound.room})
             else:
-                channel = self.channel_for_sender(inbound.sender)
-                self.state.routes.setdefault(channel, {"dm": inbound.sender})
+                channel = self.channel_for_sender(inbound.sender, inbound.persona)
+                route = {"dm": inbound.sender, **({"persona": inbound.persona} if inbound.persona else {})}
+                self.state.routes.setdefault(channel, route)
             self._follow(channel)
             try:
                 await self._post(channel, inbound)
@@ -324,8 +379,8 @@ class Adapter(ABC):
         since = int(self.state.cursors.get(channel) or 0)
         maybe_stored = False
         busy_since: float | None = None
-        persona = None
-        if inbound.room is None and self.persona is not None:
+        persona = inbound.persona
+        if persona is None and inbound.room is None and self.persona is not None:
             if not self.personas:
                 await self.refresh_personas()
             if addresses_persona(inbound.text, self.persona_names) is None:
@@ -372,14 +427,14 @@ class Adapter(ABC):
 
     def _posted(self, channel: str, message_id: int, inbound: Inbound) -> None:
         self._claimed.add(str(message_id))
+        feed = self._feeds[channel]
+        if feed.last_event_id is None:  # a new channel: read it from just before our message
+            feed.last_event_id = str(message_id - 1)
         entry = self.state.pending.setdefault(str(message_id), {"channel": channel, "sender": inbound.sender})
         entry["sender"] = inbound.sender  # the network's spelling
         if inbound.meta:
             entry["meta"] = dict(inbound.meta)
         self.on_posted(inbound, channel, message_id)
-        feed = self._feeds[channel]
-        if feed.last_event_id is None:  # a new channel: read it from just before our message
-            feed.last_event_id = str(message_id - 1)
         self.state.save()
 
     # -- the network's side ------------------------------------------------------------------------

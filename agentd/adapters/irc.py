@@ -87,10 +87,104 @@ class FloodControl:
             await asyncio.sleep((1.0 - self._tokens) * self.interval)
 
 
+class Voice:
+    """One persona's own IRC connection, in a room bound to several personas: its replies are
+    said with its nick, and a private message to its nick reaches it (its own private channel
+    with the sender). The bot's connection hears the rooms; a voice only speaks there."""
+
+    def __init__(self, adapter: IrcAdapter, persona: str, nick: str) -> None:
+        self.adapter, self.persona, self.wanted_nick, self.nick = adapter, persona, nick, nick
+        #: The rooms it joins (those of the rooms bound to its persona).
+        self.rooms: set[str] = set()
+        self.joined: set[str] = set()
+        self.ready = asyncio.Event()
+        self.flood = FloodControl()
+        self._writer: asyncio.StreamWriter | None = None
+        self._lock = asyncio.Lock()
+        self._user = re.sub(r"[^A-Za-z0-9]", "", nick)[:9] or "agentd"
+
+    async def run(self) -> None:
+        """Stay connected (reconnecting with backoff), never return."""
+        backoff = Backoff(first=0.5, cap=30.0)
+        while True:
+            try:
+                await self._session(backoff)
+            except (OSError, TimeoutError, ConnectionError, asyncio.IncompleteReadError) as exc:
+                self.adapter.log.info("irc_voice_disconnected", persona=self.persona, error=repr(exc))
+            finally:
+                self.ready.clear()
+                self.joined.clear()
+                if self._writer is not None:
+                    self._writer.close()
+                    self._writer = None
+            await asyncio.sleep(backoff.next())
+
+    async def say(self, command: str, target: str, line: str) -> None:
+        """Say one line (``ConnectionError`` when it cannot now: the delivery waits and tries again)."""
+        if not self.ready.is_set() or (target[:1] in "#&+!" and target.lower() not in self.joined):
+            raise ConnectionError(f"{self.nick} is not in {target} yet")
+        await self.flood.take()
+        await self._send(command, target, line)
+
+    async def _session(self, backoff: Backoff) -> None:
+        a = self.adapter
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(a.host, a.port, ssl=a.tls_context()), a.connect_timeout
+        )
+        self._writer = writer
+        self.nick = self.wanted_nick
+        if a.password:
+            await self._send("PASS", a.password)
+        await self._send("NICK", self.nick)
+        await self._send("USER", self._user, "0", "*", f"{a.realname} ({self.persona})")
+        while True:
+            raw = await asyncio.wait_for(reader.readline(), a.ping_interval * 2)
+            if not raw:
+                raise ConnectionError("the server closed the connection")
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if line:
+                await self._handle(Message.parse(line), backoff)
+
+    async def _handle(self, msg: Message, backoff: Backoff) -> None:
+        if msg.command == "PING":
+            await self._send("PONG", *(msg.params or ("agentd",)))
+        elif msg.command == "001":
+            self.nick = msg.params[0] if msg.params else self.nick
+            backoff.reset()
+            for room in sorted(self.rooms):
+                await self._send("JOIN", room)
+            self.ready.set()
+            self.adapter.log.info("irc_voice_registered", persona=self.persona, nick=self.nick)
+        elif msg.command in ("432", "433", "436", "437"):
+            self.nick = f"{self.nick}_"[:30]
+            await self._send("NICK", self.nick)
+        elif msg.command == "JOIN" and msg.nick.lower() == self.nick.lower() and msg.params:
+            self.joined.add(msg.params[0].lower())
+        elif msg.command == "KICK" and len(msg.params) > 1 and msg.params[1].lower() == self.nick.lower():
+            self.joined.discard(msg.params[0].lower())
+            await self._send("JOIN", msg.params[0])
+        elif msg.command == "PRIVMSG" and len(msg.params) >= 2 and msg.params[0].lower() == self.nick.lower():
+            text = msg.params[1]
+            if msg.nick and not text.startswith("\x01") and not self.adapter.is_ours(msg.nick):
+                await self.adapter.receive(Inbound(msg.nick, text.strip(), persona=self.persona))
+        elif msg.command == "ERROR":
+            raise ConnectionError(msg.params[-1] if msg.params else "ERROR from the server")
+
+    async def _send(self, *params: str) -> None:
+        writer = self._writer
+        if writer is None:
+            raise ConnectionError("not connected")
+        data = (_line(*params) + "\r\n").encode("utf-8")
+        async with self._lock:
+            writer.write(data)
+            await asyncio.wait_for(writer.drain(), 30.0)
+
+
 class IrcAdapter(Adapter):
     """agentd on IRC: answers in rooms when addressed (``NICK: ...`` or a persona's name,
     or every message with ``respond_all``) and in private messages (a private channel
-    per user)."""
+    per user). In a room bound to several personas each persona speaks with its own nick
+    (:class:`Voice`; ``nicks`` names them, default the persona's name)."""
 
     network = "irc"
 
@@ -112,6 +206,8 @@ class IrcAdapter(Adapter):
         flood: FloodControl | None = None,
         connect_timeout: float = 15.0,
         ping_interval: float = 90.0,
+        nicks: dict[str, str] | None = None,
+        voices: bool = True,
     ) -> None:
         super().__init__(
             client, state_path, {room: channel for room, channel in rooms.items() if channel}, persona=persona
@@ -130,16 +226,55 @@ class IrcAdapter(Adapter):
         self._writer: asyncio.StreamWriter | None = None
         self._write_lock = asyncio.Lock()
         self._user = re.sub(r"[^A-Za-z0-9]", "", nick)[:9] or "agentd"
+        #: persona -> the nick it speaks with in rooms (default its name).
+        self.nicks = dict(nicks or {})
+        self.use_voices = voices
+        #: persona -> its own connection (in rooms bound to several personas).
+        self.voices: dict[str, Voice] = {}
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The TLS context of a connection (``None``: plain TCP)."""
+        if not self.tls:
+            return None
+        context = ssl.create_default_context()
+        if not self.tls_verify:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        return context
+
+    def is_ours(self, nick: str) -> bool:
+        """Whether ``nick`` is this adapter's (the bot's or a persona's voice)."""
+        low = nick.lower()
+        return low == self.nick.lower() or any(v.nick.lower() == low for v in self.voices.values())
+
+    def _start_voices(self) -> None:
+        """A voice for each persona of each room this adapter joins that binds several (once each)."""
+        if not self.use_voices:
+            return
+        for room in self.room_names:
+            for persona in self.room_personas(self.channel_for_room(room)):
+                voice = self.voices.get(persona)
+                if voice is None:
+                    voice = self.voices[persona] = Voice(self, persona, self.nicks.get(persona, persona))
+                    self._spawn(voice.run())
+                voice.rooms.add(room)
 
     # -- the adapter's three methods ---------------------------------------------------------
 
     def line_limit(self, reply: Reply) -> int:
         target = reply.room or reply.sender
-        head = f":{self.nick}!~{self._user}@ PRIVMSG {target} :"
+        voice = self.voices.get(reply.persona or "")
+        nick, user = (voice.nick, voice._user) if voice is not None else (self.nick, self._user)
+        head = f":{nick}!~{user}@ PRIVMSG {target} :"
         return LINE_BYTES - 2 - len(head.encode()) - _PREFIX_ROOM
 
     async def send_line(self, reply: Reply, line: str) -> None:
         target = reply.room or reply.sender
+        voice = self.voices.get(reply.persona or "")
+        own = reply.room is not None or self.state.routes.get(reply.channel, {}).get("persona") == reply.persona
+        if voice is not None and not reply.notice and own:
+            await voice.say("PRIVMSG", target, line)  # the persona speaks as itself
+            return
         if reply.room is not None and reply.room.lower() not in self.joined:
             raise ConnectionError(f"not in {reply.room} yet")
         await self.flood.take()
@@ -164,18 +299,13 @@ class IrcAdapter(Adapter):
     # -- one connection ------------------------------------------------------------------------
 
     async def _session(self, backoff: Backoff) -> None:
-        context = None
-        if self.tls:
-            context = ssl.create_default_context()
-            if not self.tls_verify:
-                context.check_hostname = False
-                context.verify_mode = ssl.CERT_NONE
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(self.host, self.port, ssl=context), self.connect_timeout
+            asyncio.open_connection(self.host, self.port, ssl=self.tls_context()), self.connect_timeout
         )
         self._writer = writer
         self.nick = self.wanted_nick
         await self.refresh_personas()  # the daemon may be away: the names are read again on the next connection
+        self._start_voices()
         if self.password:
             await self._send("PASS", self.password)
         await self._send("NICK", self.nick)
@@ -226,8 +356,8 @@ class IrcAdapter(Adapter):
             raise ConnectionError(msg.params[-1] if msg.params else "ERROR from the server")
 
     async def _privmsg(self, sender: str, target: str, text: str) -> None:
-        if text.startswith("\x01") or not sender or sender.lower() == self.nick.lower():
-            return  # CTCP (and our own echo)
+        if text.startswith("\x01") or not sender or self.is_ours(sender):
+            return  # CTCP (and our own echo, or our personas' lines)
         if target.lower() == self.nick.lower():
             await self.receive(Inbound(sender, text.strip()))
             return

@@ -141,7 +141,11 @@ class MatrixAdapter(Adapter):
         return known[room]
 
     def format_reply(self, reply: Reply) -> str:
-        """A reply is sent as a rich reply to the message that asked: no name in front."""
+        """A reply is sent as a rich reply to the message that asked: no name in front (in a room of
+        several personas, the name of the persona that speaks, as every persona speaks through the
+        one account)."""
+        if reply.persona and self.room_personas(reply.channel):
+            return f"{reply.persona}: {reply.text}"
         return reply.text
 
     def line_limit(self, reply: Reply) -> int:

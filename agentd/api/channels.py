@@ -39,9 +39,11 @@ async def post_message(
     The reply arrives on ``GET /v1/channels/{channel}/events`` and can be read
     back with ``GET /v1/channels/{channel}/messages?after=ID``. Without
     ``persona``, the persona the text addresses (``NAME: ...`` or ``@NAME``)
-    answers, else the channel's default (the first of ``[channels.NAME] personas``).
+    answers, else the channel's default (the first of ``[channels.NAME] personas``). In a room
+    (a channel bound to several personas) ``[channels.NAME] answer`` decides: ``persona`` is the
+    first to answer, ``triggered`` the others in order (``persona`` null: nobody is asked to).
     """
-    persona = d.persona_for(channel, body.persona, body.text)
+    persona = d.answering(channel, body.persona, body.text)
     accepted = await run_in_threadpool(
         lambda: d.runtime.submit(
             persona,
@@ -59,7 +61,8 @@ async def post_message(
         {
             "id": accepted.message_id,
             "channel": channel,
-            "persona": persona,
+            "persona": accepted.persona or None,
+            "triggered": list(accepted.also),
             "request_id": accepted.request_id,
             "status": "accepted",
         },

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
@@ -12,8 +13,10 @@ from starlette.concurrency import run_in_threadpool
 from agentd.api.responses import COMMON_ERRORS, error_responses
 from agentd.api.roles import Policy, allow, caller_of, check_channel
 from agentd.api.schemas import ChatRequest
-from agentd.api.sse import HEADERS, MEDIA_TYPE, EventBridge
+from agentd.api.sse import HEADERS, MEDIA_TYPE, EventBridge, frame
 from agentd.api.state import Daemon, daemon
+from agentd.runtime import Accepted
+from agentd.runtime.events import Triggered
 
 router = APIRouter(tags=["chat"], responses=COMMON_ERRORS)
 
@@ -31,12 +34,16 @@ async def chat(body: ChatRequest, d: Annotated[Daemon, Depends(daemon)], request
 
     Each event's ``event:`` names it and ``data:`` is its JSON: ``memory_context``
     (always first: what was recalled), ``history_context``, ``token_delta``…,
-    ``tool_call``/``tool_result``, then ``done`` (the stored reply) or ``error``.
+    ``tool_call``/``tool_result``, then ``done`` (the stored reply) or ``error``. In a room
+    (a channel bound to several personas) without ``persona``, the room decides who answers
+    (``[channels.NAME] answer``): a ``triggered`` event comes first, naming the persona whose reply
+    streams here and the others that answer after it (their replies, and the replies of personas
+    called on in turn, reach ``GET /v1/channels/{channel}/events``).
     The message is stored before anything else happens; bad input is a 4xx
     before the stream starts.
     """
     check_channel(caller_of(request), body.channel)
-    persona = d.persona_for(body.channel, body.persona)
+    persona = d.answering(body.channel, body.persona, body.message)
     bridge = EventBridge(asyncio.get_running_loop())
     accepted = await run_in_threadpool(
         lambda: d.runtime.submit(
@@ -53,4 +60,16 @@ async def chat(body: ChatRequest, d: Annotated[Daemon, Depends(daemon)], request
     )
     d.hub.wake(body.channel)
     headers = {**HEADERS, "X-Agentd-Message-Id": str(accepted.message_id), "X-Agentd-Request-Id": accepted.request_id}
-    return StreamingResponse(bridge.frames(), media_type=MEDIA_TYPE, headers=headers)
+    if persona is not None:
+        return StreamingResponse(bridge.frames(), media_type=MEDIA_TYPE, headers=headers)
+    return StreamingResponse(_room_frames(accepted, bridge), media_type=MEDIA_TYPE, headers=headers)
+
+
+async def _room_frames(accepted: Accepted, bridge: EventBridge) -> AsyncIterator[bytes]:
+    """In a room: ``triggered`` first (who answers), then the first persona's reply (nobody's: the
+    stream ends there)."""
+    said = Triggered(accepted.persona, accepted.also, accepted.message_id)
+    yield frame(said.type, said.as_json())
+    if accepted.persona:
+        async for chunk in bridge.frames():
+            yield chunk

@@ -263,7 +263,10 @@ class PostAccepted(_Out):
 
     id: int
     channel: str
-    persona: str
+    #: The persona that answers it (in a room, the first; null: nobody is asked to).
+    persona: str | None
+    #: In a room, the personas that answer it after ``persona``, in order.
+    triggered: list[str] = []
     request_id: str
     status: str
 

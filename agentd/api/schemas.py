@@ -93,7 +93,11 @@ class _Body(BaseModel):
 class ChatRequest(_Body):
     """``POST /v1/chat``."""
 
-    persona: PersonaName = Field(description="The persona that answers.")
+    persona: PersonaName | None = Field(
+        None,
+        description="The persona that answers (default: the one the message addresses, else the channel's; "
+        "in a room, the room decides: [channels.NAME] answer).",
+    )
     channel: Identifier = Field(description="The channel the conversation lives in.")
     user: Identifier = Field(description="Who is speaking (scopes user memories and earlier exchanges).")
     message: Text = Field(

@@ -68,6 +68,16 @@ class Daemon:
         """Run a health probe on its own threads."""
         return await to_thread.run_sync(work, limiter=self.pools.probe)
 
+    def answering(self, channel: str, named: str | None, text: str | None = None) -> str | None:
+        """:meth:`persona_for`, except in a room (``[channels.NAME]`` binding several personas) when
+        the request names no persona: ``None``, the room decides who answers (the runtime's intake,
+        :mod:`agentd.runtime.rooms`)."""
+        entry = self.app.config.channels.get(channel)
+        if named is None and entry is not None and len(entry.personas) > 1:
+            check_identifier("channel", channel)
+            return None
+        return self.persona_for(channel, named, text)
+
     def persona_for(self, channel: str, named: str | None, text: str | None = None) -> str:
         """The persona that answers in ``channel``.
 

@@ -51,6 +51,11 @@ def _run(banner: str, main: Callable[[], Coroutine[Any, Any, None]]) -> None:
 @click.option("--tls/--no-tls", default=None, help="Connect with TLS (default: [adapters.irc] tls).")
 @click.option("--all-messages", is_flag=True, default=None, help="Answer every room message, not only when addressed.")
 @click.option("--persona", help="The persona that answers private messages naming none ([adapters.irc] persona).")
+@click.option(
+    "--voices/--no-voices",
+    default=None,
+    help="In a room of several personas each speaks with its own nick (default: [adapters.irc] voices, on).",
+)
 @click.option("--state", "state_file", type=click.Path(dir_okay=False), help="The adapter's state file.")
 @click.option("--url", envvar="AGENTD_URL", help="The daemon (default: http://[daemon] host:port, or $AGENTD_URL).")
 @pass_app
@@ -62,6 +67,7 @@ def irc(
     tls: bool | None,
     all_messages: bool | None,
     persona: str | None,
+    voices: bool | None,
     state_file: str | None,
     url: str | None,
 ) -> None:
@@ -70,9 +76,12 @@ def irc(
     In a room the persona answers when addressed: "NICK: question", or by a
     persona's name ("researcher: ...", "@researcher") when several are bound to
     the room's channel. A private message is answered in private (its own
-    channel, dm-irc-<nick>). Replies are delivered once each, across reconnects
-    of either side and daemon restarts (the state file keeps the place). A
-    message the daemon refuses is answered with a NOTICE saying what to do.
+    channel, dm-irc-<nick>). In a room bound to several personas each speaks
+    with its own nick ([adapters.irc] nicks, default its name), and a private
+    message to that nick is answered by that persona (dm-irc-<persona>-<nick>).
+    Replies are delivered once each, across reconnects of either side and
+    daemon restarts (the state file keeps the place). A message the daemon
+    refuses is answered with a NOTICE saying what to do.
     """
     from agentd.adapters import run_adapter
     from agentd.adapters.irc import IrcAdapter, parse_room
@@ -113,6 +122,8 @@ def irc(
             realname=cfg.realname,
             respond_all=cfg.respond == "all" if all_messages is None else all_messages,
             persona=persona or cfg.persona or None,
+            nicks=dict(cfg.nicks),
+            voices=cfg.voices if voices is None else voices,
         )
         await run_adapter(bridge)
 

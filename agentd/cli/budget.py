@@ -12,9 +12,14 @@ from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
 from agentd.prompt.budget import ContextBudget
 from agentd.runtime.pipeline.turn import TurnPreparer
+from agentd.runtime.rooms import room_of
 from agentd.scopes import check_identifier
 
 BAR_WIDTH = 30
+
+
+#: Transcript messages ``agentd budget`` shows in a room by default.
+ROOM_LINES = 10
 
 
 def _bar(tokens: int, window: int) -> str:
@@ -68,14 +73,25 @@ def budget_table(b: ContextBudget, has_message: bool = True) -> Table:
     "-m",
     help="The next message (default: none; memories are recalled for the channel's last user message).",
 )
+@click.option(
+    "--transcript",
+    "lines",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Show the transcript's last N messages as PERSONA's prompt carries them (default in a room: 10).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the ContextBudget as JSON.")
 @pass_app
-def budget(app: App, persona: str, channel: str, user: str | None, message: str | None, as_json: bool) -> None:
+def budget(
+    app: App, persona: str, channel: str, user: str | None, message: str | None, lines: int | None, as_json: bool
+) -> None:
     """Show what PERSONA's prompt in a channel would be made of right now.
 
     Each section's tokens and share of the model's context window, how many
     history messages fit of those available, which memories would be
-    injected with their scores, and whether the context is exhausted.
+    injected with their scores, and whether the context is exhausted. In a room
+    (a channel bound to several personas) also the transcript's last messages as
+    PERSONA sees them: its own replies as its turns, everyone else's by name.
     """
     check_identifier("--channel", channel)
     user = check_identifier("--user", user or app.config.default_user())
@@ -108,3 +124,12 @@ def budget(app: App, persona: str, channel: str, user: str | None, message: str 
     if shown.registry.names():
         out.print(f"tools offered ({b.tools_tokens:,} tokens): {', '.join(shown.registry.names())}")
     out.print(f"exhausted: {'yes' if b.exhausted else 'no'}")
+    if lines is None:
+        lines = ROOM_LINES if room_of(app.config, channel) is not None else 0
+    transcript = [m for m in ctx.messages if m.source == "history"][-lines:] if lines else []
+    if transcript:
+        out.print(f"transcript as {persona} sees it (last {len(transcript)} messages):")
+        for m in transcript:
+            who = "(its own turn)" if m.role == "assistant" else ""
+            text = m.content if len(m.content) <= 160 else m.content[:159] + "…"
+            out.print(f"  {m.role:9} {text} {who}".rstrip(), markup=False)

@@ -10,6 +10,7 @@ from agentd.cli.budget import budget_table
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
 from agentd.runtime.pipeline.record import ContextRecord
+from agentd.store.messages import CHAIN_SOURCE, TRIGGER, Message
 from agentd.store.tools import ToolCallEntry
 
 
@@ -53,6 +54,8 @@ def inspect(app: App, message_id: int, as_json: bool) -> None:
     )
     if asked:
         out.print(f"[dim]{asked.author}:[/] {asked.content}")
+        if asked.role == TRIGGER:
+            out.print(_room_line(record.persona, asked))
     if reply:
         out.print(f"[dim]{record.persona}:[/] {reply.content}")
     retrieval = given.retrieval
@@ -103,3 +106,11 @@ def _print_tools(given: ContextRecord, audited: list[ToolCallEntry], asker: str)
             out.print(f"  approval of {entry.tool}: {entry.approval} by {decided} -> {entry.outcome}")
     if given.withheld_tools:
         out.print(f"tools withheld from {asker}: {', '.join(given.withheld_tools)}")
+
+
+def _room_line(persona: str, asked: Message) -> str:
+    """How a reply in a room came to be asked for (the message it answers was a room's trigger)."""
+    hop = int(asked.options.get("hop", 0))
+    if asked.source == CHAIN_SOURCE:
+        return f"in a room: {asked.author} called on {persona} (persona-to-persona reply {hop} of the chain)"
+    return f"in a room: {persona} answered {asked.author}'s message after the personas before it"

@@ -44,6 +44,10 @@ def personas() -> Call[list[dict[str, Any]]]:
     return Call("GET", "/v1/personas", lambda j: list(j["personas"]))
 
 
+def bindings() -> Call[dict[str, list[str]]]:
+    return Call("GET", "/v1/personas", lambda j: {str(k): list(v) for k, v in j.get("channel_bindings", {}).items()})
+
+
 def post(
     channel: str, user: str, text: str, persona: str | None, disable_memory: bool, visibility: str | None = None
 ) -> Call[Posted]:

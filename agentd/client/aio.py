@@ -67,6 +67,10 @@ class AsyncAgentdClient:
         """Every persona."""
         return await self._call(_calls.personas())
 
+    async def bindings(self) -> dict[str, list[str]]:
+        """The personas each configured channel is bound to (``[channels.NAME] personas``; several: a room)."""
+        return await self._call(_calls.bindings())
+
     async def post(
         self,
         channel: str,

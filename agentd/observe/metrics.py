@@ -48,6 +48,17 @@ LATENESS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 UNMATCHED_ROUTE = "unmatched"
 
 
+def _rooms_series(counter: Any) -> Any:
+    """``agentd_persona_turns_stopped_total``: rooms' chains stopped at ``max_persona_turns``."""
+    return counter(
+        "agentd_persona_turns_stopped",
+        "Personas a reply in a room called on that did not answer: the chain had reached "
+        "[channels.NAME] max_persona_turns (by the persona whose reply named them).",
+        ["persona"],
+        registry=None,
+    )
+
+
 class _Series:
     """The counters and histograms, made once per process by :func:`enable`."""
 
@@ -102,6 +113,7 @@ class _Series:
             ["outcome"],
             registry=None,
         )
+        self.chains_stopped = _rooms_series(Counter)
         self.http = Counter(
             "agentd_http_requests",
             "HTTP requests by route template, method and status.",
@@ -141,6 +153,7 @@ class _Series:
             self.budget_refusals,
             self.recall,
             self.retrieval,
+            self.chains_stopped,
             self.http,
             self.http_seconds,
         )
@@ -192,6 +205,12 @@ def turn_ended(persona: str, status: str) -> None:
     """A turn of ``persona`` ended: ``answered``, ``failed``, ``interrupted`` or ``refused``."""
     if _series is not None:
         _series.turns.labels(persona, status).inc()
+
+
+def persona_turns_stopped(persona: str, count: int) -> None:
+    """``persona``'s reply called on ``count`` personas past ``[channels.NAME] max_persona_turns``."""
+    if _series is not None and count:
+        _series.chains_stopped.labels(persona).inc(count)
 
 
 def turn_stages(

@@ -59,6 +59,39 @@ def _attributed_history(history: Sequence[HistoryItem], counter: TokenCounter) -
     return out
 
 
+def in_a_room(history: Sequence[HistoryItem], persona: str) -> bool:
+    """Whether another persona's replies are in ``history`` (the channel is a room to ``persona``)."""
+    return any(h.role == "assistant" and h.author != persona and not h.synthetic for h in history)
+
+
+def room_history(
+    history: Sequence[HistoryItem], persona: str, counter: TokenCounter, people: bool = True
+) -> list[HistoryItem]:
+    """A room's transcript from ``persona``'s side: its own replies are its assistant turns; every
+    other line is a user turn, another persona's attributed to it (``researcher: …``), a person's
+    too when several people speak (``people``; ``alice: …``). Each author's prefix is counted
+    once, added to the stored count (nothing is counted again). The notes of unanswered messages
+    are left out: in a room a message another persona answered, or nobody was asked to, is no gap."""
+    prefixes: dict[str, tuple[str, int]] = {}
+    out: list[HistoryItem] = []
+    append = out.append
+    for h in history:
+        if h.synthetic:
+            continue
+        if h.role == "assistant" and h.author == persona:
+            append(h)
+            continue
+        if h.role == "user" and not people:
+            append(h)
+            continue
+        found = prefixes.get(h.author)
+        if found is None:
+            prefix = attributed(h.author, "")
+            found = prefixes[h.author] = (prefix, counter.count(prefix) + 1)
+        append(make(HistoryItem, (h.message_id, "user", found[0] + h.content, h.tokens + found[1], h.author, False)))
+    return out
+
+
 class ContextBuilder:
     """Loads history, project files and windows; runs the assembler."""
 
@@ -101,15 +134,25 @@ class ContextBuilder:
         return counter.count(text), counter.name
 
     def recent(
-        self, persona: Persona, channel: str, before_id: int | None = None, *, before_user: bool = True
+        self,
+        persona: Persona,
+        channel: str,
+        before_id: int | None = None,
+        *,
+        before_user: bool = True,
+        skip: int | None = None,
     ) -> Transcript:
         """The channel's transcript (its recent messages) as ``persona``'s prompt could carry it (read
         once per turn: pass it to :meth:`transcript_start` and :meth:`build`). ``before_user``: a user message
-        (the turn's own) follows it (see :meth:`history`)."""
+        (the turn's own) follows it (see :meth:`history`). ``skip``: a message left out (in a room, the
+        one the turn answers when it is not its own: it is the prompt's current message)."""
         window = self.window(persona)
-        return self.history(
+        items, available = self.history(
             channel, before_id, self.counter(persona), window.tokens - persona.max_tokens, before_user=before_user
         )
+        if skip is not None:
+            items = [i for i in items if i.message_id != skip]
+        return items, available
 
     def transcript_start(
         self, persona: Persona, channel: str, before_id: int | None = None, recent: Transcript | None = None
@@ -149,6 +192,8 @@ class ContextBuilder:
         episodes: Sequence[MemoryHit] = (),
         speaker: str | None = None,
         recent: Transcript | None = None,
+        room: bool = False,
+        caller: str | None = None,
     ) -> AssembledContext:
         """Assemble ``persona``'s prompt in ``channel`` for ``current``.
 
@@ -159,14 +204,24 @@ class ContextBuilder:
         best first (they share the memories' budget). ``speaker`` (a shared channel's current user):
         every user message, the current one too, starts with its author
         (``alice: ...``), counted, so the model can tell the speakers apart. ``recent``: what
-        :meth:`recent` read for this turn (read now when not given).
+        :meth:`recent` read for this turn (read now when not given). ``room``: the channel is a room
+        (several personas answer there); so is any whose transcript carries another persona's replies:
+        the transcript is rendered from ``persona``'s side (:func:`room_history`). ``caller``: the
+        persona whose reply ``current`` is (it called on this one): it says it.
         """
         window = self.window(persona)
         counter = self.counter(persona)
         history, available = (
             recent if recent is not None else self.recent(persona, channel, before_id, before_user=current is not None)
         )
-        if speaker is not None and {i.author for i in history if i.role == "user" and not i.synthetic} - {speaker}:
+        several = speaker is not None and bool(
+            {i.author for i in history if i.role == "user" and not i.synthetic} - {speaker}
+        )
+        if room or caller is not None or in_a_room(history, persona.name):
+            history = room_history(history, persona.name, counter, people=several)
+            if current is not None and (caller is not None or (several and speaker is not None)):
+                current = attributed(caller or speaker or "", current)
+        elif several and speaker is not None:
             # Several people speak here: each user message says who wrote it.
             history = _attributed_history(history, counter)
             if current is not None:

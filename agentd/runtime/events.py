@@ -4,7 +4,8 @@ ToolCall/ToolResult… → Done | Error (a call waiting for an owner: ApprovalRe
 
 Events are frozen dataclasses; ``as_json()`` carries the event's ``type``
 (``memory_context``, ``history_context``, ``token_delta``, ``tool_call``,
-``tool_result``, ``approval_required``, ``done``, ``error``), which is also the SSE ``event:`` name.
+``tool_result``, ``approval_required``, ``persona_turns_stopped``, ``done``, ``error``), which is
+also the SSE ``event:`` name.
 """
 
 from __future__ import annotations
@@ -128,8 +129,20 @@ class ApprovalRequired(Event):
 
 
 @dataclass(frozen=True)
+class Called:
+    """A persona of a room called on to answer next: its stored message (``message_id``), and the
+    persona-to-persona replies before it since the person's message (``hop``; 0: it answers the
+    person's message too)."""
+
+    persona: str
+    message_id: int
+    hop: int = 0
+
+
+@dataclass(frozen=True)
 class Done(Event):
-    """The reply is complete and stored as ``message_id``."""
+    """The reply is complete and stored as ``message_id``; in a room, ``triggered`` are the personas
+    it called on, stored with it (each answers next, in order)."""
 
     type: ClassVar[str] = "done"
     message_id: int = 0
@@ -137,6 +150,31 @@ class Done(Event):
     usage: dict[str, int] = field(default_factory=dict)
     budget: dict[str, Any] = field(default_factory=dict)
     text: str = ""
+    triggered: tuple[Called, ...] = ()
+
+
+@dataclass(frozen=True)
+class Triggered(Event):
+    """In a room, who answers a person's message (decided when it was stored): ``persona`` streams
+    its reply here; ``triggered`` answer it after, in order (their replies reach the channel's
+    feed). ``persona`` empty: nobody is asked to (``require_mention`` and no name)."""
+
+    type: ClassVar[str] = "triggered"
+    persona: str = ""
+    triggered: tuple[str, ...] = ()
+    user_message_id: int = 0
+
+
+@dataclass(frozen=True)
+class PersonaTurnsStopped(Event):
+    """A reply in a room named ``personas`` but the chain had reached ``[channels.NAME]
+    max_persona_turns`` persona-to-persona replies since the person's message: they do not answer
+    (sent before the reply's ``done``)."""
+
+    type: ClassVar[str] = "persona_turns_stopped"
+    personas: tuple[str, ...] = ()
+    max_persona_turns: int = 0
+    user_message_id: int = 0
 
 
 @dataclass(frozen=True)
@@ -154,10 +192,24 @@ class Error(Event):
     cap: str | None = None
     #: ... and when it resets (ISO time, the next 00:00 UTC). Added after ``message_id``.
     resets_at: str | None = None
+    #: In a room, the persona queued after this one for the same message, stored with the outcome
+    #: (it answers it all the same).
+    triggered: tuple[Called, ...] = ()
 
 
 _TYPES: dict[str, type[Event]] = {
-    k.type: k for k in (MemoryContext, HistoryContext, TokenDelta, ToolCall, ToolResult, ApprovalRequired, Done, Error)
+    k.type: k
+    for k in (
+        MemoryContext,
+        HistoryContext,
+        TokenDelta,
+        ToolCall,
+        ToolResult,
+        ApprovalRequired,
+        Done,
+        Error,
+        PersonaTurnsStopped,
+    )
 }
 
 
@@ -174,6 +226,11 @@ def event_from_json(data: dict[str, Any]) -> Event:
         fields["snippets"] = tuple(HistorySnippet(**s) for s in fields.get("snippets", ()))
         fields["seeds"] = tuple(fields.get("seeds", ()))
         fields["status"] = RecallStatus(fields.get("status", "ok"))
+    elif kind is Done:
+        fields["triggered"] = tuple(Called(**t) for t in fields.get("triggered", ()))
+    elif kind is PersonaTurnsStopped:
+        fields["personas"] = tuple(fields.get("personas", ()))
     elif kind is Error:
         fields["code"] = ErrorCode(fields.get("code", ErrorCode.INTERNAL_ERROR))
+        fields["triggered"] = tuple(Called(**t) for t in fields.get("triggered", ()))
     return kind(**fields)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 from agentd.log import get_logger
 from agentd.runtime.events import Done, Error, Event
@@ -43,19 +44,7 @@ class InFlight:
 
     def track(self, turn: Turn) -> Turn:
         """``turn`` as it is answered here: tracked, its events fanned out; done with it on Done/Error."""
-        tracked = Turn(
-            turn.request_id,
-            turn.persona,
-            turn.channel,
-            turn.user,
-            turn.message_id,
-            turn.text,
-            self._fanout(turn),
-            turn.disable_memory,
-            turn.draft,
-            turn.disable_tools,
-            turn.traceparent,
-        )
+        tracked = replace(turn, sink=self._fanout(turn))
         with self._changed:
             self._turns[turn.request_id] = tracked
         return tracked

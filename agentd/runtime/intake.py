@@ -37,11 +37,11 @@ import queue
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from agentd._exceptions import ErrorCode, InvalidInput, Overloaded, ShuttingDown
+from agentd._exceptions import ErrorCode, InvalidInput, Overloaded, ShuttingDown, StoreError
 from agentd.app import App
 from agentd.llm.chat import ChatModel
 from agentd.log import get_logger
@@ -54,10 +54,11 @@ from agentd.runtime.dispatch import DispatcherFactory, Parts
 from agentd.runtime.events import Done, Error, Event
 from agentd.runtime.group_commit import GroupCommit
 from agentd.runtime.inflight import InFlight, Listener
-from agentd.runtime.messages import FOR_USER, Sink, Turn, asker
+from agentd.runtime.messages import FOR_USER, Sink, Turn, asker, resumed_turn, room_of_message
 from agentd.runtime.pipeline.record import Incoming
 from agentd.runtime.pipeline.runner import TurnRunner
 from agentd.runtime.pipeline.turn import PreparedTurn
+from agentd.runtime.rooms import answerers, room_of
 from agentd.scopes import DELEGATION_MARK, check_identifier
 from agentd.store.messages import Message
 from agentd.visibility import VISIBILITIES
@@ -74,8 +75,11 @@ class Accepted:
 
     message_id: int
     request_id: str
+    #: The persona that answers it ("": nobody was asked to, in a room with ``require_mention``).
     persona: str
     channel: str
+    #: In a room, the personas that answer it after ``persona``, in order.
+    also: tuple[str, ...] = ()
 
 
 class Intake:
@@ -89,10 +93,12 @@ class Intake:
         listeners: tuple[Listener, ...] = (),
         *,
         owns: Callable[[str], bool] | None = None,
+        passes_on: bool = True,
     ) -> None:
         """``dispatcher``: builds what answers the turns from this runtime's parts. ``owns``: the
         channels whose background jobs this runtime catches up with at start (a worker's own;
-        default all)."""
+        default all). ``passes_on``: route the triggers a room's replies store (false in a worker
+        process: the daemon routes them)."""
         if llm is None:
             from agentd.llm.chat import LitellmChat
 
@@ -117,6 +123,8 @@ class Intake:
             max_batch=self._dispatcher.batch,
             guard=self._dispatcher.serial,
         )
+        if passes_on:
+            self._inflight.add_listener(self._pass_on)
 
     # -- the public API -------------------------------------------------------------------
 
@@ -126,7 +134,7 @@ class Intake:
 
     def submit(
         self,
-        persona: str,
+        persona: str | None,
         channel: str,
         user: str,
         text: str,
@@ -141,6 +149,8 @@ class Intake:
     ) -> Accepted:
         """Validate and store a user message, then hand it to its actor.
 
+        ``persona``: who answers; ``None`` in a room (``[channels.NAME]`` binding several personas):
+        the room decides, now, and the decision is stored with the message (:mod:`agentd.runtime.rooms`).
         ``disable_tools``: the persona's skills are not offered to the model for this turn.
         ``at``: when the message was said (a conversation replayed with its times; UTC-aware),
         default now.
@@ -152,9 +162,8 @@ class Intake:
         """
         # 1. validate
         if not self._accepting:
-            metrics.turn_ended(persona if persona in self._app.personas else "", "refused")
+            metrics.turn_ended(persona if persona is not None and persona in self._app.personas else "", "refused")
             raise ShuttingDown("agentd is shutting down and accepts no new messages")
-        p = self._app.personas[persona]
         check_identifier("channel", channel)
         check_identifier("user", user)
         check_acting(caller, user)  # before anything is stored or recalled as ``user``
@@ -169,38 +178,61 @@ class Intake:
             raise InvalidInput("at", "must be a timezone-aware time")
         if visibility is not None and visibility not in VISIBILITIES:
             raise InvalidInput("visibility", f"must be one of {', '.join(VISIBILITIES)}")
+        chosen = [self._app.personas[persona].name] if persona is not None else self._answerers(channel, text)
         declared = self._config.channel_visibility(channel) or visibility
+        item = _Item(channel, user, text, source, _options(disable_memory, disable_tools, chosen[1:]), at, declared)
+        return self._store(chosen, item, _Delivery(sink or _discard, disable_memory, disable_tools))
+
+    def _answerers(self, channel: str, text: str) -> list[str]:
+        """Who answers ``text`` in the room ``channel``, in order (none: nobody is asked to)."""
+        entry = room_of(self._config, channel)
+        if entry is None:
+            raise InvalidInput("persona", f"channel {channel!r} is not a room (several personas): name a persona")
+        last = None
+        if entry.answer == "rotate":
+            with self._app.store.read() as conn:
+                last = self._app.store.messages.last_answerer(conn, channel)
+        return answerers(entry, text, last)
+
+    def _store(self, chosen: list[str], item: _Item, delivery: _Delivery) -> Accepted:
+        """2. admit and 3. store the message (answered by ``chosen``, in order; none: ``noted``)."""
+        channel = item.channel
+        p = self._app.personas[chosen[0] if chosen else self._config.channels[channel].personas[0]]
         # 2. admit: a ticket held until the turn's Done/Error reaches its sink; Overloaded past a bound.
-        try:
-            ticket = self._admission.admit(p.name, channel)
-        except Overloaded:
-            metrics.turn_ended(p.name, "refused")  # 429: nothing stored, the caller retries
-            raise
+        ticket = None
+        if chosen:
+            try:
+                ticket = self._admission.admit(p.name, channel)
+            except Overloaded:
+                metrics.turn_ended(p.name, "refused")  # 429: nothing stored, the caller retries
+                raise
         # 3. group-commit: stored together with concurrent submits, then routed in id order: a
         # channel's messages are answered in the order they were stored. Several daemons: no
         # sweep of the pending messages runs between storing and routing (the dispatcher's serial).
         try:
-            item = self._runner.writer.incoming(
+            incoming = self._runner.writer.incoming(
                 p,
                 channel,
-                user,
-                text,
+                item.user,
+                item.text,
                 request_id=uuid.uuid4().hex,
-                source=source,
-                options=_options(disable_memory, disable_tools),
-                at=at,
-                visibility=declared if DELEGATION_MARK not in channel else None,
+                source=item.source,
+                options=item.options,
+                at=item.at,
+                visibility=item.visibility if DELEGATION_MARK not in channel else None,
+                noted=not chosen,
             )
-            delivery = _Delivery(
-                self._admission.watch(ticket, sink or _discard), disable_memory, disable_tools, tracing.inject()
-            )
+            if ticket is not None:
+                delivery = replace(delivery, sink=self._admission.watch(ticket, delivery.sink))
+            delivery = replace(delivery, traceparent=tracing.inject())
             with tracing.span("store user message"):
-                stored = self._commit.submit(item, delivery)
+                stored = self._commit.submit(incoming, delivery)
         except BaseException:
-            self._admission.release(ticket, answered=False)  # nothing was stored
+            if ticket is not None:
+                self._admission.release(ticket, answered=False)  # nothing was stored
             raise
         assert stored.request_id is not None
-        return Accepted(stored.id, stored.request_id, p.name, channel)
+        return Accepted(stored.id, stored.request_id, chosen[0] if chosen else "", channel, tuple(chosen[1:]))
 
     def fire(self, claim: Claim, then: Callable[[Connection, Sequence[Message]], None] | None = None) -> list[Message]:
         """Store trigger messages and the writes that decide them in one transaction, then answer them.
@@ -366,7 +398,8 @@ class Intake:
     def _route_stored(self, stored: Message, delivery: _Delivery) -> None:
         """A submitted message is stored: 4. dispatch its turn (called in id order)."""
         assert stored.request_id is not None
-        assert stored.persona is not None
+        if stored.persona is None:
+            return  # noted: nobody is asked to answer it
         turn = Turn(
             stored.request_id,
             stored.persona,
@@ -378,8 +411,40 @@ class Intake:
             delivery.disable_memory,
             disable_tools=delivery.disable_tools,
             traceparent=delivery.traceparent,
+            room=room_of_message(stored),
         )
         self._dispatcher.route(turn)
+
+    def _pass_on(self, turn: Turn, event: Event) -> None:
+        """A listener: a reply in a room stored triggers (the next persona to answer, the personas it
+        called on) with it; they go to the dispatcher as any stored message does. Only for turns
+        tracked here (another daemon's events pass through the listeners too), and not in a worker
+        process (the daemon that sent it the turn routes them)."""
+        if not isinstance(event, Done | Error) or not event.triggered or self._inflight.get(turn.request_id) is None:
+            return
+        try:
+            with self._app.store.read() as conn:
+                found = [self._app.store.messages.get(conn, t.message_id) for t in event.triggered]
+        except StoreError as exc:  # they stay pending: answered after the next start (or a sweep)
+            log.error("room_triggers_not_routed", error=exc.message)
+            return
+        with self._dispatcher.serial():
+            for msg in found:
+                if msg is not None and msg.status == "pending" and msg.persona in self._app.personas:
+                    self._dispatcher.route(resumed_turn(msg, _discard))
+
+
+@dataclass(frozen=True)
+class _Item:
+    """A validated message, before it is stored."""
+
+    channel: str
+    user: str
+    text: str
+    source: str
+    options: dict[str, Any] | None
+    at: datetime | None
+    visibility: str | None
 
 
 #: The part of the daemon's admission bound firings may hold: people's messages keep the rest.
@@ -403,10 +468,14 @@ def _discard(_event: Event) -> None:
     pass
 
 
-def _options(disable_memory: bool, disable_tools: bool) -> dict[str, Any] | None:
-    """The per-message options stored with a user message (so a resumed turn keeps them)."""
-    options = {"disable_memory": disable_memory, "disable_tools": disable_tools}
-    return {k: True for k, v in options.items() if v} or None
+def _options(disable_memory: bool, disable_tools: bool, queue: list[str]) -> dict[str, Any] | None:
+    """The per-message options stored with a user message (so a resumed turn keeps them); in a
+    room, ``queue``: who answers it after the first persona."""
+    options: dict[str, Any] = {"disable_memory": disable_memory, "disable_tools": disable_tools}
+    options = {k: True for k, v in options.items() if v}
+    if queue:
+        options["queue"] = queue
+    return options or None
 
 
 __all__ = ["FIRING_SHARE", "Accepted", "Claim", "Intake"]

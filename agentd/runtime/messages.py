@@ -93,6 +93,38 @@ class Draft:
 
 
 @dataclass(frozen=True)
+class RoomTurn:
+    """What a turn in a room carries beyond its message (stored in the message's options, so a
+    resumed turn has it too): who answers the same message after it, and where it stands in a
+    persona-to-persona chain."""
+
+    #: The personas that answer the same message after this one, in order (decided at intake).
+    queue: tuple[str, ...] = ()
+    #: Persona-to-persona replies in the chain before this turn's reply (0: a person's message).
+    hop: int = 0
+    #: Who said the text when it is not the turn's user (a persona calling on another).
+    speaker: str | None = None
+    #: The stored message whose text this turn answers, when it is not the turn's own message
+    #: (left out of the transcript: it is the prompt's current message).
+    source: int | None = None
+
+    def as_options(self) -> dict[str, object]:
+        """The message options that store it (nothing for a plain turn)."""
+        found: dict[str, object] = {}
+        if self.queue:
+            found["queue"] = list(self.queue)
+        if self.hop:
+            found["hop"] = self.hop
+        if self.source is not None:
+            found["source"] = self.source
+        return found
+
+
+#: A turn outside any room.
+NO_ROOM = RoomTurn()
+
+
+@dataclass(frozen=True)
 class Turn:
     """One user message to answer; the message is already stored as ``message_id``."""
 
@@ -110,6 +142,8 @@ class Turn:
     #: The W3C ``traceparent`` of the request that brought the message ("" when not traced):
     #: the turn's spans join that trace (agentd.observe.tracing).
     traceparent: str = ""
+    #: Its place in a room (who answers after it, its chain).
+    room: RoomTurn = NO_ROOM
 
     @property
     def key(self) -> ActorKey:
@@ -140,6 +174,22 @@ def resumed_turn(msg: Message, sink: Sink) -> Turn:
         sink,
         bool(msg.options.get("disable_memory")),
         disable_tools=bool(msg.options.get("disable_tools")),
+        room=room_of_message(msg),
+    )
+
+
+def room_of_message(msg: Message) -> RoomTurn:
+    """The :class:`RoomTurn` a stored message's options describe (a trigger a persona's reply stored
+    says who spoke: its author; the person the chain answers is its :data:`FOR_USER` option)."""
+    o = msg.options
+    if not ("queue" in o or "hop" in o or "source" in o):
+        return NO_ROOM
+    source = o.get("source")
+    return RoomTurn(
+        tuple(str(p) for p in o.get("queue", ())),
+        int(o.get("hop", 0)),
+        msg.author if msg.role == "trigger" and asker(msg) != msg.author else None,
+        int(source) if source is not None else None,
     )
 
 

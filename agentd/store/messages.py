@@ -22,6 +22,16 @@ _M = schema.messages
 _ONE_REPLY = sa.text("role = 'assistant' AND status = 'complete'")
 #: Roles that make up a channel's conversation (what history is built from).
 CONVERSATION_ROLES = ("user", "assistant")
+#: The role of a room's call on a persona to answer a stored message (a person's, when several
+#: personas answer it; a persona's reply naming another): not part of the conversation, answered
+#: as a user message is (``pending`` until answered). Its ``source`` says which:
+TRIGGER = "trigger"
+#: ... a persona's reply called on another (counted against ``max_persona_turns``);
+CHAIN_SOURCE = "persona"
+#: ... the next persona answers a message several answer.
+QUEUE_SOURCE = "room"
+#: Roles answered by a turn.
+ANSWERED_ROLES = ("user", TRIGGER)
 
 # The statements of a turn's hot path, built once with bound parameters. Building an expression
 # and its cache key costs several times what SQLite takes to run it (bench/daemon.py's floor).
@@ -54,6 +64,23 @@ _SET_STATUS = sa.update(_M).where(_M.c.id == _B("mid")).values(status=_B("new_st
 _INSERT = sa.insert(_M)
 _INSERT_MANY = sa.insert(_M).returning(_M.c.id, sort_by_parameter_order=True)
 _COUNT_MORE = sa.update(_C).where(_C.c.name == _B("c")).values(message_count=_C.c.message_count + _B("n"))
+_LAST_PERSON = sa.select(sa.func.max(_M.c.id)).where(_M.c.channel == _B("channel"), _M.c.role == "user")
+_CHAIN = (
+    sa.select(sa.func.count())
+    .select_from(_M)
+    .where(
+        _M.c.channel == _B("channel"),
+        _M.c.id > _B("after_id"),
+        _M.c.role == TRIGGER,
+        _M.c.source == CHAIN_SOURCE,
+    )
+)
+_LAST_ANSWERER = (
+    sa.select(_M.c.persona)
+    .where(_M.c.channel == _B("channel"), _M.c.role == "user", _M.c.persona.is_not(None))
+    .order_by(_M.c.id.desc())
+    .limit(1)
+)
 #: ``INSERT … ON CONFLICT DO NOTHING`` of a channel row, per dialect (made on first use).
 _ENSURE: dict[str, Any] = {}
 #: The same with every column given (executemany over a batch's channels), per dialect.
@@ -375,7 +402,7 @@ class MessageRepo:
     def pending(self, conn: sa.Connection, key: tuple[str, str] | None = None, limit: int = 1000) -> list[Message]:
         """User messages accepted and not yet answered (of one (persona, channel) when ``key`` is given),
         oldest first; delegated tasks (answered inline by their caller) are left out."""
-        query = sa.select(_M).where(_M.c.status == "pending", _M.c.role == "user", _M.c.source != "delegate")
+        query = sa.select(_M).where(_M.c.status == "pending", _M.c.role.in_(ANSWERED_ROLES), _M.c.source != "delegate")
         if key is not None:
             query = query.where(_M.c.persona == key[0], _M.c.channel == key[1])
         return [_message(r) for r in conn.execute(query.order_by(_M.c.id).limit(limit))]
@@ -384,11 +411,26 @@ class MessageRepo:
         """The (persona, channel) pairs with messages waiting for a reply (see :meth:`pending`)."""
         query = (
             sa.select(_M.c.persona, _M.c.channel)
-            .where(_M.c.status == "pending", _M.c.role == "user", _M.c.source != "delegate", _M.c.persona.is_not(None))
+            .where(
+                _M.c.status == "pending",
+                _M.c.role.in_(ANSWERED_ROLES),
+                _M.c.source != "delegate",
+                _M.c.persona.is_not(None),
+            )
             .distinct()
             .limit(limit)
         )
         return [(str(r[0]), str(r[1])) for r in conn.execute(query)]
+
+    def chain_length(self, conn: sa.Connection, channel: str) -> int:
+        """Persona-to-persona calls stored in ``channel`` since its last person's message (what
+        ``[channels.NAME] max_persona_turns`` bounds)."""
+        last = conn.execute(_LAST_PERSON, {"channel": channel}).scalar_one_or_none()
+        return int(conn.execute(_CHAIN, {"channel": channel, "after_id": last or 0}).scalar_one())
+
+    def last_answerer(self, conn: sa.Connection, channel: str) -> str | None:
+        """The persona that answered (first) the last person's message of ``channel`` that one answered."""
+        return conn.execute(_LAST_ANSWERER, {"channel": channel}).scalar_one_or_none()
 
     def with_status(self, conn: sa.Connection, status: str, limit: int = 10_000) -> list[Message]:
         """Messages in ``status`` (e.g. accepted user messages still ``pending``), oldest first."""

@@ -10,8 +10,9 @@ versioned :class:`ContextRecord`: written here and read back here (by
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -19,8 +20,9 @@ from agentd.caps import day_of
 from agentd.observe import tracing
 from agentd.personas import Persona
 from agentd.prompt.builder import ContextBuilder
+from agentd.runtime.events import Called
 from agentd.runtime.group_commit import MAX_BATCH, GroupCommit
-from agentd.runtime.messages import TurnState
+from agentd.runtime.messages import FOR_USER, TurnState
 from agentd.runtime.pipeline.context_record import (
     ContextRecord,
     HistoryInfo,
@@ -34,7 +36,7 @@ from agentd.runtime.pipeline.context_record import (
     recalled_memories,
 )
 from agentd.store import Store
-from agentd.store.messages import Message
+from agentd.store.messages import CHAIN_SOURCE, QUEUE_SOURCE, TRIGGER, Message
 from agentd.store.spend import Spent
 
 if TYPE_CHECKING:
@@ -42,10 +44,44 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class PassOn:
+    """What a reply in a room passes on, stored in the reply's own transaction (so a crash keeps
+    both or neither): the next persona that answers the same message, and the personas the reply
+    calls on (each a stored ``trigger`` message, answered like a user message)."""
+
+    #: The personas that answer the source message after this turn's, in order.
+    queue: tuple[str, ...]
+    #: The message they answer: its id, who said it and what.
+    source_id: int
+    source_author: str
+    source_text: str
+    #: The person the room is answering (whose memories the chain's turns may recall).
+    user: str
+    #: Persona-to-persona replies before this turn's in its chain.
+    hop: int
+    #: The personas this turn's reply named (the speaker left out), in order.
+    called: tuple[str, ...] = ()
+    #: ``[channels.NAME] max_persona_turns``.
+    max_turns: int = 0
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A reply as stored: its id, the personas it called on (stored triggers, in order), and those
+    it named past ``max_persona_turns`` (not called on)."""
+
+    reply_id: int
+    triggered: tuple[Called, ...] = ()
+    stopped: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Incoming:
     """A user message to accept (:meth:`TurnWriter.incoming`), its tokens already counted."""
 
-    persona: str
+    #: The persona that answers it first (``None``: nobody is asked to, a room's message that
+    #: names none with ``require_mention``; stored ``noted``).
+    persona: str | None
     channel: str
     author: str
     text: str
@@ -59,6 +95,11 @@ class Incoming:
     at: datetime | None = None
     #: What the poster declared of the channel (``direct`` | ``shared``); ``None``: nothing.
     visibility: str | None = None
+
+    @property
+    def status(self) -> str:
+        """``pending`` until answered; ``noted`` when nobody is asked to answer."""
+        return "pending" if self.persona is not None else NOTED
 
 
 @dataclass(frozen=True)
@@ -96,6 +137,8 @@ class _Answer:
             int(usage.get("prompt_tokens") or 0),
             int(usage.get("completion_tokens") or 0),
         )
+
+    pass_on: PassOn | None = None
 
     def reply_row(self) -> dict[str, Any]:
         """The reply, as :meth:`~agentd.store.messages.MessageRepo.add` takes it."""
@@ -140,8 +183,30 @@ class _Answer:
         }
 
 
-def _nothing(_reply_id: int, _then: None) -> None:
+def _nothing(_stored: Stored, _then: None) -> None:
     pass
+
+
+#: The status of a person's message in a room that no persona is asked to answer.
+NOTED = "noted"
+
+
+def _trigger(
+    persona: str, channel: str, author: str, text: str, source: str, options: dict[str, Any]
+) -> dict[str, Any]:
+    """A room's call on ``persona`` to answer ``text`` (said by ``author``), as ``add_many`` takes it."""
+    return {
+        "channel": channel,
+        "role": TRIGGER,
+        "author": author,
+        "persona": persona,
+        "content": text,
+        "status": "pending",
+        "source": source,
+        "reply_to": options["source"],
+        "request_id": uuid.uuid4().hex,
+        "options": options,
+    }
 
 
 class TurnWriter:
@@ -152,7 +217,7 @@ class TurnWriter:
         self._builder = builder
         # Replies finished at the same time share a transaction: a few statements whatever their
         # number, where each waited for the writer (and, under load, for the GIL at each statement).
-        self._replies: GroupCommit[_Answer, int, None] = GroupCommit(
+        self._replies: GroupCommit[_Answer, Stored, None] = GroupCommit(
             self._store_replies, _nothing, max_batch=1 if store.capabilities.shared_by_daemons else MAX_BATCH
         )
 
@@ -169,11 +234,24 @@ class TurnWriter:
         options: Mapping[str, Any] | None = None,
         at: datetime | None = None,
         visibility: str | None = None,
+        noted: bool = False,
     ) -> Incoming:
-        """A user message ready to store, its tokens counted (no store access: callers do this in parallel)."""
+        """A user message ready to store, its tokens counted (no store access: callers do this in parallel).
+        ``noted``: nobody is asked to answer it (``persona`` only counts its tokens)."""
         tokens, counter = self._builder.count_message(persona, text)
         return Incoming(
-            persona.name, channel, author, text, request_id, source, reply_to, options, tokens, counter, at, visibility
+            None if noted else persona.name,
+            channel,
+            author,
+            text,
+            request_id,
+            source,
+            reply_to,
+            options,
+            tokens,
+            counter,
+            at,
+            visibility,
         )
 
     def accept(
@@ -225,7 +303,7 @@ class TurnWriter:
                 "author": item.author,
                 "persona": item.persona,
                 "content": item.text,
-                "status": "pending",
+                "status": item.status,
                 "source": item.source,
                 "request_id": item.request_id,
                 "reply_to": item.reply_to,
@@ -244,16 +322,52 @@ class TurnWriter:
 
     @tracing.spanned("store reply")
     def answered(
-        self, persona: Persona, channel: str, user_message_id: int, reply: Reply, user: str | None = None
-    ) -> int:
-        """Store the reply, its context record, the user message's new status and what it spent
-        (``user``'s, toward the caps), in one transaction shared with the other replies stored at
-        the same time (group commit); return its id."""
+        self,
+        persona: Persona,
+        channel: str,
+        user_message_id: int,
+        reply: Reply,
+        user: str | None = None,
+        *,
+        pass_on: PassOn | None = None,
+    ) -> Stored:
+        """Store the reply, its context record, the user message's new status, what it spent
+        (``user``'s, toward the caps) and what it passes on in a room (``pass_on``), in one
+        transaction shared with the other replies stored at the same time (group commit)."""
         tokens, counter = self._builder.count_message(persona, reply.text)
-        answer = _Answer(persona.name, persona.model, channel, user_message_id, reply, tokens, counter, user)
+        answer = _Answer(persona.name, persona.model, channel, user_message_id, reply, tokens, counter, user, pass_on)
         return self._replies.submit(answer, None)
 
-    def _store_replies(self, answers: Sequence[_Answer]) -> list[int]:
+    def _pass_on(self, conn: Connection, answer: _Answer, reply_id: int | None) -> Stored:
+        """Store the triggers a reply passes on (see :meth:`_triggers`)."""
+        return self._triggers(conn, answer.channel, answer.persona, answer.reply.text, answer.pass_on, reply_id)
+
+    def _triggers(
+        self, conn: Connection, channel: str, persona: str, text: str, f: PassOn | None, reply_id: int | None
+    ) -> Stored:
+        """Store the triggers a reply (``reply_id``, ``text``; ``None``: the turn failed) passes on: the
+        next persona of the queue, then the personas it called on while the chain is under its bound."""
+        if f is None:
+            return Stored(reply_id or 0)
+        rows: list[dict[str, Any]] = []
+        if f.queue:
+            options = {"queue": list(f.queue[1:]), "hop": f.hop, "source": f.source_id, FOR_USER: f.user}
+            rows.append(_trigger(f.queue[0], channel, f.source_author, f.source_text, QUEUE_SOURCE, options))
+        stopped: list[str] = []
+        if f.called and reply_id is not None:
+            length = self._store.messages.chain_length(conn, channel)
+            for name in f.called:
+                if length >= f.max_turns:
+                    stopped.append(name)
+                    continue
+                length += 1
+                options = {"hop": f.hop + 1, "source": reply_id, FOR_USER: f.user}
+                rows.append(_trigger(name, channel, persona, text, CHAIN_SOURCE, options))
+        stored = self._store.messages.add_many(conn, rows)
+        triggered = tuple(Called(str(m.persona), m.id, int(m.options.get("hop", 0))) for m in stored)
+        return Stored(reply_id or 0, triggered, tuple(stopped))
+
+    def _store_replies(self, answers: Sequence[_Answer]) -> list[Stored]:
         records = [a.reply.record.to_json() for a in answers]  # made before the write: writers wait
         with self._store.write() as conn:
             if self._store.capabilities.shared_by_daemons:
@@ -273,16 +387,16 @@ class TurnWriter:
             )
             self._store.messages.set_statuses(conn, [a.user_message_id for a in answers], "answered")
             self._store.spend.add(conn, [a.spent(day_of(datetime.now(UTC))) for a in answers])
-        return replies
+            return [self._pass_on(conn, a, mid) for a, mid in zip(answers, replies, strict=True)]
 
-    def _store_reply(self, conn: Connection, answer: _Answer, record: dict[str, Any]) -> int:
+    def _store_reply(self, conn: Connection, answer: _Answer, record: dict[str, Any]) -> Stored:
         reply_id = self._store.messages.add(conn, **answer.reply_row(), channel_exists=True).id
         self._store.contexts.add(conn, **answer.context(reply_id, record))
         if answer.reply.user_history_summary is not None:
             self._store.messages.add(conn, **answer.summary_row(), channel_exists=True)
         self._store.messages.set_status(conn, answer.user_message_id, "answered")
         self._store.spend.add(conn, [answer.spent(day_of(datetime.now(UTC)))])
-        return reply_id
+        return self._pass_on(conn, answer, reply_id)
 
     def ended(
         self,
@@ -300,6 +414,23 @@ class TurnWriter:
 
         ``resume``: leave the message ``pending`` instead (a turn shutdown cut: it is answered after
         the next start, its partial reply kept before the answer)."""
+        return self.ended_passing_on(persona, channel, user_message_id, request_id, state, partial, resume=resume)[0]
+
+    def ended_passing_on(
+        self,
+        persona: str,
+        channel: str,
+        user_message_id: int,
+        request_id: str,
+        state: TurnState,
+        partial: str,
+        *,
+        resume: bool = False,
+        pass_on: PassOn | None = None,
+    ) -> tuple[int | None, tuple[Called, ...]]:
+        """:meth:`ended`; in a room, a failed turn (not one to resume) still passes the message on to
+        the persona queued after it (stored in the same transaction): the partial reply's id, and
+        that trigger."""
         status = "pending" if resume else state.value
         partial_id = None
         with self._store.write() as conn:
@@ -318,17 +449,22 @@ class TurnWriter:
                     channel_exists=True,
                 ).id
             self._store.messages.set_status(conn, user_message_id, status)
-        return partial_id
+            queued = None if resume or pass_on is None else replace(pass_on, called=())
+            triggered = self._triggers(conn, channel, persona, partial, queued, None).triggered
+        return partial_id, triggered
 
 
 __all__ = [
     "ContextRecord",
     "HistoryInfo",
+    "NOTED",
     "Incoming",
+    "PassOn",
     "ProfileMemory",
     "RecalledMemory",
     "Reply",
     "RetrievalInfo",
+    "Stored",
     "ToolUse",
     "TurnWriter",
     "profile_memories",

@@ -38,6 +38,7 @@ from agentd.runtime.events import (
     HistorySnippet,
     MemoryContext,
     MemorySnippet,
+    PersonaTurnsStopped,
     TokenDelta,
     ToolCall,
     ToolResult,
@@ -45,9 +46,10 @@ from agentd.runtime.events import (
 from agentd.runtime.messages import Turn, TurnState
 from agentd.runtime.pipeline.approval import ApprovalBook, Decided, Gate, Progress
 from agentd.runtime.pipeline.context_record import ToolUse, context_record
-from agentd.runtime.pipeline.record import Reply, TurnWriter
+from agentd.runtime.pipeline.record import PassOn, Reply, TurnWriter
 from agentd.runtime.pipeline.retry import Unsettled, retried
 from agentd.runtime.pipeline.turn import PreparedTurn, TurnPreparer
+from agentd.runtime.rooms import called_on, room_of
 from agentd.skills import Caller, SkillRegistry
 from agentd.store.tools import Approval
 from agentd.text import data_json
@@ -330,8 +332,11 @@ class Responder:
         store_started = time.perf_counter()
         try:
             reply = Reply(text, record, summary)
-            reply_id = retried(
-                lambda: self._writer.answered(self._persona, self._channel, turn.message_id, reply, turn.user),
+            pass_on = self._pass_on(turn, text)
+            stored = retried(
+                lambda: self._writer.answered(
+                    self._persona, self._channel, turn.message_id, reply, turn.user, pass_on=pass_on
+                ),
                 turn.draft.cancel,
                 log,
                 "reply",
@@ -346,7 +351,10 @@ class Responder:
         except StoreError as exc:
             return self._unstored(turn, exc, log, prepared)
         store_ms = (time.perf_counter() - store_started) * 1000
-        turn.sink(Done(reply_id, turn.message_id, rounds.usage.as_json(), ctx.budget.as_json(), text))
+        reply_id = stored.reply_id
+        if stored.stopped:
+            self._stopped(turn, stored.stopped, log)
+        turn.sink(Done(reply_id, turn.message_id, rounds.usage.as_json(), ctx.budget.as_json(), text, stored.triggered))
         log.info(
             "turn",
             outcome="answered",
@@ -367,6 +375,35 @@ class Responder:
         _count_answered(self._persona.name, prepared, rounds, store_ms)
         return Outcome(reply_id, text, True, prepared)
 
+    def _pass_on(self, turn: Turn, text: str) -> PassOn | None:
+        """In a room: who answers the same message after this persona, and whom its reply calls on."""
+        entry = room_of(self._config, self._channel)
+        if entry is None:
+            return None
+        room = turn.room
+        called = tuple(called_on(entry, self._persona.name, text))
+        if not room.queue and not called:
+            return None
+        source = room.source if room.source is not None else turn.message_id
+        return PassOn(
+            room.queue,
+            source,
+            room.speaker or turn.user,
+            turn.text,
+            turn.user,
+            room.hop,
+            called,
+            entry.max_persona_turns,
+        )
+
+    def _stopped(self, turn: Turn, stopped: tuple[str, ...], log: Any) -> None:
+        """The reply named personas past ``max_persona_turns``: the chain stops here, visibly."""
+        entry = room_of(self._config, self._channel)
+        bound = entry.max_persona_turns if entry is not None else 0
+        log.info("persona_turns_stopped", personas=list(stopped), max_persona_turns=bound)
+        metrics.persona_turns_stopped(self._persona.name, len(stopped))
+        turn.sink(PersonaTurnsStopped(stopped, bound, turn.message_id))
+
     def _prepare(self, turn: Turn, memory_limit: int | None, memory_budget: int | None) -> PreparedTurn:
         """The turn prepared (under a slot), once the spend caps allow it (:mod:`agentd.caps`: checked
         before anything is recalled, so a refused turn costs one read); on failure ``memory_context``
@@ -383,6 +420,7 @@ class Responder:
                     disable_memory=turn.disable_memory,
                     memory_limit=memory_limit,
                     memory_budget=memory_budget,
+                    room=turn.room,
                 )
         except AgentdError:
             # memory_context is always a turn's first event, whatever happens after.
@@ -516,7 +554,7 @@ class Responder:
             # Shutdown ended the turn first: it stored the outcome and told the sink.
             return Outcome(None, turn.draft.text(), False, prepared)
         try:
-            partial_id = self._writer.ended(
+            partial_id, triggered = self._writer.ended_passing_on(
                 self._persona.name,
                 self._channel,
                 turn.message_id,
@@ -524,6 +562,7 @@ class Responder:
                 state,
                 turn.draft.text(),
                 resume=resume,
+                pass_on=self._pass_on(turn, ""),
             )
         except StoreError as exc:
             log.error("turn_outcome_not_stored", code=code, error=message, store_error=exc.message)
@@ -543,7 +582,7 @@ class Responder:
             api_base=self._persona.api_base,
         )
         cap = {"cap": refused.cap, "resets_at": refused.resets_at} if refused is not None else {}
-        turn.sink(Error(code, message, turn.message_id, partial_id, **cap))
+        turn.sink(Error(code, message, turn.message_id, partial_id, **cap, triggered=triggered))
         return Outcome(partial_id, turn.draft.text(), False, prepared)
 
     def _settled(self, turn: Turn, log: Any) -> bool:

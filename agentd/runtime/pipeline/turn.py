@@ -37,6 +37,8 @@ from agentd.prompt.builder import ContextBuilder
 from agentd.recall import Recalled, Recaller, RecallRequest, RecallStatus
 from agentd.recall.earlier import EarlierRecall, normalise
 from agentd.recall.retrieval import Retrieval, Retriever
+from agentd.runtime.messages import NO_ROOM, RoomTurn
+from agentd.runtime.rooms import room_of
 from agentd.skills import DelegateRunner, SkillRegistry, ToolSource, build_registry
 from agentd.skills.policy import offer
 from agentd.store import Store
@@ -150,8 +152,12 @@ class TurnPreparer:
         disable_memory: bool = False,
         memory_limit: int | None = None,
         memory_budget: int | None = None,
+        room: RoomTurn = NO_ROOM,
     ) -> PreparedTurn:
         """Everything the model will be given for ``text`` from ``user`` in ``channel``.
+
+        ``room``: in a room, who said ``text`` (a persona calling on this one) and the message it
+        is, when not the turn's own (left out of the transcript).
 
         ``message_id`` is the stored current message (a real turn): the transcript is read
         before it. A preview passes none: the message (if any) is not stored, and the
@@ -160,7 +166,9 @@ class TurnPreparer:
         transaction (retrieval's, on the pool's thread, have their own).
         """
         with self._store.snapshot():
-            return self._prepare(persona, channel, user, text, message_id, disable_memory, memory_limit, memory_budget)
+            return self._prepare(
+                persona, channel, user, text, message_id, disable_memory, memory_limit, memory_budget, room
+            )
 
     def _prepare(
         self,
@@ -172,13 +180,14 @@ class TurnPreparer:
         disable_memory: bool,
         memory_limit: int | None,
         memory_budget: int | None,
+        room: RoomTurn = NO_ROOM,
     ) -> PreparedTurn:
         cfg = self._config
         started = time.perf_counter()
         query = self.query(channel, user, text, message_id)
         recall_on = cfg.memory.auto_retrieve and not disable_memory
         # The channel's transcript, read once: recall and the prompt both use it.
-        recent = self._builder.recent(persona, channel, message_id)
+        recent = self._builder.recent(persona, channel, message_id, skip=room.source)
         transcript_from: int | None = None
         if self._recaller.wants_transcript(query, user, recall_on):
             # What the prompt's transcript carries is not recalled again (it still gives seeds).
@@ -218,6 +227,8 @@ class TurnPreparer:
             # In a channel others read, the model is told who said what (when several speak).
             speaker=user if user is not None and not visibility.private_to(user) else None,
             recent=recent,
+            room=room_of(cfg, channel) is not None,
+            caller=room.speaker if room.speaker != user else None,
         )
         times = recalled.times
         stages = StageTimes(

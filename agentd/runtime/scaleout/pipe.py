@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentd.runtime.events import Event
+from agentd.runtime.messages import NO_ROOM, RoomTurn
 from agentd.scopes import root_channel
 
 #: Seconds the daemon waits for a worker's answer to a question (health, idle).
@@ -38,6 +39,8 @@ class Answer:
     disable_tools: bool
     #: The W3C ``traceparent`` the worker's spans of this turn join ("" when not traced).
     traceparent: str = ""
+    #: Its place in a room (who answers after it, its chain).
+    room: RoomTurn = NO_ROOM
 
 
 @dataclass(frozen=True)

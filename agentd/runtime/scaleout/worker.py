@@ -147,7 +147,9 @@ class _Worker:
             app = App(self._config)
             app.store.share_writes()  # the daemon and the other workers write to the same database
             app.preload_models()
-            runtime = Intake(app, LocalActors, owns=lambda channel: shard_of(channel, self._count) == self._index)
+            runtime = Intake(
+                app, LocalActors, owns=lambda channel: shard_of(channel, self._count) == self._index, passes_on=False
+            )
         except Exception as exc:  # the daemon sees the worker exit and starts it again
             self.log.error("worker_start_failed", error=f"{type(exc).__name__}: {exc}")
             os._exit(1)
@@ -250,4 +252,5 @@ def _turn(message: Answer, outbox: queue.SimpleQueue[tuple[str, Event] | None], 
         message.disable_memory,
         disable_tools=message.disable_tools,
         traceparent=message.traceparent,
+        room=message.room,
     )

@@ -144,6 +144,7 @@ class Workers:
                 turn.disable_memory,
                 turn.disable_tools,
                 traceparent,
+                turn.room,
             )
         )
 
