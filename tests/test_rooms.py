@@ -7,12 +7,7 @@ naming two personas makes their replies name each other), a real SQLite store, a
 
 from __future__ import annotations
 
-import os
-import queue
-import shutil
 import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,9 +20,10 @@ import sqlalchemy as sa
 from agentd.config import ChannelConfig
 from agentd.runtime.rooms import answerers, called_on, named
 from tests.conftest import write_home
-from tests.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
+from tests.fakeopenai import FakeOpenAI, Turn, fake_persona
 from tests.pgserver import PostgresDatabases
 from tests.support import Running, read_sse, wait_for
+from tests.support.serve import Serve
 
 TRIO = ("alpha", "beta", "gamma")
 
@@ -226,36 +222,13 @@ def test_chat_in_a_room_says_who_else_was_triggered(daemons: Callable[..., Runni
 # -- a real agentd serve: worker processes, and kill -9 in the middle of a chain -----------------
 
 
-class _Serve:
-    """``agentd serve --port 0`` in a subprocess, its address read from its first line."""
-
-    def __init__(self, home: Path) -> None:
-        exe = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
-        env[KEY_ENV] = "test-key"
-        self.proc = subprocess.Popen(
-            [exe, "--config", str(home), "serve", "--port", "0"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=env,
-        )
-        lines: queue.Queue[str] = queue.Queue()
-        assert self.proc.stdout is not None
-        threading.Thread(target=lambda: [lines.put(ln) for ln in self.proc.stdout or ()], daemon=True).start()
-        line = lines.get(timeout=60)
-        assert "agentd listening on " in line, line
-        self.url = line.split("listening on ")[1].split()[0]
+class _Serve(Serve):
+    """``agentd serve --port 0`` in a subprocess, posting to the lounge as alice."""
 
     def post(self, text: str) -> dict[str, Any]:
         answer = httpx.post(f"{self.url}/v1/channels/lounge/messages", json={"user": "alice", "text": text}, timeout=60)
         assert answer.status_code == 202, answer.text
         return answer.json()  # type: ignore[no-any-return]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(10)
 
 
 @pytest.fixture

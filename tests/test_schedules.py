@@ -11,13 +11,6 @@ worker-pool mode fires too; the offline model makes a reminder from "remind me i
 from __future__ import annotations
 
 import json
-import os
-import queue
-import shutil
-import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,7 +22,8 @@ import pytest
 
 from tests.conftest import agentd_cli, write_home
 from tests.support import Running, follow, wait_for
-from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
+from tests.support.fakeopenai import FakeOpenAI, Turn, fake_persona
+from tests.support.serve import Serve
 
 OFFLINE = """
 name = "buddy"
@@ -224,32 +218,16 @@ def test_routines_follow_their_persona_file_at_each_start(tmp_path) -> None:
     assert started() == []
 
 
-class _Serve:
-    """``agentd serve --port 0`` in a process of its own (killed with SIGKILL by :meth:`kill`)."""
+class _Serve(Serve):
+    """``agentd serve --port 0`` in a process of its own, with a client (killed with SIGKILL by :meth:`kill`)."""
 
     def __init__(self, home: Path) -> None:
-        exe = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
-        env[KEY_ENV] = "test-key"
-        self.proc = subprocess.Popen(
-            [exe, "--config", str(home), "serve", "--port", "0"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [lines.put(x) for x in self.proc.stdout or ()], daemon=True).start()
-        threading.Thread(target=lambda: [None for _ in self.proc.stderr or ()], daemon=True).start()
-        line = lines.get(timeout=60)
-        assert "agentd listening on " in line, line
-        self.client = httpx.Client(base_url=line.split("listening on ")[1].split()[0], timeout=30)
+        super().__init__(home)
+        self.client = httpx.Client(base_url=self.url, timeout=30)
 
     def kill(self) -> None:
         self.client.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
+        self.stop()
 
 
 @pytest.fixture

@@ -12,13 +12,7 @@ HTTP, and the turn resumes with the tool's answer or the denial, once.
 from __future__ import annotations
 
 import json
-import os
-import queue
-import shutil
-import signal
-import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,7 +27,8 @@ from agentd.skills import SKILL_TOOLS
 from agentd.text import LINE_BREAKS
 from tests.conftest import REPO, agentd_cli, write_home
 from tests.support import SSE, Running, read_sse, wait_for
-from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
+from tests.support.fakeopenai import FakeOpenAI, Turn, fake_persona
+from tests.support.serve import Serve
 
 SERVER = REPO / "tests" / "mcp_tools_server.py"
 WEATHER = "mcp__tools__weather"
@@ -366,51 +361,20 @@ def test_owners_decide_through_their_key_others_may_not(
 # -- a pending approval across a restart, with worker processes ----------------------------------
 
 
-class _Serve:
-    """``agentd serve --port 0`` in a subprocess; ``url`` once it says where it listens."""
-
-    def __init__(self, home: Path) -> None:
-        exe = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agentd"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
-        env[KEY_ENV] = "test-key"
-        self.proc = subprocess.Popen(
-            [exe, "--config", str(home), "serve", "--port", "0"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=env,
-        )
-        lines: queue.Queue[str] = queue.Queue()
-        assert self.proc.stdout is not None
-        threading.Thread(target=lambda: [lines.put(x) for x in self.proc.stdout or ()], daemon=True).start()
-        line = lines.get(timeout=120)
-        assert "agentd listening on " in line, line
-        self.url = line.split("listening on ")[1].split()[0]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-
 @pytest.mark.slow
 def test_a_pending_approval_survives_a_restart_with_worker_processes(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     """``[runtime] workers = 2``: the call pauses in a worker; the daemon stops and starts again;
     approved through the CLI, the new daemon's worker runs the tool and stores the reply."""
     home = write_home(tmp_path, tools_server() + "[runtime]\nworkers = 2\n", persona(fake_openai, APPROVAL))
     body = {"persona": "fake", "channel": "general", "user": "alice", "message": "Weather in Oslo?"}
-    daemon = _Serve(home)
+    daemon = Serve(home)
     try:
         fake_openai.queue(Turn(tool_calls=[(WEATHER, {"city": "Oslo"})]))
         with httpx.stream("POST", f"{daemon.url}/v1/chat", json=body, timeout=120) as response:
             sse = list(read_sse(response.iter_lines()))
         (asked,) = events(sse, "approval_required")
-        daemon.stop()
-        daemon = _Serve(home)
+        daemon.terminate()
+        daemon = Serve(home)
         fake_openai.queue(Turn(text="Sunny in Oslo."))
         approved = agentd_cli("approvals", "approve", str(asked["id"]), config=home)
         assert approved.returncode == 0, approved.stderr
@@ -423,4 +387,4 @@ def test_a_pending_approval_survives_a_restart_with_worker_processes(tmp_path: P
         (sent,) = [m for m in fake_openai.chat_requests()[-1]["messages"] if m["role"] == "tool"]
         assert "The weather in Oslo is sunny" in sent["content"]
     finally:
-        daemon.stop()
+        daemon.terminate()

@@ -38,7 +38,7 @@ class Serve:
         self.stderr: list[str] = []
         threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put), daemon=True).start()
         threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr.append), daemon=True).start()
-        line = self.lines.get(timeout=60)
+        line = self.lines.get(timeout=120)  # worker processes start first
         assert "agentd listening on " in line, (line, self.stderr)
         self.url = line.split("listening on ")[1].split()[0]
 
@@ -48,6 +48,16 @@ class Serve:
             put(line)
 
     def stop(self) -> None:
+        """SIGKILL (the crash a test wants) and reap it."""
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(10)
+
+    def terminate(self, grace: float = 60) -> None:
+        """SIGTERM, as an operator stops it (it drains), then SIGKILL past ``grace`` seconds."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.stop()
