@@ -192,6 +192,24 @@ def test_a_chain_stops_at_max_persona_turns_with_an_event_and_a_metric(
     wait_for(lambda: stopped_total() - before == 4, 30, "the second chain's stops counted")
 
 
+def test_a_persona_s_call_on_another_counts_toward_admission_control(
+    daemons: Callable[..., Running], fake_openai: FakeOpenAI
+) -> None:
+    """A chain's next turn is stored with the reply that calls on it, so it is never refused; but it
+    is accepted work like any message: while it runs, a person's post past the bound gets 429."""
+    d = daemons(_room() + "[daemon]\nmax_pending = 1\nmax_pending_per_channel = 1000\n", _personas(fake_openai.url))
+    fake_openai.queue(Turn(text="@beta have a look"), Turn(text="Looked.", hang=True))
+    _post(d, "@alpha hi")
+    wait_for(lambda: fake_openai.hanging == 1, 60, "beta's turn, called on by alpha, to be running")
+    refused = d.client.post("/v1/channels/lounge/messages", json={"user": "alice", "text": "and now?"})
+    assert refused.status_code == 429, refused.text
+    fake_openai.release()
+    assert [r["persona"] for r in _settled(d, 2)] == ["alpha", "beta"]
+    fake_openai.queue(Turn(text="Now, yes."))
+    _post(d, "and now?")
+    assert len(_settled(d, 3)) == 3
+
+
 def _prompts(fake: FakeOpenAI, persona: str) -> list[list[dict[str, Any]]]:
     return [r["messages"] for r in fake.chat_requests() if f"You are {persona}," in r["messages"][0]["content"]]
 

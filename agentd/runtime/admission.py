@@ -106,16 +106,24 @@ class Admission:
 
         ``share``: admit only while the daemon holds less than this fraction of its bound (schedules
         firing take at most part of it, so people's messages always find room)."""
-        key = (persona, channel)
         with self._lock:
             now = self._clock()
             self._check(persona, channel, now, share)
-            in_key = self._per_key.get(key, 0)
-            self._account(now)
-            ticket = Ticket(next(self._numbers), key, now)
-            self._held[ticket.number] = ticket
-            self._per_key[key] = in_key + 1
-            return ticket
+            return self._take(persona, channel, now)
+
+    def hold(self, persona: str, channel: str) -> Ticket:
+        """A ticket for work already stored that cannot be refused (a persona's call on another in a
+        room, stored with its reply): it counts toward the bounds, so people's messages see it."""
+        with self._lock:
+            return self._take(persona, channel, self._clock())
+
+    def _take(self, persona: str, channel: str, now: float) -> Ticket:
+        key = (persona, channel)
+        self._account(now)
+        ticket = Ticket(next(self._numbers), key, now)
+        self._held[ticket.number] = ticket
+        self._per_key[key] = self._per_key.get(key, 0) + 1
+        return ticket
 
     def check(self, persona: str, channel: str) -> None:
         """:class:`Overloaded` if a message to ``persona`` in ``channel`` would be refused now (nothing held)."""

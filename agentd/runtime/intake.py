@@ -431,7 +431,10 @@ class Intake:
         with self._dispatcher.serial():
             for msg in found:
                 if msg is not None and msg.status == "pending" and msg.persona in self._app.personas:
-                    self._dispatcher.route(resumed_turn(msg, _discard))
+                    # Counted by admission control like any accepted message (stored with the reply,
+                    # so never refused): a busy chain makes people's posts wait, as a backlog does.
+                    ticket = self._admission.hold(str(msg.persona), msg.channel)
+                    self._dispatcher.route(resumed_turn(msg, self._admission.watch(ticket, _discard)))
 
 
 @dataclass(frozen=True)
