@@ -516,6 +516,27 @@ class IrcAdapterConfig(_Section):
     daemon_url: str = ""
 
 
+class MatrixPersonaAccount(_Section):
+    """``[adapters.matrix.personas.NAME]``: persona NAME's own Matrix account. In a room bound to
+    several personas its replies are sent by this account (not by the bot, no ``NAME:`` in front),
+    and a direct message to it is answered by NAME, privately (channel
+    ``dm-matrix-NAME-<user id>``)."""
+
+    #: Its user id, e.g. "@researcher:example.org".
+    user_id: str
+    #: Names of the environment variables holding its access token or its password (never in
+    #: this file, never on the command line); the token is used when both are set.
+    access_token_env: str = ""
+    password_env: str = ""
+
+    @field_validator("user_id")
+    @classmethod
+    def _a_user_id(cls, user_id: str) -> str:
+        if not re.fullmatch(r"@[^:\s]+:\S+", user_id):
+            raise ValueError(f"{user_id!r}: a Matrix user id is @name:server")
+        return user_id
+
+
 class MatrixAdapterConfig(_Section):
     """``[adapters.matrix]``: ``agentd adapter matrix`` (its options override these)."""
 
@@ -537,6 +558,10 @@ class MatrixAdapterConfig(_Section):
     respond: Literal["mention", "all"] = "mention"
     #: The persona that answers direct messages naming none (empty: the daemon decides).
     persona: str = ""
+    #: Personas with a Matrix account of their own, e.g. {researcher = {user_id =
+    #: "@researcher:example.org", password_env = "RESEARCHER_MATRIX_PASSWORD"}}; the others speak
+    #: through the bot's account, their name in front of their replies in a room.
+    personas: dict[str, MatrixPersonaAccount] = Field(default_factory=dict)
     #: Name of the environment variable holding this adapter's key (``agentd keys create --role
     #: adapter --channels 'matrix-*' 'dm-matrix-*'``); empty: ``[daemon] api_key``.
     api_key_env: str = ""

@@ -19,6 +19,13 @@ homeserver restart nor an adapter restart loses or repeats an inbound message;
 each reply is sent with a transaction id made from the reply, so a send retried
 after a lost answer is one event (the homeserver deduplicates per device, and
 the device id is kept across logins).
+
+Personas of their own (``[adapters.matrix.personas.NAME]``): a persona given a Matrix
+account is a :class:`Voice`, logged in with its own client. In a room its replies are
+sent by its account (no ``NAME:`` in front); the bot's sync still reads every room, once,
+and ignores what the personas' accounts say there, so nothing is posted twice. A voice
+reads only its own direct rooms: a direct message to it is answered by that persona,
+privately, in the channel ``dm-matrix-<persona>-<sender>``.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -83,6 +91,186 @@ def _strip_fallback(body: str) -> str:
     return "\n".join(lines).strip()
 
 
+async def _request(api: ClientAPI | None, fn: Any, timeout: float) -> Any:
+    """One homeserver call on ``api``, bounded in time, with mautrix's errors mapped to agentd's."""
+    if api is None:
+        raise NetworkUnavailable("not connected to the homeserver")
+    try:
+        return await asyncio.wait_for(fn(api), timeout)
+    except (MatrixConnectionError, aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
+        raise NetworkUnavailable(f"homeserver unreachable: {exc!r}") from exc
+    except MatrixRequestError as exc:
+        if exc.http_status >= 500 or exc.http_status == 429 or exc.http_status == 0:
+            raise NetworkUnavailable(f"homeserver error {exc.http_status}: {exc}") from exc
+        raise NetworkRefused(f"homeserver refused ({exc.http_status} {exc.errcode}): {exc.message}") from exc
+
+
+async def _log_in(
+    api: ClientAPI, user_id: str, token: str | None, password: str | None, saved: dict[str, Any], timeout: float
+) -> str:
+    """Log ``api`` in as ``user_id``: with its access token (checked), else with its password (the
+    device id kept in ``saved``, so transaction ids stay deduplicated); returns the access token."""
+    if token:
+        api.api.token = token
+        try:
+            who = await _request(api, lambda a: a.whoami(), timeout)
+        except NetworkRefused as exc:
+            raise NetworkRefused(f"the access token for {user_id} was refused: {exc}") from exc
+        if who.user_id != user_id:
+            raise NetworkRefused(f"the access token is {who.user_id}'s, not {user_id}'s")
+        return token
+    device = saved.get("device_id")
+    try:
+        answer = await _request(
+            api,
+            lambda a: a.login(
+                identifier=UserID(user_id),
+                password=password,
+                device_name="agentd",
+                device_id=DeviceID(device) if device else None,
+            ),
+            timeout,
+        )
+    except NetworkRefused as exc:
+        raise NetworkRefused(f"login as {user_id} was refused: {exc}") from exc
+    saved["device_id"] = str(answer.device_id)
+    return str(answer.access_token)
+
+
+@dataclass(frozen=True)
+class PersonaAccount:
+    """A persona's own Matrix account (``[adapters.matrix.personas.NAME]``, its secret from the environment)."""
+
+    user_id: str
+    access_token: str | None = None
+    password: str | None = None
+
+
+class Voice:
+    """One persona's own Matrix account: it sends that persona's replies in rooms (joining a room
+    the first time it speaks there) and reads its own direct rooms, whose messages reach that
+    persona only. Rooms are read by the bot's sync: a voice reads no other timeline."""
+
+    def __init__(self, adapter: MatrixAdapter, persona: str, account: PersonaAccount) -> None:
+        self.adapter, self.persona, self.user_id = adapter, persona, account.user_id
+        self._token, self._password = account.access_token, account.password
+        #: Its sync token, device id and direct rooms (room -> the other user), in the state file.
+        self.saved: dict[str, Any] = adapter.net["voices"].setdefault(persona, {})
+        self.saved.setdefault("direct", {})
+        self.joined: set[str] = set()
+        #: Its credentials were refused: the bot speaks for it (with its name in front) meanwhile.
+        self.refused = False
+        self.api: ClientAPI | None = None
+
+    async def call(self, fn: Any, timeout: float | None = None) -> Any:
+        """One homeserver call as this persona's account."""
+        return await _request(self.api, fn, timeout or self.adapter.request_timeout)
+
+    async def send(self, room: str, content: dict[str, Any], txn: str) -> None:
+        """Send one message event to ``room`` as this persona (joining it first if needed)."""
+        if room not in self.joined:
+            await self.call(lambda api: api.join_room(cast(RoomAlias, room), max_retries=0))
+            self.joined.add(room)
+        await self.call(
+            lambda api: api.send_message_event(RoomID(room), EventType.ROOM_MESSAGE, cast(Any, content), txn_id=txn)
+        )
+
+    async def run(self) -> None:
+        """Stay logged in and synced (reconnecting with backoff), never return."""
+        backoff = Backoff(first=0.5, cap=30.0)
+        log = self.adapter.log
+        while True:
+            try:
+                await self._session(backoff)
+            except NetworkUnavailable as exc:
+                log.info("matrix_voice_disconnected", persona=self.persona, error=str(exc))
+            except NetworkRefused as exc:  # e.g. a wrong password: said, and tried again later
+                self.refused = True
+                log.warning("matrix_voice_refused", persona=self.persona, user=self.user_id, error=str(exc))
+            finally:
+                self.joined.clear()
+                if self.api is not None:
+                    await self.api.api.session.close()
+                    self.api = None
+            await asyncio.sleep(backoff.next())
+
+    async def _session(self, backoff: Backoff) -> None:
+        a = self.adapter
+        session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=a.sync_timeout + 60))
+        self.api = ClientAPI(UserID(self.user_id), base_url=a.homeserver, client_session=session)
+        self._token = await _log_in(self.api, self.user_id, self._token, self._password, self.saved, a.request_timeout)
+        a.state.save()
+        self.refused = False
+        filter_id = await self.call(lambda api: api.create_filter(Filter.deserialize(cast(Any, _FILTER))))
+        self.joined = {str(r) for r in await self.call(lambda api: api.get_joined_rooms())}
+        a.log.info("matrix_voice_connected", persona=self.persona, user=self.user_id)
+        first = "since" not in self.saved
+        while True:
+            data = await self.call(
+                lambda api: api.sync(
+                    since=self.saved.get("since"), timeout=int(a.sync_timeout * 1000), filter_id=filter_id
+                ),
+                a.sync_timeout + 30,
+            )
+            backoff.reset()
+            await self._on_sync(data, skip_timeline=first)
+            await a.all_posted()  # as the bot's: the token moves on once its messages are with the daemon
+            self.saved["since"] = data["next_batch"]
+            a.state.save()
+            first = False
+
+    async def _on_sync(self, data: dict[str, Any], skip_timeline: bool) -> None:
+        rooms = data.get("rooms", {})
+        direct: dict[str, str] = self.saved["direct"]
+        for event in data.get("account_data", {}).get("events", []):
+            if event.get("type") == "m.direct":
+                for user, ids in event.get("content", {}).items():
+                    for room in ids:
+                        direct.setdefault(room, user)
+        for room, invited in rooms.get("invite", {}).items():
+            await self._on_invite(room, invited.get("invite_state", {}).get("events", []))
+        for room in rooms.get("leave", {}):
+            self.joined.discard(room)
+        for room, joined in rooms.get("join", {}).items():
+            self.joined.add(room)
+            if skip_timeline or room not in direct:
+                continue  # a room's messages are the bot's to read
+            for event in joined.get("timeline", {}).get("events", []):
+                await self._on_event(room, event)
+
+    async def _on_invite(self, room: str, stripped: list[dict[str, Any]]) -> None:
+        mine = next(
+            (e for e in stripped if e.get("type") == "m.room.member" and e.get("state_key") == self.user_id), {}
+        )
+        inviter = str(mine.get("sender", ""))
+        if not any(fnmatch.fnmatchcase(inviter, glob) for glob in self.adapter.invites):
+            self.adapter.log.info("matrix_invite_declined", room=room, inviter=inviter, persona=self.persona)
+            with contextlib.suppress(NetworkRefused):
+                await self.call(lambda api: api.leave_room(RoomID(room)))
+            return
+        if mine.get("content", {}).get("is_direct"):
+            self.saved["direct"][room] = inviter
+        self.adapter.log.info("matrix_invite_accepted", room=room, inviter=inviter, persona=self.persona)
+        with contextlib.suppress(NetworkRefused):
+            await self.call(lambda api: api.join_room(cast(RoomAlias, room), max_retries=0))
+            self.joined.add(room)
+
+    async def _on_event(self, room: str, event: dict[str, Any]) -> None:
+        a = self.adapter
+        sender = str(event.get("sender", ""))
+        content = event.get("content", {})
+        if event.get("type") != "m.room.message" or a.is_ours(sender) or not isinstance(content, dict):
+            return
+        if content.get("msgtype") not in ("m.text", "m.emote") or event.get("event_id") in a.net["seen"]:
+            return
+        if (content.get("m.relates_to") or {}).get("rel_type") == "m.replace":
+            return  # an edit
+        text = _strip_fallback(str(content.get("body", "")))
+        if text:
+            meta = {"room": room, "event": str(event["event_id"])}
+            await a.receive(Inbound(sender, text, None, meta, persona=self.persona))
+
+
 class MatrixAdapter(Adapter):
     """agentd on Matrix: answers in rooms when addressed (the bot's display name, ``NAME:``,
     a mention pill or a persona's name; or every message with ``respond_all``), every
@@ -103,6 +291,7 @@ class MatrixAdapter(Adapter):
         invites: Sequence[str] = ("*",),
         respond_all: bool = False,
         persona: str | None = None,
+        accounts: Mapping[str, PersonaAccount] | None = None,
         sync_timeout: float = 30.0,
         request_timeout: float = 30.0,
     ) -> None:
@@ -124,6 +313,9 @@ class MatrixAdapter(Adapter):
             self.net.setdefault(key, {})
         self.net.setdefault("seen", [])
         self.net.setdefault("encrypted", [])
+        self.net.setdefault("voices", {})
+        #: persona -> its own account (the others speak through the bot's).
+        self.voices = {name: Voice(self, name, account) for name, account in (accounts or {}).items()}
         self._api: ClientAPI | None = None
         self._typing: dict[str, int] = {}
         self._typing_changed: dict[str, asyncio.Event] = {}
@@ -140,11 +332,23 @@ class MatrixAdapter(Adapter):
             known[room] = f"matrix-{name.lstrip('#!')}"
         return known[room]
 
+    def is_ours(self, user_id: str) -> bool:
+        """Whether ``user_id`` is this adapter's (the bot's or a persona's own account)."""
+        return user_id == self.user_id or any(v.user_id == user_id for v in self.voices.values())
+
+    def voice_for(self, reply: Reply) -> Voice | None:
+        """The persona's own account that sends ``reply`` (``None``: the bot's): in a room, or in
+        that persona's own direct channel."""
+        voice = self.voices.get(reply.persona or "")
+        if voice is None or voice.refused or reply.notice:
+            return None
+        own = reply.room is not None or self.state.routes.get(reply.channel, {}).get("persona") == reply.persona
+        return voice if own else None
+
     def format_reply(self, reply: Reply) -> str:
         """A reply is sent as a rich reply to the message that asked: no name in front (in a room of
-        several personas, the name of the persona that speaks, as every persona speaks through the
-        one account)."""
-        if reply.persona and self.room_personas(reply.channel):
+        several personas, the name of the persona that speaks, unless it speaks with its own account)."""
+        if reply.persona and self.room_personas(reply.channel) and self.voice_for(reply) is None:
             return f"{reply.persona}: {reply.text}"
         return reply.text
 
@@ -172,6 +376,21 @@ class MatrixAdapter(Adapter):
         room = self._room_of(reply)
         if not room:
             raise NetworkRefused(f"no room known for reply {reply.message_id}")
+        voice = self.voice_for(reply)
+        if voice is not None:
+            try:
+                await voice.send(room, self._content(reply, line), self._txn(reply, line))
+                return
+            except NetworkRefused as exc:  # e.g. it may not join the room: the bot says it, named
+                self.log.warning("matrix_voice_cannot_send", persona=voice.persona, room=room, error=str(exc))
+                line = f"{reply.persona}: {line}"
+        content, txn = self._content(reply, line), self._txn(reply, line)
+        await self._call(
+            lambda api: api.send_message_event(RoomID(room), EventType.ROOM_MESSAGE, cast(Any, content), txn_id=txn)
+        )
+
+    def _content(self, reply: Reply, line: str) -> dict[str, Any]:
+        """The event content of one line of ``reply``: Markdown as HTML, a rich reply, in its thread."""
         content: dict[str, Any] = {"msgtype": "m.notice" if reply.notice else "m.text", "body": line}
         html = render(line)
         if html != f"<p>{line}</p>":  # plain text needs no HTML
@@ -193,28 +412,21 @@ class MatrixAdapter(Adapter):
         if len(json.dumps(content).encode()) > EVENT_BYTES - 2048:  # room for the event's envelope
             content.pop("formatted_body", None)
             content.pop("format", None)
+        return content
+
+    @staticmethod
+    def _txn(reply: Reply, line: str) -> str:
+        """The transaction id of one line: the same for a send retried after a lost answer."""
         digest = hashlib.sha256(line.encode()).hexdigest()[:16]
         kind = "n" if reply.notice else "r"
         txn = f"agentd.{kind}.{reply.reply_to}.{reply.message_id}.{digest}"
         if reply.notice:  # a notice is not kept across restarts: a new transaction each time
             txn += f".{id(reply)}"
-        await self._call(
-            lambda api: api.send_message_event(RoomID(room), EventType.ROOM_MESSAGE, cast(Any, content), txn_id=txn)
-        )
+        return txn
 
     async def _call(self, fn: Any, timeout: float | None = None) -> Any:
-        """One homeserver call, bounded in time, with mautrix's errors mapped to agentd's."""
-        api = self._api
-        if api is None:
-            raise NetworkUnavailable("not connected to the homeserver")
-        try:
-            return await asyncio.wait_for(fn(api), timeout or self.request_timeout)
-        except (MatrixConnectionError, aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
-            raise NetworkUnavailable(f"homeserver unreachable: {exc!r}") from exc
-        except MatrixRequestError as exc:
-            if exc.http_status >= 500 or exc.http_status == 429 or exc.http_status == 0:
-                raise NetworkUnavailable(f"homeserver error {exc.http_status}: {exc}") from exc
-            raise NetworkRefused(f"homeserver refused ({exc.http_status} {exc.errcode}): {exc.message}") from exc
+        """One homeserver call as the bot, bounded in time, with mautrix's errors mapped to agentd's."""
+        return await _request(self._api, fn, timeout or self.request_timeout)
 
     # -- typing notifications -------------------------------------------------------------------------
 
@@ -240,19 +452,23 @@ class MatrixAdapter(Adapter):
     async def _type_while_answering(self, room: str) -> None:
         """Typing notifications in ``room`` while a turn there runs (renewed every 20 s)."""
         changed = self._typing_changed[room]
+        # In a persona's own direct room its account types; elsewhere the bot's.
+        call = next((v.call for v in self.voices.values() if room in v.saved["direct"]), self._call)
         while self._typing.get(room, 0) > 0:
             changed.clear()
             with contextlib.suppress(NetworkUnavailable, NetworkRefused):
-                await self._call(lambda api: api.set_typing(RoomID(room), timeout=30_000))
+                await call(lambda api: api.set_typing(RoomID(room), timeout=30_000))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), 20.0)
         self._typing.pop(room, None)
         with contextlib.suppress(NetworkUnavailable, NetworkRefused):
-            await self._call(lambda api: api.set_typing(RoomID(room), timeout=0))
+            await call(lambda api: api.set_typing(RoomID(room), timeout=0))
 
     # -- the sync loop --------------------------------------------------------------------------------
 
     async def run_network(self) -> None:
+        for voice in self.voices.values():
+            self._spawn(voice.run())
         backoff = Backoff(first=0.5, cap=30.0)
         while True:
             try:
@@ -297,32 +513,11 @@ class MatrixAdapter(Adapter):
             first = False
 
     async def _login(self) -> None:
-        api = self._api
-        assert api is not None
-        if self._token:
-            api.api.token = self._token
-            try:
-                who = await self._call(lambda a: a.whoami())
-            except NetworkRefused as exc:
-                raise NetworkRefused(f"the access token for {self.user_id} was refused: {exc}") from exc
-            if who.user_id != self.user_id:
-                raise NetworkRefused(f"the access token is {who.user_id}'s, not {self.user_id}'s")
-            return
-        device = self.net.get("device_id")
-        try:
-            answer = await self._call(
-                lambda a: a.login(
-                    identifier=UserID(self.user_id),
-                    password=self._password,
-                    device_name="agentd",
-                    device_id=DeviceID(device) if device else None,
-                )
-            )
-        except NetworkRefused as exc:
-            raise NetworkRefused(f"login as {self.user_id} was refused: {exc}") from exc
-        self._token = answer.access_token
-        self.net["device_id"] = str(answer.device_id)
-        self.state.save()
+        assert self._api is not None
+        token = self._token
+        self._token = await _log_in(self._api, self.user_id, token, self._password, self.net, self.request_timeout)
+        if token != self._token:
+            self.state.save()
 
     async def _join(self, spec: str) -> str | None:
         try:
@@ -406,7 +601,7 @@ class MatrixAdapter(Adapter):
     async def _on_event(self, room: str, event: dict[str, Any]) -> None:
         sender = str(event.get("sender", ""))
         content = event.get("content", {})
-        if event.get("type") != "m.room.message" or sender == self.user_id or not isinstance(content, dict):
+        if event.get("type") != "m.room.message" or self.is_ours(sender) or not isinstance(content, dict):
             return
         if content.get("msgtype") not in ("m.text", "m.emote") or event.get("event_id") in self.net["seen"]:
             return  # notices are never answered (they are how bots talk); an event seen before is not posted again
@@ -435,9 +630,10 @@ class MatrixAdapter(Adapter):
         lead = re.match(rf"\s*@?(?:{pattern})\s*[:,]\s*(.*)$", text, re.IGNORECASE | re.DOTALL)
         if lead is not None:
             return lead.group(1).strip()
-        mentions = content.get("m.mentions") or {}
-        pill = f"matrix.to/#/{self.user_id}" in str(content.get("formatted_body", ""))
-        if self.user_id in (mentions.get("user_ids") or []) or pill:
+        mentions = set((content.get("m.mentions") or {}).get("user_ids") or [])
+        ours = {self.user_id, *(v.user_id for v in self.voices.values())}  # the bot's or a persona's account
+        pills = str(content.get("formatted_body", ""))
+        if mentions & ours or any(f"matrix.to/#/{user}" in pills for user in ours):
             return text.strip()
         if self.respond_all or addresses_persona(text, self.persona_names) is not None:
             return text.strip()

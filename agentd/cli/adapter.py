@@ -13,6 +13,7 @@ import click
 from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.post import daemon_url
+from agentd.config import MatrixPersonaAccount
 
 
 @click.group()
@@ -130,6 +131,19 @@ def irc(
     _run(f"agentd adapter irc: {host}:{port} {' '.join(mapping) or '(private messages only)'} -> {base}", main)
 
 
+def _secrets(name: str, own: MatrixPersonaAccount) -> tuple[str | None, str | None]:
+    """A persona account's access token and password, from the environment variables its section names."""
+    token = os.environ.get(own.access_token_env) if own.access_token_env else None
+    password = os.environ.get(own.password_env) if own.password_env else None
+    if not token and not password:
+        wanted = " or ".join(f"${v}" for v in (own.access_token_env, own.password_env) if v) or "none named"
+        raise click.UsageError(
+            f"[adapters.matrix.personas.{name}]: no credentials for {own.user_id} "
+            f"(access_token_env or password_env names an environment variable to set: {wanted})"
+        )
+    return token or None, password or None
+
+
 @adapter.command()
 @click.option("--homeserver", help="The homeserver's URL (default: [adapters.matrix] homeserver).")
 @click.option("--user", "user_id", help="The bot's user id, @name:server (default: [adapters.matrix] user_id).")
@@ -169,10 +183,13 @@ def matrix(
     "NAME: ...", a mention pill, or a persona's name); in a direct room, every
     message; in a thread, in the thread. Replies are Markdown, delivered once
     each across restarts of either side (the state file keeps the sync token).
-    End-to-end encrypted rooms are refused with a notice.
+    End-to-end encrypted rooms are refused with a notice. A persona given an
+    account of its own ([adapters.matrix.personas.NAME]: user_id, and
+    access_token_env or password_env) speaks in rooms as that Matrix user, and a
+    direct message to that user is answered by the persona (dm-matrix-NAME-<user>).
     """
     try:
-        from agentd.adapters.matrix import MatrixAdapter, parse_room
+        from agentd.adapters.matrix import MatrixAdapter, PersonaAccount, parse_room
     except ImportError as exc:  # the optional extra is not installed
         raise click.UsageError(f"the Matrix adapter needs: pip install 'agentd[matrix]' ({exc})") from None
     from agentd.adapters import run_adapter
@@ -194,6 +211,7 @@ def matrix(
         mapping = dict(parse_room(r) for r in (rooms or tuple(cfg.rooms)))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--room") from None
+    accounts = {name: PersonaAccount(own.user_id, *_secrets(name, own)) for name, own in cfg.personas.items()}
     accepted = [i for i in (invites or tuple(cfg.invites)) if i != "none"]
     if state_file:
         state = Path(state_file)
@@ -217,6 +235,7 @@ def matrix(
             invites=accepted,
             respond_all=cfg.respond == "all" if all_messages is None else all_messages,
             persona=persona or cfg.persona or None,
+            accounts=accounts,
         )
         await run_adapter(bridge)
 
