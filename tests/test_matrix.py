@@ -2,8 +2,9 @@
 daemon (``agentd serve`` in a subprocess), with people written independently of the adapter
 (httpx on the client-server API): a reply in a room when addressed, in Markdown and with typing
 notifications; a direct message; a thread reply that stays in the thread; a refused post answered
-with a notice; an encrypted room refused; every message answered exactly once across a SIGKILL of
-the daemon and a restart of the homeserver.
+with a notice; an encrypted room refused; two personas with Matrix accounts of their own talking
+to each other in a room, each as its own user, and a direct message to one of them; every message
+answered exactly once across a SIGKILL of the daemon and a restart of the homeserver.
 
 Synapse's start costs several seconds of CPU, so one homeserver, daemon and adapter serve the
 whole module; the test that kills and restarts them runs last and leaves them running."""
@@ -32,6 +33,22 @@ AGENTD = shutil.which("agentd", path=str(Path(sys.executable).parent)) or "agent
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 BOT = f"@agentbot:{SERVER_NAME}"
 LOBBY = f"#lobby:{SERVER_NAME}"
+DUO = f"#duo:{SERVER_NAME}"
+BUDDY = f"@buddy:{SERVER_NAME}"
+RESEARCHER = f"@researcher:{SERVER_NAME}"
+#: The room of two personas, each with its own Matrix account (its password in the environment).
+_DUO_CONFIG = f"""
+[channels.duo]
+personas = ["buddy", "researcher"]
+answer = "addressed"
+max_persona_turns = 1
+[adapters.matrix.personas.buddy]
+user_id = "{BUDDY}"
+password_env = "BUDDY_MATRIX_PASSWORD"
+[adapters.matrix.personas.researcher]
+user_id = "{RESEARCHER}"
+password_env = "RESEARCHER_MATRIX_PASSWORD"
+"""
 
 
 class Stack:
@@ -41,6 +58,7 @@ class Stack:
     alice: MatrixUser
     bob: MatrixUser
     lobby: str
+    duo: str
     fake: FakeOpenAI
     daemon: Process
     adapter: Process
@@ -59,11 +77,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         s.synapse.register("agentbot", "bot-password")
         s.alice = s.synapse.register("alice", "alice-password")
         s.bob = s.synapse.register("bob", "bob-password")
+        s.synapse.register("buddy", "buddy-password")
+        s.synapse.register("researcher", "researcher-password")
         s.lobby = s.alice.create_room("lobby")
+        s.duo = s.alice.create_room("duo")
         home = write_home(
             tmp_path / "home",
-            '[embedding]\nprovider = "none"\n[channels.general]\npersonas = ["fake"]\n',
+            '[embedding]\nprovider = "none"\n[channels.general]\npersonas = ["fake"]\n' + _DUO_CONFIG,
             {
+                "buddy": fake_persona(s.fake.url, "buddy"),
+                "researcher": fake_persona(s.fake.url, "researcher"),
                 "fake": fake_persona(s.fake.url, channels='["dm-*", "matrix-*"]'),
                 # bob's private channel matches two personas: a post there that names neither is refused.
                 "helper": fake_persona(s.fake.url, "helper", channels='["dm-matrix-@bob*"]'),
@@ -74,9 +97,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         s.url, s.daemon = serve_on_port_0([AGENTD, "--config", str(home), "serve"], tmp_path / "daemon.log", env)
         args = [
             AGENTD, "--config", str(home), "adapter", "matrix", "--homeserver", s.synapse.url, "--user", BOT,
-            "--room", f"{LOBBY}=general", "--url", s.url, "--state", str(tmp_path / "adapter-state.json"),
+            "--room", f"{LOBBY}=general", "--room", f"{DUO}=duo",
+            "--url", s.url, "--state", str(tmp_path / "adapter-state.json"),
         ]  # fmt: skip
-        s.adapter = Process(args, tmp_path / "adapter.log", {**env, "AGENTD_MATRIX_PASSWORD": "bot-password"})
+        secrets = {
+            "AGENTD_MATRIX_PASSWORD": "bot-password",
+            "BUDDY_MATRIX_PASSWORD": "buddy-password",
+            "RESEARCHER_MATRIX_PASSWORD": "researcher-password",
+        }
+        s.adapter = Process(args, tmp_path / "adapter.log", {**env, **secrets})
         wait_for(lambda: _joined(s.alice, s.lobby, BOT), 90, "the adapter to join the lobby")
         yield s
     finally:
@@ -188,6 +217,43 @@ def test_matrix_encrypted_room_is_refused_with_a_notice(stack: Stack) -> None:
     assert "encrypted" in notices[0]["content"]["body"]
     wait_for(lambda: not _joined(alice, room, BOT), 60, "the adapter to leave the encrypted room")
     assert "encrypted_room_refused" in (stack.tmp / "adapter.log").read_text()
+
+
+def test_matrix_each_persona_speaks_as_its_own_user_and_answers_its_direct_messages(stack: Stack) -> None:
+    """#duo's channel binds buddy and researcher, each with a Matrix account of its own: a message
+    naming both is answered by both, each reply sent by that persona's user (no name in front, none
+    by the bot), and they answer each other (the echo names them); a direct message to researcher's
+    user is answered by researcher's user, in researcher's own private channel."""
+    alice, duo = stack.alice, stack.duo
+    wait_for(lambda: _joined(alice, duo, BOT), 60, "the adapter to join #duo")
+    asked = alice.send(duo, "@buddy @researcher what do you both think?")
+
+    def talked() -> bool:
+        alice.sync()
+        return any("echo: buddy: " in b for b in _bodies(alice.messages_from(duo, RESEARCHER)))
+
+    wait_for(talked, 120, "researcher answering buddy in #duo")
+    buddy, researcher = _bodies(alice.messages_from(duo, BUDDY)), _bodies(alice.messages_from(duo, RESEARCHER))
+    assert buddy[0] == "echo: @buddy @researcher what do you both think?", buddy
+    assert "echo: @buddy @researcher what do you both think?" in researcher, researcher
+    assert alice.messages_from(duo, BUDDY)[0]["content"]["m.relates_to"] == {"m.in_reply_to": {"event_id": asked}}
+    assert not alice.messages_from(duo, BOT), "the bot spoke for a persona with an account of its own"
+    stored = httpx.get(f"{stack.url}/v1/channels/duo/messages", params={"limit": 100}, timeout=10).json()
+    said = [(m["persona"], m["content"]) for m in stored["messages"] if m["role"] == "assistant"]
+    assert len(said) == len(buddy) + len(researcher), (said, buddy, researcher)  # each reply sent once
+    assert {p for p, _c in said} == {"buddy", "researcher"}
+    # A direct message to researcher's own user: answered by researcher, as that user.
+    dm = alice.create_room(invite=[RESEARCHER], direct=True)
+    wait_for(lambda: _joined(alice, dm, RESEARCHER), 60, "researcher's account to accept the invitation")
+    alice.send(dm, "just between us")
+    replies = alice.until(dm, RESEARCHER, lambda m: "echo: just between us" in _bodies(m), "researcher's reply")
+    assert _bodies(replies) == ["echo: just between us"]
+    assert not _joined(alice, dm, BOT)
+    private = httpx.get(
+        f"{stack.url}/v1/channels/dm-matrix-researcher-@alice:{SERVER_NAME}/messages", params={"after": 0}, timeout=10
+    ).json()["messages"]
+    assert [(m["role"], m["persona"]) for m in private] == [("user", "researcher"), ("assistant", "researcher")]
+    assert "You are researcher," in stack.fake.chat_requests()[-1]["messages"][0]["content"]
 
 
 def test_matrix_adapter_help() -> None:
