@@ -522,11 +522,12 @@ class MatrixPersonaAccount(_Section):
     and a direct message to it is answered by NAME, privately (channel
     ``dm-matrix-NAME-<user id>``)."""
 
-    #: Its user id, e.g. "@researcher:example.org".
-    user_id: str
+    #: Its user id, e.g. "@researcher:example.org" (required).
+    user_id: str = Field(default="", validate_default=True)
     #: Names of the environment variables holding its access token or its password (never in
     #: this file, never on the command line); the token is used when both are set.
     access_token_env: str = ""
+    #: Name of the environment variable holding its password (used when no token is set).
     password_env: str = ""
 
     @field_validator("user_id")
