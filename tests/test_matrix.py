@@ -263,6 +263,19 @@ def test_matrix_adapter_help() -> None:
     assert "AGENTD_MATRIX_TOKEN" in result.stdout
 
 
+def test_matrix_persona_account_without_credentials_is_refused_by_name(tmp_path: Path) -> None:
+    """A persona's account whose environment variable is unset: the adapter says which, and starts not."""
+    config = tmp_path / "agentd.toml"
+    config.write_text(
+        '[adapters.matrix]\nhomeserver = "http://127.0.0.1:9"\nuser_id = "@bot:x"\n'
+        '[adapters.matrix.personas.researcher]\nuser_id = "@researcher:x"\npassword_env = "RESEARCHER_PW"\n'
+    )
+    result = agentd_cli("adapter", "matrix", config=config, env={"AGENTD_MATRIX_PASSWORD": "secret"})
+    assert result.returncode == 2, result
+    assert "[adapters.matrix.personas.researcher]: no credentials for @researcher:x" in result.stderr
+    assert "$RESEARCHER_PW" in result.stderr
+
+
 def test_matrix_every_message_answered_once_across_a_daemon_kill_and_a_synapse_restart(stack: Stack) -> None:
     alice, lobby, fake = stack.alice, stack.lobby, stack.fake
     fake.chat_delay_per_token = 0.4
