@@ -256,6 +256,16 @@ def test_matrix_each_persona_speaks_as_its_own_user_and_answers_its_direct_messa
     assert "You are researcher," in stack.fake.chat_requests()[-1]["messages"][0]["content"]
 
 
+def test_matrix_encrypted_direct_room_of_a_persona_is_refused_with_a_notice(stack: Stack) -> None:
+    alice = stack.alice
+    encryption = {"type": "m.room.encryption", "state_key": "", "content": {"algorithm": "m.megolm.v1.aes-sha2"}}
+    room = alice.create_room(invite=[BUDDY], direct=True, initial_state=[encryption])
+    notices = alice.until(room, BUDDY, lambda m: len(m) >= 1, "buddy's notice in the encrypted room")
+    assert notices[0]["content"]["msgtype"] == "m.notice"
+    assert "encrypted" in notices[0]["content"]["body"]
+    wait_for(lambda: not _joined(alice, room, BUDDY), 60, "buddy's account to leave the encrypted room")
+
+
 def test_matrix_adapter_help() -> None:
     result = agentd_cli("adapter", "matrix", "--help")
     assert result.returncode == 0

@@ -58,6 +58,11 @@ EVENT_BYTES = 65_536
 TEXT_BYTES = 24_000
 #: Event ids of posted messages remembered (for an adapter restart in the middle of a batch).
 _SEEN = 500
+#: What the adapter says in an end-to-end encrypted room before it leaves.
+ENCRYPTED_NOTICE = (
+    "This room is end-to-end encrypted, and agentd cannot read encrypted messages: "
+    "talk to me in an unencrypted room. Leaving."
+)
 _MD = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])
 
 
@@ -233,10 +238,25 @@ class Voice:
             self.joined.discard(room)
         for room, joined in rooms.get("join", {}).items():
             self.joined.add(room)
+            events = [*joined.get("state", {}).get("events", []), *joined.get("timeline", {}).get("events", [])]
+            if room in direct and any(e.get("type") == "m.room.encryption" for e in events):
+                await self._refuse_encrypted(room)
+                continue
             if skip_timeline or room not in direct:
                 continue  # a room's messages are the bot's to read
             for event in joined.get("timeline", {}).get("events", []):
                 await self._on_event(room, event)
+
+    async def _refuse_encrypted(self, room: str) -> None:
+        """An encrypted direct room: say so (unencrypted) and leave, as the bot does."""
+        self.adapter.log.warning("matrix_encrypted_room_refused", room=room, persona=self.persona)
+        notice = {"msgtype": "m.notice", "body": ENCRYPTED_NOTICE}
+        with contextlib.suppress(NetworkUnavailable, NetworkRefused):
+            await self.send(room, notice, f"agentd.n.encrypted.{hashlib.sha256(room.encode()).hexdigest()[:16]}")
+        with contextlib.suppress(NetworkUnavailable, NetworkRefused):
+            await self.call(lambda api: api.leave_room(RoomID(room)))
+        self.saved["direct"].pop(room, None)
+        self.joined.discard(room)
 
     async def _on_invite(self, room: str, stripped: list[dict[str, Any]]) -> None:
         mine = next(
@@ -588,13 +608,9 @@ class MatrixAdapter(Adapter):
             room=room,
             reason="end-to-end encrypted rooms are not supported: invite the bot to an unencrypted room",
         )
-        text = (
-            "This room is end-to-end encrypted, and agentd cannot read encrypted messages: "
-            "talk to me in an unencrypted room. Leaving."
-        )
-        notice = Reply(0, 0, "", "", text, room, notice=True)
+        notice = Reply(0, 0, "", "", ENCRYPTED_NOTICE, room, notice=True)
         with contextlib.suppress(NetworkUnavailable, NetworkRefused):
-            await self.send_line(notice, text)
+            await self.send_line(notice, ENCRYPTED_NOTICE)
         with contextlib.suppress(NetworkUnavailable, NetworkRefused):
             await self._call(lambda api: api.leave_room(RoomID(room)))
 
