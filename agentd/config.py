@@ -517,10 +517,9 @@ class IrcAdapterConfig(_Section):
 
 
 class MatrixPersonaAccount(_Section):
-    """``[adapters.matrix.personas.NAME]``: persona NAME's own Matrix account. In a room bound to
-    several personas its replies are sent by this account (not by the bot, no ``NAME:`` in front),
-    and a direct message to it is answered by NAME, privately (channel
-    ``dm-matrix-NAME-<user id>``)."""
+    """``[adapters.matrix.personas.NAME]``: persona NAME's own Matrix account. In a room its
+    replies are sent by this account (not by the bot, no ``NAME:`` in front), and a direct message
+    to it is answered by NAME, privately (channel ``dm-matrix-NAME-<user id>``)."""
 
     #: Its user id, e.g. "@researcher:example.org" (required).
     user_id: str = Field(default="", validate_default=True)
