@@ -74,6 +74,7 @@ def test_a_persona_past_its_token_cap_is_refused_with_no_model_call(daemons: Any
 
     # ... on the OpenAI route: 429 with Retry-After at the reset, streamed or not, nothing stored ...
     for stream in (False, True):
+        before = datetime.now(UTC)
         answer = d.client.post(
             "/v1/chat/completions",
             json={
@@ -87,7 +88,9 @@ def test_a_persona_past_its_token_cap_is_refused_with_no_model_call(daemons: Any
         assert answer.json()["error"]["code"] == "budget_exceeded"
         assert answer.json()["error"]["type"] == "rate_limit_error"
         wait = int(answer.headers["Retry-After"])
-        assert 0 < wait <= (tomorrow_midnight() - datetime.now(UTC)).total_seconds() + 1
+        # Whole seconds, rounded up, to the reset as the daemon saw it between these two readings.
+        assert (tomorrow_midnight() - datetime.now(UTC)).total_seconds() - 1 <= wait
+        assert wait <= (tomorrow_midnight() - before).total_seconds() + 1
     assert len(d.messages("dm-alice")) == len(stored)
     assert len(fake_openai.chat_requests()) == 1
     # One turn and two OpenAI requests refused (those before a turn: nothing stored).
