@@ -36,7 +36,7 @@ import fnmatch
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -108,6 +108,33 @@ async def _request(api: ClientAPI | None, fn: Any, timeout: float) -> Any:
         if exc.http_status >= 500 or exc.http_status == 429 or exc.http_status == 0:
             raise NetworkUnavailable(f"homeserver error {exc.http_status}: {exc}") from exc
         raise NetworkRefused(f"homeserver refused ({exc.http_status} {exc.errcode}): {exc.message}") from exc
+
+
+async def _sync_forever(
+    adapter: MatrixAdapter,
+    call: Callable[[Any, float], Awaitable[Any]],
+    saved: dict[str, Any],
+    filter_id: Any,
+    on_sync: Callable[[dict[str, Any], bool], Awaitable[None]],
+    backoff: Backoff,
+) -> None:
+    """Sync one account (the bot's or a persona's) until the connection fails: each batch is handled,
+    and its token (``saved["since"]``) moves on only once the batch's messages are with the daemon.
+    The first sync of a new account skips the timeline (what was said before it came)."""
+    first = "since" not in saved
+    while True:
+        data = await call(
+            lambda api: api.sync(
+                since=saved.get("since"), timeout=int(adapter.sync_timeout * 1000), filter_id=filter_id
+            ),
+            adapter.sync_timeout + 30,
+        )
+        backoff.reset()
+        await on_sync(data, first)
+        await adapter.all_posted()
+        saved["since"] = data["next_batch"]
+        adapter.state.save()
+        first = False
 
 
 async def _log_in(
@@ -209,20 +236,7 @@ class Voice:
         filter_id = await self.call(lambda api: api.create_filter(Filter.deserialize(cast(Any, _FILTER))))
         self.joined = {str(r) for r in await self.call(lambda api: api.get_joined_rooms())}
         a.log.info("matrix_voice_connected", persona=self.persona, user=self.user_id)
-        first = "since" not in self.saved
-        while True:
-            data = await self.call(
-                lambda api: api.sync(
-                    since=self.saved.get("since"), timeout=int(a.sync_timeout * 1000), filter_id=filter_id
-                ),
-                a.sync_timeout + 30,
-            )
-            backoff.reset()
-            await self._on_sync(data, skip_timeline=first)
-            await a.all_posted()  # as the bot's: the token moves on once its messages are with the daemon
-            self.saved["since"] = data["next_batch"]
-            a.state.save()
-            first = False
+        await _sync_forever(a, self.call, self.saved, filter_id, self._on_sync, backoff)
 
     async def _on_sync(self, data: dict[str, Any], skip_timeline: bool) -> None:
         rooms = data.get("rooms", {})
@@ -517,20 +531,7 @@ class MatrixAdapter(Adapter):
         filter_id = await self._call(lambda api: api.create_filter(Filter.deserialize(cast(Any, _FILTER))))
         self.network_ready.set()
         self.log.info("matrix_connected", user=self.user_id, homeserver=self.homeserver, name=self.display_name)
-        first = "since" not in self.net
-        while True:
-            data = await self._call(
-                lambda api: api.sync(
-                    since=self.net.get("since"), timeout=int(self.sync_timeout * 1000), filter_id=filter_id
-                ),
-                self.sync_timeout + 30,
-            )
-            backoff.reset()
-            await self._on_sync(data, skip_timeline=first)
-            await self.all_posted()  # the token moves on only once its messages are with the daemon
-            self.net["since"] = data["next_batch"]
-            self.state.save()
-            first = False
+        await _sync_forever(self, self._call, self.net, filter_id, self._on_sync, backoff)
 
     async def _login(self) -> None:
         assert self._api is not None
