@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentd import ContextOverflow
-from agentd.app import App
+from agentd.access.scopes import GLOBAL, Reach
 from agentd.config import ModelsConfig
 from agentd.llm import litellm_module
 from agentd.llm.tokens import counter_for
@@ -20,7 +20,7 @@ from agentd.prompt.builder import ContextBuilder
 from agentd.prompt.render import MEMORIES_HEADING
 from agentd.prompt.tokens import PER_MESSAGE
 from agentd.prompt.windows import Window, WindowMap
-from agentd.scopes import GLOBAL, Reach
+from agentd.runtime.app import App
 from agentd.store.memories import Memory
 
 MODEL = "offline"

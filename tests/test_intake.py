@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from agentd._exceptions import StoreError
-from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.runtime import Done, Error, Event, Runtime
+from agentd.runtime.app import App
 from agentd.runtime.group_commit import GroupCommit
 from agentd.runtime.pipeline.record import Incoming, TurnWriter
 from agentd.store import Store
@@ -221,7 +221,7 @@ def test_replies_finished_together_share_transactions_each_with_its_record_and_s
     import sqlalchemy as sa
 
     from agentd.prompt.budget import ContextBudget
-    from agentd.runtime.pipeline.record import ContextRecord, HistoryInfo, Reply, RetrievalInfo
+    from agentd.runtime.pipeline.record import ContextRecord, HistoryInfo, FinishedReply, RetrievalInfo
     from agentd.store.schema import messages
 
     writer = TurnWriter(app.store, app.builder)
@@ -288,7 +288,7 @@ def test_a_message_two_processes_answer_keeps_one_complete_reply_and_stays_answe
     from agentd._exceptions import AlreadyAnswered
     from agentd.prompt.budget import ContextBudget
     from agentd.runtime.messages import TurnState
-    from agentd.runtime.pipeline.record import ContextRecord, HistoryInfo, Reply, RetrievalInfo
+    from agentd.runtime.pipeline.record import ContextRecord, HistoryInfo, FinishedReply, RetrievalInfo
 
     orphan, restarted = TurnWriter(app.store, app.builder), TurnWriter(app.store, app.builder)
     quick = app.personas["quick"]

@@ -1,8 +1,20 @@
-"""agentd's packages import one way: api/cli → runtime → recall → prompt, memory, skills, visibility → store,
-llm, embedders → config, scopes, words, text, relevance, _exceptions; no two packages import
-each other (directly or around a cycle), no two files either, and runtime/'s parts import down
-its own layers. Every import counts: module level, inside functions,
-and for type checking only."""
+"""agentd's packages import one way, bottom up:
+
+* layer 0: the root modules ``config`` and ``_exceptions`` (the config schema and the error catalogue
+  every layer reads), ``relevance``, and the packages ``text`` (words, quoting), ``files`` (shipped and
+  cached files), ``timing`` (backoff, recurrence), ``observe`` (log, metrics, traces), ``web``,
+  ``_compat``, ``personas`` and ``access.scopes``;
+* layer 1: ``store``, ``llm``, ``embedders``, ``client``;
+* layer 2: ``prompt``, ``memory``, ``recall``, ``skills``, ``mcp.client``, ``access`` (identity,
+  visibility), ``spend`` (usage, caps), ``timing.schedules``;
+* layer 3: ``runtime`` (with the wiring, ``runtime.app``);
+* layer 4: ``api``, ``cli``, ``adapters``, ``mcp.server``; layer 5: ``__main__``.
+
+A package has one layer unless LAYERS names its parts (``mcp.client``, ``mcp.server``): then each part
+(a sub-package or a module) is a unit of its own, with its own layer, and the package's ``__init__`` is
+the unit named after the package. No two units import each other (directly or around a cycle), no two
+files either, and runtime/'s parts import down its own layers. Every import counts: module level,
+inside functions, and for type checking only."""
 
 from __future__ import annotations
 
@@ -16,42 +28,41 @@ from tests.conftest import REPO
 
 PACKAGE = REPO / "agentd"
 
-#: Each package's layer; a package may import its own layer (without cycles) and the ones below.
+#: Each unit's layer (a package, a root module, or a part of a package named ``package.part``); a unit may
+#: import its own layer (without cycles) and the ones below.
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(
-        [
-            "_exceptions",
-            "config",
-            "identity",
-            "cache",
-            "scopes",
-            "words",
-            "text",
-            "relevance",
-            "personas",
-            "log",
-            "shipped",
-            "web",
-        ]
-        + ["observe", "backoff", "recurrence", "_compat"],
-        0,
-    ),
+    **dict.fromkeys(["_exceptions", "config", "relevance", "personas", "web", "_compat"], 0),
+    **dict.fromkeys(["text", "files", "timing", "observe", "access.scopes"], 0),
     **dict.fromkeys(["store", "llm", "embedders", "client"], 1),
     # recall imports memory and prompt (same layer; the cycle test keeps them from importing it back).
-    **dict.fromkeys(["prompt", "memory", "recall", "skills", "mcp", "visibility", "usage", "caps", "schedules"], 2),
-    **dict.fromkeys(["app", "runtime"], 3),
-    **dict.fromkeys(["api", "cli", "adapters", "mcpserver"], 4),
+    **dict.fromkeys(["prompt", "memory", "recall", "skills", "mcp.client", "access", "spend", "timing.schedules"], 2),
+    # mcp/__init__.py is a docstring: it imports nothing.
+    "mcp": 0,
+    "runtime": 3,
+    **dict.fromkeys(["api", "cli", "adapters", "mcp.server"], 4),
     "__main__": 5,
 }
 
 
+def unit_of(module: str) -> str:
+    """The layered unit of a dotted name below ``agentd`` (``mcp.server.tools`` → ``mcp.server``,
+    ``store.vectors`` → ``store``): the longest prefix LAYERS names, else the top-level name."""
+    parts = module.split(".")
+    for end in range(len(parts), 1, -1):
+        if ".".join(parts[:end]) in LAYERS:
+            return ".".join(parts[:end])
+    return parts[0]
+
+
 def _package_of(path: Path) -> str:
-    rel = path.relative_to(PACKAGE)
-    return rel.parts[0].removesuffix(".py") if len(rel.parts) > 1 or rel.name != "__init__.py" else "__init__"
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return unit_of(".".join(parts)) if parts else "__init__"
 
 
 def _imported(path: Path) -> set[str]:
-    """The agentd packages ``path`` imports (``agentd.store.vectors`` → ``store``)."""
+    """The agentd units ``path`` imports (``agentd.store.vectors`` → ``store``, ``agentd.mcp.server.http``
+    → ``mcp.server``), its own left out."""
     found: set[str] = set()
     own = _package_of(path)
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -60,12 +71,15 @@ def _imported(path: Path) -> set[str]:
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module]
-            if node.module == "agentd":
-                names += [f"agentd.{a.name}" for a in node.names]
+            # ``from agentd.mcp import server`` imports the unit ``mcp.server``.
+            if node.module.split(".")[0] == "agentd":
+                names += [f"{node.module}.{a.name}" for a in node.names]
         for name in names:
             parts = name.split(".")
-            if parts[0] == "agentd" and len(parts) > 1 and parts[1] != own:
-                found.add(parts[1])
+            if parts[0] == "agentd" and len(parts) > 1:
+                unit = unit_of(".".join(parts[1:]))
+                if unit != own:
+                    found.add(unit)
     found.discard("__version__")
     return found
 
@@ -77,7 +91,7 @@ def import_graph() -> dict[str, set[str]]:
         package = _package_of(path)
         if package == "__init__":
             continue
-        graph[package] |= {p for p in _imported(path) if p in LAYERS or (PACKAGE / p).exists()}
+        graph[package] |= {p for p in _imported(path) if p in LAYERS or (PACKAGE / p.replace(".", "/")).exists()}
     return graph
 
 
@@ -116,9 +130,7 @@ def test_no_import_cycles_between_packages() -> None:
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
-@pytest.mark.parametrize(
-    "package", ["config", "scopes", "words", "text", "relevance", "_exceptions", "shipped", "_compat"]
-)
+@pytest.mark.parametrize("package", ["config", "access.scopes", "text", "relevance", "_exceptions", "files", "_compat"])
 def test_the_bottom_layer_imports_nothing_above_it(package: str) -> None:
     assert all(LAYERS[dep] == 0 for dep in import_graph().get(package, ())), import_graph()[package]
 
@@ -198,7 +210,8 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 #: runtime/'s own layers, bottom up: a module imports no runtime module of a higher one.
 RUNTIME_LAYERS: dict[str, int] = {
-    **dict.fromkeys(["events", "messages", "group_commit", "inflight"], 0),
+    # app: the wiring, building agentd's parts from the config (it imports nothing of runtime/).
+    **dict.fromkeys(["app", "events", "messages", "group_commit", "inflight"], 0),
     **dict.fromkeys(["admission", "acting", "rooms"], 0),
     "pipeline": 1,
     **dict.fromkeys(["dispatch", "approvals"], 2),

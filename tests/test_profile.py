@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agentd.app import App
+from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.llm.tokens import counter_for
@@ -19,7 +19,7 @@ from agentd.prompt.budget import ContextBudget
 from agentd.prompt.render import MEMORIES_HEADING, PROFILE_HEADING
 from agentd.prompt.windows import Window
 from agentd.runtime import Done, Event, MemoryContext, Runtime
-from agentd.scopes import GLOBAL, Reach, Scope
+from agentd.runtime.app import App
 from tests.conftest import agentd_cli, write_home
 
 OFFLINE = """

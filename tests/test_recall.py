@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from agentd.app import App
+from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory.intent import analyse, has_content
-from agentd.scopes import GLOBAL, Reach, Scope
+from agentd.runtime.app import App
 from agentd.skills import Caller, RecallSkill
 from tests.conftest import agentd_cli, write_home
 

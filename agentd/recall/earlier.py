@@ -42,8 +42,8 @@ from agentd.config import HistoryConfig
 from agentd.memory.intent import PHATIC
 from agentd.prompt.assembler import Snippet
 from agentd.store import Store
-from agentd.text import quote
-from agentd.words import content_words, dedupe, is_content, words
+from agentd.text.quoting import quote
+from agentd.text.words import content_words, dedupe, is_content, words
 
 #: How many seeds are harvested ("the first five" de-duplicated words).
 SEED_COUNT = 5
@@ -199,7 +199,7 @@ def _short_words(text: str) -> tuple[str, ...]:
 
 
 def _words(text: str) -> tuple[str, ...]:
-    """:func:`agentd.words.words` of ``text``, kept for short texts."""
+    """:func:`agentd.text.words.words` of ``text``, kept for short texts."""
     return _short_words(text) if len(text) <= _KEPT_CHARS else tuple(words(text))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agentd._exceptions import EmbedderNotConfigured, InvalidInput, NotFound, SkillExecutionFailed, SkillInvalidInput
-from agentd.scopes import GLOBAL, Reach, Scope
+from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.skills.registry import Caller, SkillDeps, function_tool
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 Three tools: ``schedule`` (create: ``at`` or ``in_minutes`` for one time, ``cron`` + ``timezone``
 for a recurrence), ``list_schedules`` and ``cancel_schedule``. Each is scoped to the user of the
-turn: a user lists and cancels only their own. The checks are :mod:`agentd.schedules`' (the API's
+turn: a user lists and cancels only their own. The checks are :mod:`agentd.timing.schedules`' (the API's
 and the CLI's), so a bad time, cron or timezone is refused with the same words, as an
 ``InvalidInput`` tool result the model can read and correct.
 """
@@ -61,7 +61,7 @@ class ScheduleTool(_Base):
 
     def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
         """Create the schedule; a bad argument is ``InvalidInput`` naming it."""
-        from agentd.schedules import ScheduleRequest, make
+        from agentd.timing.schedules import ScheduleRequest, make
 
         user = _user(ctx)
         at: str | datetime | None = arguments.get("at")
@@ -100,7 +100,7 @@ class ListSchedulesTool(_Base):
 
     def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
         """The user's schedules (at most 50)."""
-        from agentd.schedules import listing
+        from agentd.timing.schedules import listing
 
         state = arguments.get("state")
         try:
@@ -126,7 +126,7 @@ class CancelScheduleTool(_Base):
 
     def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
         """Cancel it (only the user's own: another's is not found)."""
-        from agentd.schedules import cancel
+        from agentd.timing.schedules import cancel
 
         sid = arguments.get("id")
         if isinstance(sid, bool) or not isinstance(sid, int) or sid < 1:

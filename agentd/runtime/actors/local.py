@@ -14,7 +14,7 @@ from typing import Any
 import pykka
 
 from agentd._exceptions import ErrorCode, StoreError
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
 from agentd.runtime.actors.actor import PersonaActor
 from agentd.runtime.actors.supervisor import Supervisor
 from agentd.runtime.dispatch import Parts, resume_pending

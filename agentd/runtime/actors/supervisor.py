@@ -22,10 +22,9 @@ from typing import Any
 
 import pykka
 
-from agentd import backoff
 from agentd._exceptions import ErrorCode
 from agentd.config import RuntimeConfig
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
 from agentd.runtime.messages import (
     ActorCrashed,
     ActorKey,
@@ -36,6 +35,7 @@ from agentd.runtime.messages import (
     Turn,
     TurnFinished,
 )
+from agentd.timing import backoff
 
 log = get_logger("agentd.supervisor")
 

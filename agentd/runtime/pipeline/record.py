@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from agentd._exceptions import AlreadyAnswered
-from agentd.caps import day_of
 from agentd.observe import tracing
 from agentd.personas import Persona
 from agentd.prompt.builder import ContextBuilder
@@ -36,6 +35,7 @@ from agentd.runtime.pipeline.context_record import (
     recalled_episodes,
     recalled_memories,
 )
+from agentd.spend.caps import day_of
 from agentd.store import Store
 from agentd.store.messages import CHAIN_SOURCE, QUEUE_SOURCE, TRIGGER, Message
 from agentd.store.spend import Spent

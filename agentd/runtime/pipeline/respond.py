@@ -25,8 +25,8 @@ from typing import Any
 from agentd._exceptions import AgentdError, AlreadyAnswered, BudgetExceeded, ErrorCode, SkillError, StoreError
 from agentd.config import Config
 from agentd.llm.chat import ChatModel, ModelSettings, ToolCallRequest, Usage
-from agentd.log import get_logger
 from agentd.observe import metrics, tracing
+from agentd.observe.log import get_logger
 from agentd.personas import Persona
 from agentd.recall import RecallStatus
 from agentd.recall.earlier import EarlierRecall
@@ -46,13 +46,13 @@ from agentd.runtime.events import (
 from agentd.runtime.messages import Turn, TurnState
 from agentd.runtime.pipeline.approval import ApprovalBook, Decided, Gate, Progress
 from agentd.runtime.pipeline.context_record import ToolUse, context_record
-from agentd.runtime.pipeline.record import PassOn, Reply, TurnWriter
+from agentd.runtime.pipeline.record import PassOn, FinishedReply, TurnWriter
 from agentd.runtime.pipeline.retry import Unsettled, retried
 from agentd.runtime.pipeline.turn import PreparedTurn, TurnPreparer
 from agentd.runtime.rooms import called_on, room_of
-from agentd.skills import Caller, SkillRegistry
+from agentd.skills import SkillCaller, SkillRegistry
 from agentd.store.tools import Approval
-from agentd.text import data_json
+from agentd.text.quoting import data_json
 
 #: A tool result longer than this (characters) is cut before it goes back to the model.
 MAX_TOOL_RESULT_CHARS = 16_000
@@ -406,7 +406,7 @@ class Responder:
         turn.sink(PersonaTurnsStopped(stopped, bound, turn.message_id))
 
     def _prepare(self, turn: Turn, memory_limit: int | None, memory_budget: int | None) -> PreparedTurn:
-        """The turn prepared (under a slot), once the spend caps allow it (:mod:`agentd.caps`: checked
+        """The turn prepared (under a slot), once the spend caps allow it (:mod:`agentd.spend.caps`: checked
         before anything is recalled, so a refused turn costs one read); on failure ``memory_context``
         still goes out first."""
         try:

@@ -23,10 +23,10 @@ from typing import Any
 import mcp_types as types
 
 from agentd._exceptions import McpToolError
-from agentd.mcp.servers import ToolServers
+from agentd.mcp.client.servers import ToolServers
 from agentd.personas import Persona
 from agentd.skills.registry import Caller, Skill, function_tool
-from agentd.text import LINE_BREAKS
+from agentd.text.quoting import LINE_BREAKS
 
 #: Prefix of every MCP tool's name, as models see it.
 PREFIX = "mcp__"

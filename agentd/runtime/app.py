@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from agentd.embedders import Embedder
     from agentd.embedders.guard import GuardedEmbedder
-    from agentd.mcp.tools import McpToolbox
+    from agentd.mcp.client.tools import McpToolbox
     from agentd.memory import MemoryService
     from agentd.personas import Personas
     from agentd.prompt.builder import ContextBuilder
@@ -215,8 +215,8 @@ class App:
         server is started on first use, once per process, and stopped by :meth:`close`."""
         if not any(p.mcp_servers for p in self.personas.values()):
             return None
-        from agentd.mcp.servers import ToolServers
-        from agentd.mcp.tools import McpToolbox
+        from agentd.mcp.client.servers import ToolServers
+        from agentd.mcp.client.tools import McpToolbox
 
         return McpToolbox(ToolServers(self.config.mcp, self.config.base_dir))
 
@@ -279,7 +279,7 @@ class App:
         """The modules a process that answers this app's turns imports (for the workers' fork
         server, which imports them once for every worker; litellm only when a persona calls a
         model through it, with :func:`agentd.llm.offline_environment` set first)."""
-        modules = ["agentd.app", "agentd.runtime.runtime", "agentd.llm.tokens", "agentd.llm.chat"]
+        modules = ["agentd.runtime.app", "agentd.runtime.runtime", "agentd.llm.tokens", "agentd.llm.chat"]
         if self.config.embedding.provider == "local":
             modules += ["agentd.embedders.local", "onnxruntime"]
         if self.calls_litellm():

@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd._exceptions import AgentdError, ErrorCode, Forbidden, InvalidInput, NotFound, TurnError
-from agentd.identity import acting_user
+from agentd.access.identity import acting_user
+from agentd.access.scopes import DELEGATION_MARK, GLOBAL, Scope, check_identifier, unseen_character
 from agentd.recall import known_facts
 from agentd.runtime.events import Done, Error, Event, MemoryContext, ToolCall, ToolResult
-from agentd.scopes import DELEGATION_MARK, GLOBAL, Scope, check_identifier, unseen_character
 
 if TYPE_CHECKING:
-    from agentd.app import App
     from agentd.config import Config
     from agentd.runtime import Runtime
+    from agentd.runtime.app import App
 
 #: The roles (as the daemon's keys name them) each tool admits: its HTTP twin's.
 ADMITTED: dict[str, tuple[str, ...]] = {

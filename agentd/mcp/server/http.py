@@ -22,10 +22,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from agentd.access.identity import acting_user
 from agentd.config import Config
-from agentd.identity import acting_user
-from agentd.mcpserver.server import build_server
-from agentd.mcpserver.tools import Caller, Session, Tools
+from agentd.mcp.server.server import build_server
+from agentd.mcp.server.tools import Caller, Session, Tools
 
 #: The path the daemon serves MCP on.
 PATH = "/mcp"
@@ -34,7 +34,7 @@ FIELDS = ("persona", "user", "channel")
 
 
 def session_from(request: Request, caller: Caller, config: Config) -> Session:
-    """The session a request names, for ``caller`` (no user named: who the caller is, :mod:`agentd.identity`)."""
+    """The session a request names, for ``caller`` (no user named: who the caller is, :mod:`agentd.access.identity`)."""
     found: dict[str, str | None] = {}
     for field in FIELDS:
         value = request.query_params.get(field)
