@@ -338,13 +338,13 @@ def test_the_schedule_tools_act_for_the_asking_user_only(app) -> None:
     """A user lists and cancels only their own schedules; bad input is the tool's InvalidInput."""
     from agentd._exceptions import SkillInvalidInput
     from agentd.skills import build_registry
-    from agentd.skills.registry import Caller
+    from agentd.skills.registry import SkillCaller
 
     buddy = app.personas["buddy"]
     tools = build_registry(buddy.__class__(**{**buddy.__dict__, "skills": ("schedule",)}), None, app.personas,
                            config=app.config, store=app.store)  # fmt: skip
     assert tools.names() == ["cancel_schedule", "list_schedules", "schedule"]
-    alice, bob = Caller("buddy", "general", "alice"), Caller("buddy", "general", "bob")
+    alice, bob = SkillCaller("buddy", "general", "alice"), SkillCaller("buddy", "general", "bob")
     made = tools.execute("schedule", {"text": "Reminder: stretch", "in_minutes": 5}, alice)["scheduled"]
     assert (made["user"], made["channel"], made["created_by"]) == ("alice", "general", "user:alice")
     assert [s["id"] for s in tools.execute("list_schedules", {}, alice)["schedules"]] == [made["id"]]

@@ -41,7 +41,7 @@ from agentd.observe.log import get_logger
 
 if TYPE_CHECKING:
     from agentd.mcp.server.http import McpEndpoint
-    from agentd.mcp.server.tools import Caller
+    from agentd.mcp.server.tools import McpCaller
 
 #: The path of MCP over Streamable HTTP (agentd.mcp.server.http.PATH).
 MCP_PATH = "/mcp"
@@ -64,9 +64,9 @@ same keys; each tool admits the roles of its HTTP twin.
 """
 
 
-def _caller_in(scope: Scope) -> Caller | None:
+def _caller_in(scope: Scope) -> McpCaller | None:
     """The caller the door put in a request's scope."""
-    found: Caller | None = scope.get(PRINCIPAL_KEY)
+    found: McpCaller | None = scope.get(PRINCIPAL_KEY)
     return found
 
 

@@ -52,7 +52,7 @@ _GRAPHEME = regex.compile(r"\X")
 
 
 @dataclass(frozen=True)
-class Exchange:
+class RecalledExchange:
     """One recalled exchange: the user's message and the reply to it (if any), condensed."""
 
     message_id: int
@@ -73,7 +73,7 @@ class Exchange:
 class EarlierRecall:
     """What earlier-exchange recall found: exchanges newest first, the seeds, how many messages it inspected."""
 
-    exchanges: tuple[Exchange, ...] = ()
+    exchanges: tuple[RecalledExchange, ...] = ()
     seeds: tuple[str, ...] = ()
     inspected: int = 0
 
@@ -164,7 +164,7 @@ class EarlierExchanges:
         for msg_id, content in summarised:
             reply = replies.get(msg_id)
             exchanges.append(
-                Exchange(
+                RecalledExchange(
                     message_id=msg_id,
                     user_text=condense(content, cfg.snippet_rune_limit),
                     reply_id=reply.id if reply else None,

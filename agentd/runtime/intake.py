@@ -48,7 +48,7 @@ from agentd.llm.chat import ChatModel
 from agentd.memory.learning import Learning
 from agentd.observe import metrics, tracing
 from agentd.observe.log import get_logger
-from agentd.runtime.acting import Caller, check_acting
+from agentd.runtime.acting import ActingCaller, check_acting
 from agentd.runtime.admission import Admission, Ticket
 from agentd.runtime.app import App
 from agentd.runtime.approvals import ApprovalDesk
@@ -145,7 +145,7 @@ class Intake:
         disable_tools: bool = False,
         at: datetime | None = None,
         visibility: str | None = None,
-        caller: Caller | None = None,
+        caller: ActingCaller | None = None,
     ) -> Accepted:
         """Validate and store a user message, then hand it to its actor.
 

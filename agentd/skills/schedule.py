@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from agentd._exceptions import InvalidInput, NotFound, SkillInvalidInput
-from agentd.skills.registry import Caller, SkillDeps, function_tool
+from agentd.skills.registry import SkillCaller, SkillDeps, function_tool
 
 if TYPE_CHECKING:
     from agentd.config import Config
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 MAX_MINUTES = 366 * 24 * 60
 
 
-def _user(ctx: Caller) -> str:
+def _user(ctx: SkillCaller) -> str:
     if not ctx.user or ctx.user.startswith("schedule:"):
         raise SkillInvalidInput("schedules belong to a user, and this conversation has none")
     return ctx.user
@@ -59,7 +59,7 @@ class ScheduleTool(_Base):
             ["text"],
         )
 
-    def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
+    def run(self, arguments: dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
         """Create the schedule; a bad argument is ``InvalidInput`` naming it."""
         from agentd.timing.schedules import ScheduleRequest, make
 
@@ -98,7 +98,7 @@ class ListSchedulesTool(_Base):
             [],
         )
 
-    def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
+    def run(self, arguments: dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
         """The user's schedules (at most 50)."""
         from agentd.timing.schedules import listing
 
@@ -124,7 +124,7 @@ class CancelScheduleTool(_Base):
             ["id"],
         )
 
-    def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
+    def run(self, arguments: dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
         """Cancel it (only the user's own: another's is not found)."""
         from agentd.timing.schedules import cancel
 

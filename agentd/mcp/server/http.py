@@ -25,7 +25,7 @@ from starlette.types import Receive, Scope, Send
 from agentd.access.identity import acting_user
 from agentd.config import Config
 from agentd.mcp.server.server import build_server
-from agentd.mcp.server.tools import Caller, Session, Tools
+from agentd.mcp.server.tools import McpCaller, Session, Tools
 
 #: The path the daemon serves MCP on.
 PATH = "/mcp"
@@ -33,7 +33,7 @@ PATH = "/mcp"
 FIELDS = ("persona", "user", "channel")
 
 
-def session_from(request: Request, caller: Caller, config: Config) -> Session:
+def session_from(request: Request, caller: McpCaller, config: Config) -> Session:
     """The session a request names, for ``caller`` (no user named: who the caller is, :mod:`agentd.access.identity`)."""
     found: dict[str, str | None] = {}
     for field in FIELDS:
@@ -50,7 +50,7 @@ class McpEndpoint:
     def __init__(
         self,
         tools: Tools,
-        caller_of: Callable[[Scope], Caller | None],
+        caller_of: Callable[[Scope], McpCaller | None],
         run_blocking: Callable[[Callable[[], dict[str, Any]]], Awaitable[dict[str, Any]]],
     ) -> None:
         """``caller_of``: the caller the door found in a request's scope."""

@@ -106,7 +106,7 @@ class Incoming:
 
 
 @dataclass(frozen=True)
-class Reply:
+class FinishedReply:
     """A finished reply to store."""
 
     text: str
@@ -123,7 +123,7 @@ class _Answer:
     model: str
     channel: str
     user_message_id: int
-    reply: Reply
+    reply: FinishedReply
     tokens: int
     counter: str
     #: Whose message it answers (``None``: nobody's), for the spend caps.
@@ -329,7 +329,7 @@ class TurnWriter:
         persona: Persona,
         channel: str,
         user_message_id: int,
-        reply: Reply,
+        reply: FinishedReply,
         user: str | None = None,
         *,
         pass_on: PassOn | None = None,
@@ -491,7 +491,7 @@ __all__ = [
     "PassOn",
     "ProfileMemory",
     "RecalledMemory",
-    "Reply",
+    "FinishedReply",
     "RetrievalInfo",
     "Stored",
     "ToolUse",
