@@ -339,3 +339,41 @@ def test_the_backend_check_finds_a_backend_check(tmp_path: Path) -> None:
     path = tmp_path / "probe.py"
     path.write_text('if store.backend == "sqlite":\n    pass\nif conn.dialect.name == "postgresql":\n    pass\n')
     assert len(backend_checks(path)) == 4
+
+
+# -- one name per class ------------------------------------------------------------------------------
+
+#: The client (agentd/client/) mirrors the daemon over the wire and imports none of it: its exception
+#: classes are named after the catalogue's (agentd/_exceptions.py), one per error code, and its models
+#: after the daemon's shapes (``Memory``), on purpose. The rest of agentd names each class once.
+MIRRORS = PACKAGE / "client"
+
+
+def class_definitions(paths: list[Path]) -> dict[str, list[str]]:
+    """Class name → where each class of that name is defined (``path:line``), over ``paths``."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for path in paths:
+        where = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                found[node.name].append(f"{where}:{node.lineno}")
+    return found
+
+
+def test_each_class_name_is_defined_once() -> None:
+    """Two classes of one name (two ``Caller``s, two ``Reply``s) make a reader ask which is meant:
+    each class in agentd has a name of its own that says what it is."""
+    paths = [p for p in sorted(PACKAGE.rglob("*.py")) if not p.is_relative_to(MIRRORS)]
+    repeated = {name: where for name, where in class_definitions(paths).items() if len(where) > 1}
+    assert not repeated, "class names defined more than once (rename one):\n" + "\n".join(
+        f"{name}: {', '.join(where)}" for name, where in sorted(repeated.items())
+    )
+
+
+def test_the_class_check_sees_a_repeated_name(tmp_path: Path) -> None:
+    """The check above finds a class defined in two files."""
+    (tmp_path / "a.py").write_text("class Reply:\n    pass\n")
+    (tmp_path / "b.py").write_text("class Other:\n    class Reply:\n        pass\n")
+    found = class_definitions([tmp_path / "a.py", tmp_path / "b.py"])
+    assert len(found["Reply"]) == 2
+    assert len(found["Other"]) == 1
