@@ -206,8 +206,8 @@ def seed_cached(
 def seed(config: Path, channels: list[str], history: int, memories: int, rng: random.Random) -> None:
     """``history`` messages in each channel and ``memories`` global memories for buddy."""
     from agentd.access.scopes import GLOBAL
+    from agentd.app import App
     from agentd.config import load_config
-    from agentd.runtime.app import App
     from agentd.store.memories import NewMemory
     from agentd.store.schema import channels as chans
     from agentd.store.schema import messages as msgs

@@ -36,11 +36,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from agentd.app import App  # noqa: E402
 from agentd.config import load_config  # noqa: E402
 from agentd.llm.chat import LitellmChat  # noqa: E402
 from agentd.observe.log import configure  # noqa: E402
 from agentd.runtime import Done, Error, Runtime  # noqa: E402
-from agentd.runtime.app import App  # noqa: E402
 
 TEXTS = [
     "Can you check whether the deploy on Friday is still on, and who signs off the changelog?",

@@ -74,10 +74,10 @@ class Sink:
 
 def hooks_of_one_turn(home: Path) -> Counter[str]:
     """The spans one buddy turn makes (answered in this process, tracing on, exported to a sink)."""
+    from agentd.app import App
     from agentd.config import load_config
     from agentd.observe import tracing
     from agentd.runtime.actors.local import LocalActors
-    from agentd.runtime.app import App
     from agentd.runtime.intake import Intake
 
     sink = Sink()

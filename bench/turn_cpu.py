@@ -88,12 +88,12 @@ def main() -> None:
     import sqlalchemy as sa
     import structlog.testing
 
+    from agentd.app import App
     from agentd.config import load_config
     from agentd.embedders.local import LocalEmbedder
     from agentd.llm import offline
     from agentd.observe.log import configure
     from agentd.runtime import Runtime
-    from agentd.runtime.app import App
 
     clock = CpuClock()
     LocalEmbedder.embed = clock.wrap("passages", LocalEmbedder.embed)  # type: ignore[method-assign]

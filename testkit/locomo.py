@@ -410,10 +410,10 @@ def run_real(
     limit: int | None = None,
 ) -> str:
     """Replay each conversation through the runtime, let episodic memory index it, ask; return the report."""
+    from agentd.app import App
     from agentd.config import LoggingConfig, load_config
     from agentd.observe.log import configure
     from agentd.runtime import Runtime
-    from agentd.runtime.app import App
 
     configure(LoggingConfig(level="warning", format="console"))
 

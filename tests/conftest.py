@@ -26,9 +26,9 @@ import httpx
 import pytest
 
 from agentd.api import DaemonServer
+from agentd.app import App
 from agentd.config import Config, load_config
 from agentd.embedders.local import LocalEmbedder
-from agentd.runtime.app import App
 from tests.support import REPO, Running, wait_for
 from tests.support.cluster import three_daemons
 from tests.support.dispatch import DISPATCHERS, Dispatch

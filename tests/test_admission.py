@@ -19,12 +19,12 @@ import openai
 import pytest
 
 from agentd import Overloaded
+from agentd.app import App
 from agentd.client import AgentdClient, AsyncAgentdClient, DaemonUnreachable
 from agentd.config import DaemonConfig, load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.runtime import Done, Error, Event, Runtime
 from agentd.runtime.admission import MIN_PENDING, MIN_PENDING_PER_CHANNEL, START_RATE, Admission
-from agentd.runtime.app import App
 from tests.conftest import agentd_process, write_home
 from tests.support import Running, wait_for
 from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from agentd.api import DaemonServer
+from agentd.app import App
 from agentd.client import AgentdClient, ApiError, AsyncAgentdClient, DaemonUnreachable, StreamEvent, errors
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
-from agentd.runtime.app import App
 from tests.conftest import write_home
 from tests.support import wait_for
 from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona

@@ -249,9 +249,9 @@ def test_a_daemon_that_loses_its_lock_connection_gives_up_its_channels(tmp_path,
     """The server ends one daemon's lock session (as it does for a silent host after lease_seconds):
     that daemon forgets its channels within a heartbeat, and the other takes them over and answers
     there. Two runtimes in this process, each with its own App, on one database."""
+    from agentd.app import App
     from agentd.config import load_config
     from agentd.runtime import Runtime
-    from agentd.runtime.app import App
 
     url = postgres.fresh()
     homes = [write_home(tmp_path / f"h{i}", CLUSTER_CONFIG, {"echo": ECHO}, url) for i in range(2)]
@@ -298,9 +298,9 @@ def test_a_message_another_daemon_stored_first_is_answered_first(tmp_path, postg
     """Per-channel order across daemons: the owner is posted a message while an earlier one, stored
     by another daemon whose NOTIFY has not arrived yet (here: stored with no NOTIFY at all), is
     pending. The earlier one is answered first, at once, not at the next heartbeat's sweep."""
+    from agentd.app import App
     from agentd.config import load_config
     from agentd.runtime import Runtime
-    from agentd.runtime.app import App
 
     url = postgres.fresh()
     slow_sweep = CLUSTER_CONFIG.replace("heartbeat_seconds = 0.5", "heartbeat_seconds = 60")

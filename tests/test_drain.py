@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from agentd.app import App
 from agentd.config import load_config
-from agentd.runtime.app import App
 from tests.conftest import write_home
 from tests.support import wait_for
 from tests.support.fakeopenai import FakeOpenAI, fake_persona

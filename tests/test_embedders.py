@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from agentd.access.scopes import GLOBAL, Reach
+from agentd.app import App, build_embedder
 from agentd.config import load_config
 from agentd.embedders.local import DEFAULT_MODEL, MINILM, LocalEmbedder
 from agentd.memory import MemoryService
-from agentd.runtime.app import App, build_embedder
 
 from .conftest import write_home
 

@@ -16,11 +16,11 @@ import pytest
 
 from agentd._exceptions import InvalidInput
 from agentd.access.scopes import Scope
+from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory.extract import parse_decisions
 from agentd.runtime import Done, Runtime
-from agentd.runtime.app import App
 from agentd.store.memories import Memory
 from tests.conftest import agentd_cli, write_home
 from tests.support import wait_for

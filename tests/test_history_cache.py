@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from agentd.app import App
 from agentd.prompt.builder import ContextBuilder
-from agentd.runtime.app import App
 from agentd.store import Store
 
 pytestmark = pytest.mark.both_backends

@@ -10,12 +10,12 @@ import pytest
 
 from agentd import InvalidInput
 from agentd.access.scopes import GLOBAL, Reach, Scope
+from agentd.app import App
 from agentd.config import MemoryConfig
 from agentd.memory.dates import query_dates
 from agentd.memory.fusion import Fusion
 from agentd.memory.query import counts, named_words
 from agentd.relevance import WordWeights
-from agentd.runtime.app import App
 
 pytestmark = pytest.mark.both_backends
 

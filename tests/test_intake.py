@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from agentd._exceptions import StoreError
+from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.runtime import Done, Error, Event, Runtime
-from agentd.runtime.app import App
 from agentd.runtime.group_commit import GroupCommit
 from agentd.runtime.pipeline.record import Incoming, TurnWriter
 from agentd.store import Store

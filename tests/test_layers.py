@@ -1,13 +1,14 @@
 """agentd's packages import one way, bottom up:
 
-* layer 0: the root modules ``config`` and ``_exceptions`` (the config schema and the error catalogue
-  every layer reads), ``relevance``, and the packages ``text`` (words, quoting), ``files`` (shipped and
-  cached files), ``timing`` (backoff, recurrence), ``observe`` (log, metrics, traces), ``web``,
-  ``_compat``, ``personas`` and ``access.scopes``;
+* layer 0: the root modules ``config``, ``personas`` and ``_exceptions`` (the two files an operator
+  writes and the error catalogue, read by every layer) and ``relevance``; the packages ``text`` (words,
+  quoting), ``files`` (shipped and cached files), ``timing`` (backoff, recurrence), ``observe`` (log,
+  metrics, traces), ``web``, ``_compat``; and ``access.scopes``;
 * layer 1: ``store``, ``llm``, ``embedders``, ``client``;
 * layer 2: ``prompt``, ``memory``, ``recall``, ``skills``, ``mcp.client``, ``access`` (identity,
   visibility), ``spend`` (usage, caps), ``timing.schedules``;
-* layer 3: ``runtime`` (with the wiring, ``runtime.app``);
+* layer 3: ``runtime``, and ``app`` (the wiring; at the root, so a command that builds parts imports
+  no runtime);
 * layer 4: ``api``, ``cli``, ``adapters``, ``mcp.server``; layer 5: ``__main__``.
 
 A package has one layer unless LAYERS names its parts (``mcp.client``, ``mcp.server``): then each part
@@ -38,7 +39,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(["prompt", "memory", "recall", "skills", "mcp.client", "access", "spend", "timing.schedules"], 2),
     # mcp/__init__.py is a docstring: it imports nothing.
     "mcp": 0,
-    "runtime": 3,
+    **dict.fromkeys(["app", "runtime"], 3),
     **dict.fromkeys(["api", "cli", "adapters", "mcp.server"], 4),
     "__main__": 5,
 }
@@ -210,8 +211,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 #: runtime/'s own layers, bottom up: a module imports no runtime module of a higher one.
 RUNTIME_LAYERS: dict[str, int] = {
-    # app: the wiring, building agentd's parts from the config (it imports nothing of runtime/).
-    **dict.fromkeys(["app", "events", "messages", "group_commit", "inflight"], 0),
+    **dict.fromkeys(["events", "messages", "group_commit", "inflight"], 0),
     **dict.fromkeys(["admission", "acting", "rooms"], 0),
     "pipeline": 1,
     **dict.fromkeys(["dispatch", "approvals"], 2),

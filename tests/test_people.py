@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentd.runtime.app import App
+from agentd.app import App
 from agentd.store.people import REDACTED
 from testkit.pgembedded import bin_dir
 from tests.conftest import BUDDY, agentd_cli, agentd_process

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from agentd.access.scopes import GLOBAL, Reach, Scope
+from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory.intent import analyse, has_content
-from agentd.runtime.app import App
 from agentd.skills import RecallSkill, SkillCaller
 from tests.conftest import agentd_cli, write_home
 

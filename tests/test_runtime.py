@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from agentd.access.scopes import GLOBAL, Scope
+from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.llm.chat import ChatModel, LitellmChat, ModelSettings, ModelTurn
 from agentd.runtime import Done, Error, Event, MemoryContext, Runtime, TokenDelta, ToolCall, ToolResult
-from agentd.runtime.app import App
 from tests.conftest import write_home
 from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, embedding_config, fake_persona
 

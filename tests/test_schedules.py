@@ -193,8 +193,8 @@ def test_routines_in_a_persona_file_are_kept_in_step_with_it(daemons) -> None:
 
 
 def test_routines_follow_their_persona_file_at_each_start(tmp_path) -> None:
+    from agentd.app import App
     from agentd.config import load_config
-    from agentd.runtime.app import App
     from agentd.timing.schedules import listing, sync_routines
 
     entry = '\n[[routines]]\nname = "plan"\ncron = "0 9 * * 1-5"\nchannel = "general"\nprompt = "{}"\n'
@@ -364,9 +364,9 @@ def test_a_recurring_schedule_fires_at_each_occurrence_and_never_a_burst(tmp_pat
     """The scheduler on a clock of the test's: due → fired once and moved to the next occurrence;
     two occurrences late (within the bound) → fired once, not twice; beyond the bound →
     not fired, moved on, still scheduled."""
+    from agentd.app import App
     from agentd.config import load_config
     from agentd.runtime import Runtime
-    from agentd.runtime.app import App
     from agentd.runtime.scheduler import Scheduler
     from agentd.timing.schedules import ScheduleRequest, get, make
 

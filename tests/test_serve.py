@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
+from agentd.app import App
 from agentd.config import load_config
-from agentd.runtime.app import App
 from tests.conftest import REPO, agentd_cli, agentd_process, write_home
 from tests.support import read_sse, wait_for
 from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona

@@ -15,11 +15,11 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 
 from agentd.access.scopes import GLOBAL, Reach, Scope
+from agentd.app import App
 from agentd.config import Config, MemoryConfig
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory import MemoryService, NewMemory
 from agentd.memory.subjects import indexed_text
-from agentd.runtime.app import App
 from agentd.store import Store, migrate, vectors
 from agentd.store.engine import create_engine
 from agentd.store.pgvectors import PgVectors

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from agentd._exceptions import ConfigError
 
 if TYPE_CHECKING:
-    from agentd.runtime.app import App
+    from agentd.app import App
 
 
 def is_loopback(host: str) -> bool:

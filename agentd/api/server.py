@@ -29,10 +29,10 @@ from agentd.api.listen import bind_socket
 from agentd.api.preflight import check_startup
 from agentd.api.schemas import HTTP_LINE_LIMIT
 from agentd.api.state import Daemon
+from agentd.app import App
 from agentd.llm.chat import ChatModel
 from agentd.observe.log import get_logger
 from agentd.runtime import Runtime
-from agentd.runtime.app import App
 from agentd.store.walkeeper import WalKeeper
 
 log = get_logger("agentd.serve")

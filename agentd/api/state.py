@@ -15,9 +15,9 @@ from agentd.access.scopes import check_identifier
 from agentd.api.addressing import addressed_to
 from agentd.api.feed import ChannelHub
 from agentd.api.keys import KeyBook
+from agentd.app import App
 from agentd.embedders.guard import waiting_since
 from agentd.runtime import Runtime
-from agentd.runtime.app import App
 
 T = TypeVar("T")
 

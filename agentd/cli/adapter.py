@@ -10,10 +10,10 @@ from typing import Any
 
 import click
 
+from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.post import daemon_url
 from agentd.config import MatrixPersonaAccount
-from agentd.runtime.app import App
 
 
 @click.group()

@@ -11,9 +11,9 @@ import getpass
 import click
 from rich.table import Table
 
+from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
-from agentd.runtime.app import App
 from agentd.skills.approvals import STATES, decide, list_approvals
 
 

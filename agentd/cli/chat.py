@@ -9,6 +9,7 @@ import click
 from rich.markup import escape
 
 from agentd._exceptions import AgentdError, LLMAuthError
+from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import err, out, print_json_line
 from agentd.cli.waiting import Waiting, model_wait
@@ -17,7 +18,6 @@ from agentd.llm.offline import is_offline
 from agentd.observe.log import configure
 from agentd.personas import Persona
 from agentd.runtime import Done, Error, Event, HistoryContext, MemoryContext, Runtime, TokenDelta, ToolCall, ToolResult
-from agentd.runtime.app import App
 
 
 def default_channel(persona: Persona) -> str:

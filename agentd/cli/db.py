@@ -9,9 +9,9 @@ import click
 import sqlalchemy as sa
 
 from agentd._exceptions import StoreError
+from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json, progress_bar
-from agentd.runtime.app import App
 from agentd.store import Store, migrate
 from agentd.store.engine import backend, create_engine, sqlite_path
 

@@ -23,8 +23,8 @@ from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
 
 if TYPE_CHECKING:
+    from agentd.app import App
     from agentd.personas import Persona
-    from agentd.runtime.app import App
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 
 from agentd._exceptions import NotFound
+from agentd.app import App
 from agentd.cli.budget import budget_table
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
-from agentd.runtime.app import App
 from agentd.runtime.pipeline.record import ContextRecord
 from agentd.store.messages import CHAIN_SOURCE, TRIGGER, Message
 from agentd.store.tools import ToolCallEntry

@@ -140,16 +140,16 @@ def pass_app(f: F) -> F:
         root = ctx.find_root()
         if root.meta.get(_JSON) and "as_json" in kwargs:
             kwargs["as_json"] = True
-        app = root.meta.get("agentd.runtime.app")
+        app = root.meta.get("agentd.app")
         if app is None:
+            from agentd.app import App
             from agentd.config import load_config
             from agentd.observe.log import configure
-            from agentd.runtime.app import App
 
             config = load_config(root.params.get("config_path"))
             configure(config.logging)
             app = App(config)
-            root.meta["agentd.runtime.app"] = app
+            root.meta["agentd.app"] = app
             ctx.call_on_close(app.close)
         return ctx.invoke(f, app, *args, **kwargs)
 

@@ -6,8 +6,8 @@ import click
 
 from agentd.access.identity import acting_user
 from agentd.access.scopes import check_identifier
+from agentd.app import App
 from agentd.cli.main import pass_app
-from agentd.runtime.app import App
 
 
 @click.command()

@@ -8,9 +8,9 @@ from typing import Any
 import click
 from rich.table import Table
 
+from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
-from agentd.runtime.app import App
 
 
 @click.command()

@@ -12,12 +12,12 @@ import click
 import httpx
 
 from agentd._exceptions import ErrorCode
+from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import err, print_json
 from agentd.cli.waiting import Waiting, model_wait
 from agentd.client import AgentdClient, ApiError, DaemonUnreachable
 from agentd.client.backoff import Backoff
-from agentd.runtime.app import App
 
 
 def _fail(message: str, status: int = 1) -> NoReturn:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import click
 
+from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
-from agentd.runtime.app import App
 from agentd.store.schedules import Schedule
 from agentd.timing.schedules import STATES, ScheduleRequest, cancel, listing, make
 

@@ -15,7 +15,7 @@ from agentd.cli.main import pass_app
 if TYPE_CHECKING:
     import socket
 
-    from agentd.runtime.app import App
+    from agentd.app import App
 
 
 def _start(app: App, what: str) -> threading.Thread:

@@ -6,9 +6,9 @@ import click
 from rich.table import Table
 
 from agentd.access.scopes import check_identifier
+from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
-from agentd.runtime.app import App
 from agentd.spend.caps import TOKENS, CapStatus, SpendCaps
 from agentd.spend.usage import UsageReport, usage_report
 

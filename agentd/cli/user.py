@@ -7,9 +7,9 @@ import sys
 
 import click
 
+from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
-from agentd.runtime.app import App
 
 
 @click.group()

@@ -130,7 +130,7 @@ class GuardedEmbedder:
         return self._dimension
 
     def load(self) -> None:
-        """Load a model that loads on first use (``agentd.runtime.app.LoadedOnFirstUse``) now, on this
+        """Load a model that loads on first use (``agentd.app.LoadedOnFirstUse``) now, on this
         thread and outside any timeout: its one-time load is not a slow call."""
         load = getattr(self._inner, "load", None)
         if load is not None:

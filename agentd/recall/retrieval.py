@@ -87,7 +87,7 @@ class Retriever:
         start = time.perf_counter()
         try:
             if load is not None:
-                # A model loaded on first use (agentd.runtime.app.LoadedOnFirstUse) is loaded before the
+                # A model loaded on first use (agentd.app.LoadedOnFirstUse) is loaded before the
                 # clock starts: its one-time load is not a slow query.
                 load()
                 start = time.perf_counter()

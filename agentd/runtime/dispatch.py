@@ -23,9 +23,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agentd.app import App
 from agentd.llm.chat import ChatModel
 from agentd.memory.learning import Learning
-from agentd.runtime.app import App
 from agentd.runtime.inflight import InFlight
 from agentd.runtime.messages import Sink, Turn, resumed_turn
 from agentd.runtime.pipeline.runner import TurnRunner

@@ -44,13 +44,13 @@ from typing import TYPE_CHECKING, Any
 from agentd._exceptions import ErrorCode, InvalidInput, Overloaded, ShuttingDown, StoreError
 from agentd.access.scopes import DELEGATION_MARK, check_identifier
 from agentd.access.visibility import VISIBILITIES
+from agentd.app import App
 from agentd.llm.chat import ChatModel
 from agentd.memory.learning import Learning
 from agentd.observe import metrics, tracing
 from agentd.observe.log import get_logger
 from agentd.runtime.acting import ActingCaller, check_acting
 from agentd.runtime.admission import Admission, Ticket
-from agentd.runtime.app import App
 from agentd.runtime.approvals import ApprovalDesk
 from agentd.runtime.dispatch import DispatcherFactory, Parts
 from agentd.runtime.events import Done, Error, Event

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentd.app import App
 from agentd.llm.chat import ChatModel
 from agentd.observe.log import get_logger
 from agentd.runtime.actors.local import LocalActors
-from agentd.runtime.app import App
 from agentd.runtime.dispatch import Dispatcher, Parts
 from agentd.runtime.inflight import Listener
 from agentd.runtime.intake import Accepted, Intake

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from agentd.api import DaemonServer
-from agentd.runtime.app import App
+from agentd.app import App
 
 #: The repository's root.
 REPO = Path(__file__).resolve().parent.parent.parent

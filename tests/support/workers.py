@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 
+from agentd.app import App
 from agentd.config import load_config
-from agentd.runtime.app import App
 from agentd.runtime.scaleout.workers import shard_of
 from tests.support import wait_for
 

@@ -15,10 +15,10 @@ import anyio
 from anyio import to_thread
 from mcp.server.stdio import stdio_server
 
+from agentd.app import App
 from agentd.mcp.server.server import build_server
 from agentd.mcp.server.tools import Session, Tools
 from agentd.runtime import Runtime
-from agentd.runtime.app import App
 
 #: Tool calls run at once on their own threads (each embeds or reads the store).
 THREADS = 4

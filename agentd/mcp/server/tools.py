@@ -27,9 +27,9 @@ from agentd.recall import known_facts
 from agentd.runtime.events import Done, Error, Event, MemoryContext, ToolCall, ToolResult
 
 if TYPE_CHECKING:
+    from agentd.app import App
     from agentd.config import Config
     from agentd.runtime import Runtime
-    from agentd.runtime.app import App
 
 #: The roles (as the daemon's keys name them) each tool admits: its HTTP twin's.
 ADMITTED: dict[str, tuple[str, ...]] = {

@@ -13,10 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agentd._exceptions import SkillExecutionFailed
+from agentd.app import App
 from agentd.llm.chat import ChatModel
 from agentd.memory.episodes import Episodes
 from agentd.personas import Persona
-from agentd.runtime.app import App
 from agentd.runtime.events import Error, Event, MemoryContext
 from agentd.runtime.inflight import InFlight
 from agentd.runtime.messages import Turn

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from agentd.access.visibility import ChannelVisibility, resolve
+from agentd.app import App
 from agentd.config import Config
 from agentd.memory import MemoryService
 from agentd.memory.episodes import Episodes
@@ -36,7 +37,6 @@ from agentd.prompt.builder import ContextBuilder
 from agentd.recall import Recalled, Recaller, RecallRequest, RecallStatus
 from agentd.recall.earlier import EarlierRecall, normalise
 from agentd.recall.retrieval import Retrieval, Retriever
-from agentd.runtime.app import App
 from agentd.runtime.messages import NO_ROOM, RoomTurn
 from agentd.runtime.rooms import room_of
 from agentd.skills import DelegateRunner, SkillRegistry, ToolSource, build_registry
@@ -130,7 +130,7 @@ class TurnPreparer:
         delegate: DelegateRunner | None = None,
         episodes: Episodes | None = None,
     ) -> TurnPreparer:
-        """A preparer over an :class:`~agentd.runtime.app.App`'s parts (retrieval runs on ``pool``)."""
+        """A preparer over an :class:`~agentd.app.App`'s parts (retrieval runs on ``pool``)."""
         memory = app.memory if app.embedder is not None else None
         retriever = Retriever(memory, app.config.memory.retrieval_timeout_seconds, pool, episodes)
         recaller = Recaller(app.config, app.store, retriever, app.memory, episodes)

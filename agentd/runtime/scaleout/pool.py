@@ -9,8 +9,8 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from agentd._exceptions import ErrorCode, StoreError
+from agentd.app import App
 from agentd.observe.log import get_logger
-from agentd.runtime.app import App
 from agentd.runtime.dispatch import Parts, resume_pending
 from agentd.runtime.events import Error, Event
 from agentd.runtime.group_commit import MAX_BATCH

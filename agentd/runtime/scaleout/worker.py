@@ -13,11 +13,11 @@ from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any
 
+from agentd.app import App
 from agentd.config import Config
 from agentd.observe import tracing
 from agentd.observe.log import get_logger
 from agentd.runtime.actors.local import LocalActors
-from agentd.runtime.app import App
 from agentd.runtime.events import Done, Error, Event, TokenDelta
 from agentd.runtime.intake import Intake
 from agentd.runtime.messages import Turn

@@ -12,7 +12,7 @@ before its ``202``, as always) and then handed to the worker that owns its
 channel: ``crc32(root channel) % N``, so a channel (and a delegation's child
 channel with it) is always answered by the same worker, in order. A worker is
 a process (:mod:`agentd.runtime.scaleout.worker`) running local actors over
-its own :class:`~agentd.runtime.app.App` (its own store connections and embedding
+its own :class:`~agentd.app.App` (its own store connections and embedding
 model); it answers the turns it is given and indexes the episodes of its own
 channels. Each turn's events come back over the worker's pipe, in order and a
 batch at a time, and the daemon hands them to the turn's sink and listeners as
@@ -34,7 +34,7 @@ closes) stops the same way.
 
 Workers are forked from a fork server (``multiprocessing``'s ``forkserver``, where the
 platform has one; else each is a new interpreter): a clean process that imports
-once what a worker needs (:meth:`agentd.runtime.app.App.turn_modules`: agentd, the
+once what a worker needs (:meth:`agentd.app.App.turn_modules`: agentd, the
 embedding runtime, litellm when a persona uses it) before it forks the first one.
 A second worker, or one started again after it died, then starts with all of it
 loaded (and shares those pages with its siblings until it writes to them) instead

@@ -279,7 +279,7 @@ class App:
         """The modules a process that answers this app's turns imports (for the workers' fork
         server, which imports them once for every worker; litellm only when a persona calls a
         model through it, with :func:`agentd.llm.offline_environment` set first)."""
-        modules = ["agentd.runtime.app", "agentd.runtime.runtime", "agentd.llm.tokens", "agentd.llm.chat"]
+        modules = ["agentd.app", "agentd.runtime.runtime", "agentd.llm.tokens", "agentd.llm.chat"]
         if self.config.embedding.provider == "local":
             modules += ["agentd.embedders.local", "onnxruntime"]
         if self.calls_litellm():
