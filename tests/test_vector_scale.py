@@ -239,6 +239,7 @@ def test_reembed_rebuilds_the_bit_table_for_the_new_model(
     assert hits[0].memory.text == "User likes Python"
 
 
+@pytest.mark.slow  # the litellm embedder starts a process (the fast tier refuses one)
 def test_a_store_bound_to_another_dimension_keeps_its_bit_table_in_step(
     tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
