@@ -1,5 +1,5 @@
-"""agentd's packages import one way: api/cli → runtime → recall → prompt, memory, skills, visibility → store,
-llm, embedders → config, scopes, words, text, relevance, _exceptions; no two packages import
+"""agentd's packages import one way: api/cli → runtime → recall → prompt, memory, skills, visibility → search
+→ store, llm, embedders → config, scopes, words, text, _exceptions; no two packages import
 each other (directly or around a cycle), no two files either, and runtime/'s parts import down
 its own layers. Every import counts: module level, inside functions,
 and for type checking only."""
@@ -27,7 +27,6 @@ LAYERS: dict[str, int] = {
             "scopes",
             "words",
             "text",
-            "relevance",
             "personas",
             "log",
             "shipped",
@@ -38,7 +37,11 @@ LAYERS: dict[str, int] = {
     ),
     **dict.fromkeys(["store", "llm", "embedders", "client"], 1),
     # recall imports memory and prompt (same layer; the cycle test keeps them from importing it back).
-    **dict.fromkeys(["prompt", "memory", "recall", "skills", "mcp", "visibility", "usage", "caps", "schedules"], 2),
+    # search sits here too: memory, recall, prompt and skills import it, and the cycle test keeps it from
+    # importing any of them (it needs only store and embedders; an embedder's calibration is embedders/').
+    **dict.fromkeys(
+        ["prompt", "memory", "recall", "skills", "mcp", "visibility", "usage", "caps", "schedules", "search"], 2
+    ),
     **dict.fromkeys(["app", "runtime"], 3),
     **dict.fromkeys(["api", "cli", "adapters", "mcpserver"], 4),
     "__main__": 5,
@@ -116,9 +119,7 @@ def test_no_import_cycles_between_packages() -> None:
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
-@pytest.mark.parametrize(
-    "package", ["config", "scopes", "words", "text", "relevance", "_exceptions", "shipped", "_compat"]
-)
+@pytest.mark.parametrize("package", ["config", "scopes", "words", "text", "_exceptions", "shipped", "_compat"])
 def test_the_bottom_layer_imports_nothing_above_it(package: str) -> None:
     assert all(LAYERS[dep] == 0 for dep in import_graph().get(package, ())), import_graph()[package]
 

@@ -19,9 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentd.memory.ranking import MemoryHit
 from agentd.memory.service import MemoryService
 from agentd.scopes import Reach
+from agentd.search import MemoryHit, SearchRequest
 from agentd.text import one_line
 
 #: The first line of the block (the memory service's /context contract).
@@ -76,10 +76,12 @@ def search(
     """
     hits: list[MemoryHit] = []
     # One embedding serves every persona's search.
-    vector = memory.embed_query(query) if len(personas) > 1 and query.strip() else None
+    vector = memory.searcher.embed_query(query) if len(personas) > 1 and query.strip() else None
     for persona in personas:
         hits.extend(
-            memory.search(query, Reach(persona, channel, user), limit=limit, min_relevance=min_relevance, vector=vector)
+            memory.search(
+                SearchRequest(query, Reach(persona, channel, user), limit, min_relevance=min_relevance, vector=vector)
+            ).hits
         )
     hits.sort(key=lambda h: (-h.score, -h.memory.created_at.timestamp(), -h.memory.id))
     return hits[:limit]
