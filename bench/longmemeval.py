@@ -28,7 +28,8 @@ setting uses: the user turns marked ``has_answer`` and their sessions; abstentio
 questions (``_abs``) and questions without such a turn are left out.
 
 Every mode (``hybrid`` the default search, ``dense`` vectors only, ``lexical``
-full text only) is measured in one run, interleaved question by question so a
+full text only; the one-sided modes through the measuring seam
+``agentd.search.engine.with_mode``) is measured in one run, interleaved question by question so a
 busy stretch of the machine does not land on one mode. Printed: the metrics
 overall and per question type for each mode, search p50/p95 (query embedding
 included), the ingest rate; the last three lines are ``recall_any@5``,
