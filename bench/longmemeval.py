@@ -66,7 +66,7 @@ from agentd.config import MemoryConfig  # noqa: E402
 from agentd.embedders.local import DEFAULT_MODEL, MODELS, LocalEmbedder  # noqa: E402
 from agentd.memory import MemoryService, NewMemory  # noqa: E402
 from agentd.scopes import Reach, Scope  # noqa: E402
-from agentd.search import SearchRequest  # noqa: E402
+from agentd.search import SearchQuery  # noqa: E402
 from agentd.search.engine import with_mode  # noqa: E402
 from agentd.store import Store  # noqa: E402
 from testkit.embedcache import CachedEmbedder  # noqa: E402
@@ -269,7 +269,7 @@ def run(
         embedder.save()
         gc.freeze()
         for q in questions[:3]:  # warm up: page cache, lazy initialisation
-            service.search(SearchRequest(q.text, Reach(PERSONA, channel=f"lme-{q.index}"), depth, min_relevance=0.0))
+            service.search(SearchQuery(q.text, Reach(PERSONA, channel=f"lme-{q.index}"), depth, min_relevance=0.0))
         # The default search for hybrid; the one-sided ones through the measuring seam.
         searchers = {m: service.searcher if m == "hybrid" else with_mode(service.searcher, m) for m in modes}  # type: ignore[arg-type]
         for n, (q, ids) in enumerate(zip(questions, turn_ids, strict=True)):
@@ -277,7 +277,7 @@ def run(
             for mode in modes[n % len(modes) :] + modes[: n % len(modes)]:
                 with recorder if dump is not None and mode == "hybrid" else ExitStack():
                     start = time.perf_counter()
-                    request = SearchRequest(q.text, reach, depth, min_relevance=0.0, now=q.date)
+                    request = SearchQuery(q.text, reach, depth, min_relevance=0.0, now=q.date)
                     hits = searchers[mode].search(request).hits
                     results[mode].latency_ms.append((time.perf_counter() - start) * 1000)
                 score(q, ids, [h.memory.id for h in hits], results[mode])

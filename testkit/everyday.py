@@ -29,7 +29,7 @@ from agentd.config import MemoryConfig
 from agentd.embedders import Embedder
 from agentd.memory import MemoryService
 from agentd.scopes import Reach, Scope
-from agentd.search import SearchRequest
+from agentd.search import SearchQuery
 from agentd.store import Store
 from agentd.store.schema import utcnow
 
@@ -123,7 +123,7 @@ def evaluate_everyday(
             for fact in labelled.facts:
                 reach = Reach(labelled.persona, f"dm-{fact.user['id']}", fact.user["id"])
                 for question in fact.questions:
-                    hits = service.search(SearchRequest(question, reach, config.top_k, now=now)).hits
+                    hits = service.search(SearchQuery(question, reach, config.top_k, now=now)).hits
                     found = ids[fact.key] in {h.memory.id for h in hits}
                     tally.asked[(fact.held, fact.kind)] += 1
                     tally.recalled[(fact.held, fact.kind)] += found
@@ -132,7 +132,7 @@ def evaluate_everyday(
             for user in labelled.users:
                 reach = Reach(labelled.persona, f"dm-{user['id']}", user["id"])
                 for question, part, _kind in labelled.silent:
-                    hits = service.search(SearchRequest(question, reach, config.top_k, now=now)).hits
+                    hits = service.search(SearchQuery(question, reach, config.top_k, now=now)).hits
                     tally.silent[part] += 1
                     if hits:
                         tally.noisy[part] += 1

@@ -24,7 +24,7 @@ from agentd.embedders import Embedder
 from agentd.embedders.local import DEFAULT_MODEL, MODELS, LocalEmbedder
 from agentd.memory import MemoryService, NewMemory
 from agentd.scopes import Reach, Scope
-from agentd.search import Searcher, SearchRequest
+from agentd.search import Searcher, SearchQuery
 from agentd.search.engine import with_mode
 from agentd.store import Store
 from testkit.embedcache import CachedEmbedder
@@ -211,7 +211,7 @@ def ask(
     for q in conv.questions:
         with recorder or ExitStack():
             t = time.perf_counter()
-            hits = searcher.search(SearchRequest(q.question, reach, max(ks), min_relevance=0.0)).hits
+            hits = searcher.search(SearchQuery(q.question, reach, max(ks), min_relevance=0.0)).hits
             result.latency_ms.append((time.perf_counter() - t) * 1000)
         if recorder is not None and records is not None:
             record = recorder.take(q.question, texts, conversation=conv.index, category=q.category)
@@ -317,7 +317,7 @@ def run(
         # Warm up (first query pays for page cache and lazy init).
         for c in conversations[:1]:
             for q in c.questions[:5]:
-                service.search(SearchRequest(q.question, reach_of(c), max(ks), min_relevance=0.0))
+                service.search(SearchQuery(q.question, reach_of(c), max(ks), min_relevance=0.0))
         splits: dict[str, dict[str, Result]] = {"all": {}}
         if dev is not None:
             splits = {"dev": {}, "held-out": {}, "all": {}}
@@ -401,7 +401,7 @@ def latency_pass(
                 turn += 1
                 for name, searcher, kwargs in runs[turn % len(runs) :] + runs[: turn % len(runs)]:
                     t = time.perf_counter()
-                    searcher.search(SearchRequest(q.question, reach, **kwargs))
+                    searcher.search(SearchQuery(q.question, reach, **kwargs))
                     samples[name].append((time.perf_counter() - t) * 1000)
     return samples
 

@@ -20,7 +20,7 @@ from agentd.embedders.local import MODELS, LocalEmbedder
 from agentd.memory import MemoryService
 from agentd.recall.earlier import EarlierExchanges, seeded_query
 from agentd.scopes import Reach, Scope
-from agentd.search import SearchRequest
+from agentd.search import SearchQuery
 from agentd.search.intent import Asker
 from agentd.store import Store
 from agentd.store.schema import utcnow
@@ -187,7 +187,7 @@ def evaluate(
                 text = seeded_query(text, recalled, history.seed_sparse_below)
             # As the recaller does: a query seeded from the user's earlier messages is about them.
             asker: Asker | None = "about" if text != q.text else None
-            hits = service.search(SearchRequest(text, reach, config.top_k, now=now, asker=asker)).hits
+            hits = service.search(SearchQuery(text, reach, config.top_k, now=now, asker=asker)).hits
             outcomes.append(Outcome(q, tuple(keys[h.memory.id] for h in hits), reachable, config.top_k))
         return outcomes
     finally:

@@ -20,7 +20,7 @@ from agentd.prompt.render import MEMORIES_HEADING
 from agentd.prompt.tokens import PER_MESSAGE
 from agentd.prompt.windows import Window, WindowMap
 from agentd.scopes import GLOBAL, Reach
-from agentd.search import SearchRequest
+from agentd.search import SearchQuery
 from agentd.search.ranking import MemoryHit
 from agentd.store.memories import Memory
 
@@ -299,7 +299,7 @@ def test_builder_reads_the_persona_project_and_the_channel_override(app: App, tm
 def test_memories_recalled_for_the_channel_appear_in_the_built_prompt(app: App) -> None:
     app.memory.add("buddy", GLOBAL, "User likes Python", "preference")
     hits = app.memory.search(
-        SearchRequest("What programming language should I learn?", Reach("buddy", "general"), limit=3)
+        SearchQuery("What programming language should I learn?", Reach("buddy", "general"), limit=3)
     ).hits
     ctx = app.builder.build(
         app.personas["buddy"], "general", "What programming language should I learn?", memories=hits

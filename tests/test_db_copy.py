@@ -9,7 +9,7 @@ from agentd.config import MemoryConfig
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory import MemoryService
 from agentd.scopes import GLOBAL, Reach, Scope
-from agentd.search import SearchRequest
+from agentd.search import SearchQuery
 from agentd.store import Store
 from tests.conftest import agentd_cli
 from tests.support.pgserver import PostgresDatabases
@@ -56,7 +56,7 @@ def _fill(store: Store, embedder: LocalEmbedder) -> MemoryService:
 def _answers(service: MemoryService) -> list[list[tuple[int, str]]]:
     reach = Reach("buddy", channel="general", user="al")
     return [
-        [(h.memory.id, h.memory.text) for h in service.search(SearchRequest(q, reach, min_relevance=0.0)).hits]
+        [(h.memory.id, h.memory.text) for h in service.search(SearchQuery(q, reach, min_relevance=0.0)).hits]
         for q in QUERIES
     ]
 

@@ -21,7 +21,7 @@ from agentd.embedders.local import LocalEmbedder
 from agentd.memory.extract import parse_decisions
 from agentd.runtime import Done, Runtime
 from agentd.scopes import Scope
-from agentd.search import SearchRequest
+from agentd.search import SearchQuery
 from agentd.store.memories import Memory
 from tests.conftest import agentd_cli, write_home
 from tests.support import wait_for
@@ -93,7 +93,7 @@ def test_add_update_delete_and_none_keep_the_users_facts_current(
     assert (berlin.id, berlin.text) == (paris.id, "Lives in Berlin")
     # The new text is what search finds.
     assert (
-        app.memory.search(SearchRequest("which city does alice live in", _reach(), 5, 0.0)).hits[0].memory.text
+        app.memory.search(SearchQuery("which city does alice live in", _reach(), 5, 0.0)).hits[0].memory.text
         == "Lives in Berlin"
     )
 

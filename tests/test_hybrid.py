@@ -13,7 +13,7 @@ from agentd.app import App
 from agentd.config import MemoryConfig
 from agentd.embedders.calibration import WordWeights
 from agentd.scopes import GLOBAL, Reach, Scope
-from agentd.search import SearchRequest
+from agentd.search import SearchQuery
 from agentd.search.dates import query_dates
 from agentd.search.engine import with_mode
 from agentd.search.fusion import Fusion
@@ -70,7 +70,7 @@ def test_hybrid_finds_names_and_dates_that_embeddings_blur(app: App) -> None:
     def top1(query: str, mode: str) -> str:
         return (
             with_mode(app.memory.searcher, mode)
-            .search(SearchRequest(query, BUDDY, limit=1, min_relevance=0.0))
+            .search(SearchQuery(query, BUDDY, limit=1, min_relevance=0.0))
             .hits[0]
             .memory.text
         )  # type: ignore[arg-type]
@@ -85,21 +85,21 @@ def test_a_word_match_raises_relevance_and_no_shared_word_changes_nothing(app: A
     app.memory.add("buddy", GLOBAL, "User likes Python")
     [dense] = (
         with_mode(app.memory.searcher, "dense")
-        .search(SearchRequest("Which machine is tarragon-7?", BUDDY, limit=1, min_relevance=0.0))
+        .search(SearchQuery("Which machine is tarragon-7?", BUDDY, limit=1, min_relevance=0.0))
         .hits
     )
-    [hybrid] = app.memory.search(SearchRequest("Which machine is tarragon-7?", BUDDY, limit=1, min_relevance=0.0)).hits
+    [hybrid] = app.memory.search(SearchQuery("Which machine is tarragon-7?", BUDDY, limit=1, min_relevance=0.0)).hits
     assert hybrid.memory.id == dense.memory.id
     assert hybrid.bm25 > 0
     assert hybrid.relevance > dense.relevance
     # No query word in the memory: the fused relevance is the dense one.
     [d2] = (
         with_mode(app.memory.searcher, "dense")
-        .search(SearchRequest("What programming language should I learn?", BUDDY, limit=1, min_relevance=0.0))
+        .search(SearchQuery("What programming language should I learn?", BUDDY, limit=1, min_relevance=0.0))
         .hits
     )
     [h2] = app.memory.search(
-        SearchRequest("What programming language should I learn?", BUDDY, limit=1, min_relevance=0.0)
+        SearchQuery("What programming language should I learn?", BUDDY, limit=1, min_relevance=0.0)
     ).hits
     assert h2.memory.text == "User likes Python"
     assert h2.bm25 == 0
@@ -112,10 +112,10 @@ def test_seed_cases_hold_with_the_default_hybrid_search(app: App) -> None:
     app.memory.add("buddy", GLOBAL, "User likes Python", "preference")
     app.memory.add("buddy", GLOBAL, "User's dog is named Max")
     assert [
-        h.memory.text for h in app.memory.search(SearchRequest("What programming language should I learn?", BUDDY)).hits
+        h.memory.text for h in app.memory.search(SearchQuery("What programming language should I learn?", BUDDY)).hits
     ] == ["User likes Python"]
-    assert app.memory.search(SearchRequest("Explain quantum entanglement", BUDDY)).hits == ()
-    assert app.memory.search(SearchRequest("What does the user know about quantum entanglement?", BUDDY)).hits == ()
+    assert app.memory.search(SearchQuery("Explain quantum entanglement", BUDDY)).hits == ()
+    assert app.memory.search(SearchQuery("What does the user know about quantum entanglement?", BUDDY)).hits == ()
 
 
 def test_the_word_index_keeps_scopes_and_personas_apart(app: App) -> None:
@@ -128,7 +128,7 @@ def test_the_word_index_keeps_scopes_and_personas_apart(app: App) -> None:
         return {
             h.memory.text
             for h in with_mode(m.searcher, mode)
-            .search(SearchRequest("zanzibar", reach, limit=20, min_relevance=0.0))
+            .search(SearchQuery("zanzibar", reach, limit=20, min_relevance=0.0))
             .hits
         }  # type: ignore[arg-type]
 
@@ -152,7 +152,7 @@ def test_metadata_context_is_searchable_but_never_shown(app: App) -> None:
     app.memory.add("buddy", GLOBAL, "John: I painted the fence blue last weekend")
     hits = (
         with_mode(app.memory.searcher, "lexical")
-        .search(SearchRequest("Where did Maria propose?", BUDDY, limit=1, min_relevance=0.0))
+        .search(SearchQuery("Where did Maria propose?", BUDDY, limit=1, min_relevance=0.0))
         .hits
     )
     assert [h.memory.id for h in hits] == [memory.id]
@@ -161,7 +161,7 @@ def test_metadata_context_is_searchable_but_never_shown(app: App) -> None:
     said, _ = app.memory.add("buddy", GLOBAL, "Anna: I propose we meet at the harbour")
     top = (
         with_mode(app.memory.searcher, "lexical")
-        .search(SearchRequest("propose harbour", BUDDY, limit=2, min_relevance=0.0))
+        .search(SearchQuery("propose harbour", BUDDY, limit=2, min_relevance=0.0))
         .hits
     )
     assert top[0].memory.id == said.id
@@ -169,7 +169,7 @@ def test_metadata_context_is_searchable_but_never_shown(app: App) -> None:
     assert memory.id not in {
         h.memory.id
         for h in with_mode(app.memory.searcher, "lexical")
-        .search(SearchRequest("propose partner", BUDDY, limit=5, min_relevance=0.0))
+        .search(SearchQuery("propose partner", BUDDY, limit=5, min_relevance=0.0))
         .hits
     }
 
@@ -204,14 +204,14 @@ def test_a_memory_created_on_the_day_the_query_names_ranks_first(app: App) -> No
         "buddy", GLOBAL, "Maria: great news, I joined a choir!", created_at=datetime(2023, 8, 2, 9, 0, tzinfo=UTC)
     )
     hits = app.memory.search(
-        SearchRequest("What great news did Maria share on 16 June, 2023?", BUDDY, limit=2, min_relevance=0.0)
+        SearchQuery("What great news did Maria share on 16 June, 2023?", BUDDY, limit=2, min_relevance=0.0)
     ).hits
     assert hits[0].memory.id == june.id  # the other one matches more of the words
     # Only the hybrid search uses the date; with date_weight 0 nothing is boosted.
     assert app.memory.fusion.date_weight > 0
     dense = (
         with_mode(app.memory.searcher, "dense")
-        .search(SearchRequest("What great news did Maria share on 16 June, 2023?", BUDDY, limit=2, min_relevance=0.0))
+        .search(SearchQuery("What great news did Maria share on 16 June, 2023?", BUDDY, limit=2, min_relevance=0.0))
         .hits
     )
     assert {h.relevance for h in dense} != {h.relevance for h in hits}
@@ -248,7 +248,7 @@ def test_the_full_text_side_is_read_while_the_query_is_embedded(app: App, monkey
             return self._inner.embed_queries(texts)
 
     memory = MemoryService(app.store, AnswersOnceTheWordsAreSearched(app.embedder), app.config.memory)
-    [hit] = memory.search(SearchRequest("Who flies to Lisbon on 27 May?", BUDDY, limit=1, min_relevance=0.0)).hits
+    [hit] = memory.search(SearchQuery("Who flies to Lisbon on 27 May?", BUDDY, limit=1, min_relevance=0.0)).hits
     assert hit.memory.text == TRIPS["27 May"]
     assert hit.score > 0
 
@@ -272,7 +272,7 @@ DAYS = [
 def _top(app: App, query: str, mode: str = "hybrid") -> str:
     return (
         with_mode(app.memory.searcher, mode)
-        .search(SearchRequest(query, BUDDY, limit=1, min_relevance=0.0))
+        .search(SearchQuery(query, BUDDY, limit=1, min_relevance=0.0))
         .hits[0]
         .memory.text
     )  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ from agentd.config import MemoryConfig
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory import MemoryService
 from agentd.scopes import GLOBAL, Reach
-from agentd.search import SearchRequest
+from agentd.search import SearchQuery
 from agentd.search.engine import with_mode
 from agentd.store import Store, migrate
 from agentd.store.engine import create_engine
@@ -53,19 +53,19 @@ def test_a_store_at_the_first_revision_upgrades_with_its_memories_searchable(
         found = {
             h.memory.id
             for h in with_mode(service.searcher, "lexical")
-            .search(SearchRequest("dog Max", reach, limit=3, min_relevance=0.0))
+            .search(SearchQuery("dog Max", reach, limit=3, min_relevance=0.0))
             .hits
         }
         assert 2 in found
         by_context = (
             with_mode(service.searcher, "lexical")
-            .search(SearchRequest("winter holidays", reach, limit=1, min_relevance=0.0))
+            .search(SearchQuery("winter holidays", reach, limit=1, min_relevance=0.0))
             .hits
         )
         assert [h.memory.id for h in by_context] == [3]
         best = (
             with_mode(service.searcher, "dense")
-            .search(SearchRequest("What programming language should I learn?", reach, limit=1))
+            .search(SearchQuery("What programming language should I learn?", reach, limit=1))
             .hits
         )
         assert [h.memory.text for h in best] == ["User likes Python"]
@@ -105,7 +105,7 @@ def test_a_postgresql_store_at_the_first_revision_upgrades_with_its_memories_sea
         reach = Reach("buddy", channel=None, user=None)
         best = (
             with_mode(service.searcher, "dense")
-            .search(SearchRequest("What programming language should I learn?", reach, limit=1))
+            .search(SearchQuery("What programming language should I learn?", reach, limit=1))
             .hits
         )
         assert [h.memory.text for h in best] == ["User likes Python"]
@@ -114,7 +114,7 @@ def test_a_postgresql_store_at_the_first_revision_upgrades_with_its_memories_sea
         assert added.id == 3
         found = (
             with_mode(service.searcher, "lexical")
-            .search(SearchRequest("dog Max", reach, limit=3, min_relevance=0.0))
+            .search(SearchQuery("dog Max", reach, limit=3, min_relevance=0.0))
             .hits
         )
         assert [h.memory.id for h in found] == [3]

@@ -20,7 +20,7 @@ from agentd.embedders.local import LocalEmbedder
 from agentd.embedders.reranker import shared_cross_encoder
 from agentd.memory import MemoryService
 from agentd.scopes import GLOBAL, Reach, Scope
-from agentd.search import SearchRequest
+from agentd.search import SearchQuery
 from agentd.search import engine as engine_module
 from agentd.search.ranking import Ranked
 from agentd.search.rerank import mixed_order
@@ -98,8 +98,8 @@ def test_a_decision_recalls_the_constraint_the_search_alone_ranks_too_low(
     reranking: MemoryService, search_order: MemoryService
 ) -> None:
     top_k = reranking.config.top_k
-    assert "Dana is allergic to peanuts" not in texts(search_order.search(SearchRequest(SATAY, DANA, limit=top_k)).hits)
-    hits = reranking.search(SearchRequest(SATAY, DANA, limit=top_k)).hits
+    assert "Dana is allergic to peanuts" not in texts(search_order.search(SearchQuery(SATAY, DANA, limit=top_k)).hits)
+    hits = reranking.search(SearchQuery(SATAY, DANA, limit=top_k)).hits
     assert "Dana is allergic to peanuts" in texts(hits)
     # The mix orders; every memory keeps the relevance the search gave it, above the advice bar.
     assert all(h.relevance >= reranking.config.advice_min_score for h in hits)
@@ -113,22 +113,22 @@ def test_on_decisions_written_afterwards_the_mix_recalls_no_fewer_constraints(
     top_k = reranking.config.top_k
 
     def recalled(service: MemoryService) -> int:
-        return sum(fact in texts(service.search(SearchRequest(q, DANA, limit=top_k)).hits) for q, fact in DECISIONS)
+        return sum(fact in texts(service.search(SearchQuery(q, DANA, limit=top_k)).hits) for q, fact in DECISIONS)
 
     assert recalled(reranking) >= recalled(search_order) >= len(DECISIONS) - 2
 
 
 def test_only_a_decision_for_the_asker_is_reordered(reranking: MemoryService, search_order: MemoryService) -> None:
     for question in ("What's my cats' names?", "Where do I live?"):  # about the asker: a threshold, no rerank
-        assert texts(reranking.search(SearchRequest(question, DANA)).hits) == texts(
-            search_order.search(SearchRequest(question, DANA)).hits
+        assert texts(reranking.search(SearchQuery(question, DANA)).hits) == texts(
+            search_order.search(SearchQuery(question, DANA)).hits
         )
     # A search given a threshold (recall, HTTP, MCP, the CLI) ranks as the search does.
-    assert texts(reranking.search(SearchRequest(SATAY, DANA, min_relevance=0.0, limit=12)).hits) == texts(
-        search_order.search(SearchRequest(SATAY, DANA, min_relevance=0.0, limit=12)).hits
+    assert texts(reranking.search(SearchQuery(SATAY, DANA, min_relevance=0.0, limit=12)).hits) == texts(
+        search_order.search(SearchQuery(SATAY, DANA, min_relevance=0.0, limit=12)).hits
     )
     # A question that asks nothing of the asker recalls none of their memories, reranked or not.
-    assert reranking.search(SearchRequest("Why do peanuts grow underground?", DANA)).hits == ()
+    assert reranking.search(SearchQuery("Why do peanuts grow underground?", DANA)).hits == ()
 
 
 def test_other_scopes_keep_their_places(reranking: MemoryService, search_order: MemoryService) -> None:
@@ -136,8 +136,8 @@ def test_other_scopes_keep_their_places(reranking: MemoryService, search_order: 
     for service in (reranking, search_order):
         service.add("buddy", GLOBAL, note)
     question = "Can I eat at the night market's satay stall?"
-    before = texts(search_order.search(SearchRequest(question, DANA, limit=5)).hits)
-    after = texts(reranking.search(SearchRequest(question, DANA, limit=5)).hits)
+    before = texts(search_order.search(SearchQuery(question, DANA, limit=5)).hits)
+    after = texts(reranking.search(SearchQuery(question, DANA, limit=5)).hits)
     assert note in before
     assert after.index(note) == before.index(note)
 
@@ -150,9 +150,9 @@ def test_without_the_cross_encoder_a_decision_keeps_the_search_order(
 
     monkeypatch.setattr(engine_module, "shared_cross_encoder", missing)
     with capture_logs() as logged:
-        first = reranking.search(SearchRequest(SATAY, DANA, limit=3)).hits
-        second = reranking.search(SearchRequest(SATAY, DANA, limit=3)).hits
-    assert texts(first) == texts(second) == texts(search_order.search(SearchRequest(SATAY, DANA, limit=3)).hits)
+        first = reranking.search(SearchQuery(SATAY, DANA, limit=3)).hits
+        second = reranking.search(SearchQuery(SATAY, DANA, limit=3)).hits
+    assert texts(first) == texts(second) == texts(search_order.search(SearchQuery(SATAY, DANA, limit=3)).hits)
     assert [e["event"] for e in logged if e["event"] == "rerank.unavailable"] == ["rerank.unavailable"]
 
 
@@ -165,8 +165,8 @@ def test_a_failing_cross_encoder_leaves_the_search_order(
 
     monkeypatch.setattr(engine_module, "shared_cross_encoder", Broken)
     with capture_logs() as logged:
-        hits = reranking.search(SearchRequest(SATAY, DANA, limit=3)).hits
-    assert texts(hits) == texts(search_order.search(SearchRequest(SATAY, DANA, limit=3)).hits)
+        hits = reranking.search(SearchQuery(SATAY, DANA, limit=3)).hits
+    assert texts(hits) == texts(search_order.search(SearchQuery(SATAY, DANA, limit=3)).hits)
     assert "rerank.failed" in [e["event"] for e in logged]
 
 
@@ -195,6 +195,6 @@ def test_a_decision_is_reordered_on_either_backend(app) -> None:  # type: ignore
     for text in FACTS:
         app.memory.add("buddy", Scope.user("dana"), text)
     app.memory.add("buddy", Scope.user("erin"), "Erin is allergic to peanuts")  # another user's: never a result
-    hits = app.memory.search(SearchRequest(SATAY, DANA, limit=app.memory.config.top_k)).hits
+    hits = app.memory.search(SearchQuery(SATAY, DANA, limit=app.memory.config.top_k)).hits
     assert "Dana is allergic to peanuts" in texts(hits)
     assert all(h.memory.scope == Scope.user("dana") for h in hits)

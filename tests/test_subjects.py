@@ -10,7 +10,7 @@ import pytest
 from agentd.app import App
 from agentd.embedders.calibration import Calibration
 from agentd.scopes import GLOBAL, Reach, Scope
-from agentd.search import SearchRequest
+from agentd.search import SearchQuery
 from agentd.search.fusion import Evidence, Fusion
 from agentd.search.ranking import Ranker
 from agentd.search.recency import Recency
@@ -53,12 +53,12 @@ def test_carol_asking_recalls_the_memory_that_names_her(app: App) -> None:
     app.memory.add("buddy", Scope.user("carol"), "Carol likes Python")
     app.memory.add("buddy", Scope.user("dave"), "Likes Python")
     app.memory.add("buddy", Scope.user("bob"), "Carol likes Python")
-    (carol,) = app.memory.search(SearchRequest(QUESTION, Reach("buddy", "dm-carol", "carol"))).hits
-    (dave,) = app.memory.search(SearchRequest(QUESTION, Reach("buddy", "dm-dave", "dave"))).hits
+    (carol,) = app.memory.search(SearchQuery(QUESTION, Reach("buddy", "dm-carol", "carol"))).hits
+    (dave,) = app.memory.search(SearchQuery(QUESTION, Reach("buddy", "dm-dave", "dave"))).hits
     assert carol.memory.text == "Carol likes Python"
     assert carol.relevance >= 0.5
     assert carol.relevance == pytest.approx(dave.relevance, abs=0.05)
-    bob = app.memory.search(SearchRequest(QUESTION, Reach("buddy", "dm-bob", "bob"), min_relevance=0.0)).hits
+    bob = app.memory.search(SearchQuery(QUESTION, Reach("buddy", "dm-bob", "bob"), min_relevance=0.0)).hits
     assert bob[0].relevance < carol.relevance
 
 

@@ -40,7 +40,7 @@ from agentd.log import get_logger
 from agentd.memory.episodes import Exchange, exchanges
 from agentd.memory.service import MemoryService
 from agentd.scopes import Reach, Scope
-from agentd.search import SearchRequest
+from agentd.search import SearchQuery
 from agentd.search.subjects import indexed_text
 from agentd.store import Store
 from agentd.store.memories import Memory, NewMemory
@@ -224,7 +224,7 @@ class Extractor:
             return []
         scope = Scope.user(exchange.message.author)
         try:
-            request = SearchRequest(
+            request = SearchQuery(
                 exchange.message.content, Reach(persona, user=exchange.message.author), n, 0.0, scopes=[scope]
             )
             hits = self._memory.search(request).hits

@@ -3,7 +3,7 @@
 Everything that reads or writes memories goes through here (the CLI, the
 skills, the actors, the HTTP API), so validation and scoping are the same
 everywhere. Searching is the search package's (:mod:`agentd.search`): the
-service hands a :class:`~agentd.search.SearchRequest` to its searcher.
+service hands a :class:`~agentd.search.SearchQuery` to its searcher.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from agentd.embedders.calibration import DEFAULT_WORDS
 from agentd.embedders.guard import GuardedEmbedder, guarded
 from agentd.memory.importer import ImportReport, parse_line, read_lines
 from agentd.scopes import Reach, Scope, is_blank
-from agentd.search import Searcher, SearchRequest, SearchResult
+from agentd.search import Searcher, SearchQuery, SearchResult
 from agentd.search.eligibility import eligible
 from agentd.search.fusion import Fusion
 from agentd.search.intent import has_content
@@ -310,7 +310,7 @@ class MemoryService:
         """The search over these memories (:mod:`agentd.search`)."""
         return self._searcher
 
-    def search(self, request: SearchRequest) -> SearchResult:
+    def search(self, request: SearchQuery) -> SearchResult:
         """The best memories for ``request``, best first, with its near misses, what was not
         eligible in its channel and the search's timings (:meth:`agentd.search.Searcher.search`)."""
         return self._searcher.search(request)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from agentd.memory.episodes import Episodes
 from agentd.scopes import Reach
-from agentd.search import QueryVector, SearchRequest
+from agentd.search import QueryVector, SearchQuery
 from agentd.search.ranking import MemoryHit
 
 if TYPE_CHECKING:
@@ -26,5 +26,5 @@ def search(
         return []
     memory = episodes.memory
     threshold = episodes.config.min_score if episodes.config.min_score is not None else memory.config.min_score
-    request = SearchRequest(query, reach, limit, min_relevance=threshold, scopes=scopes, vector=vector)
+    request = SearchQuery(query, reach, limit, min_relevance=threshold, scopes=scopes, vector=vector)
     return list(memory.search(request).hits)

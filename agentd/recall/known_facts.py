@@ -21,7 +21,7 @@ from typing import Any
 
 from agentd.memory.service import MemoryService
 from agentd.scopes import Reach
-from agentd.search import MemoryHit, SearchRequest
+from agentd.search import MemoryHit, SearchQuery
 from agentd.text import one_line
 
 #: The first line of the block (the memory service's /context contract).
@@ -80,7 +80,7 @@ def search(
     for persona in personas:
         hits.extend(
             memory.search(
-                SearchRequest(query, Reach(persona, channel, user), limit, min_relevance=min_relevance, vector=vector)
+                SearchQuery(query, Reach(persona, channel, user), limit, min_relevance=min_relevance, vector=vector)
             ).hits
         )
     hits.sort(key=lambda h: (-h.score, -h.memory.created_at.timestamp(), -h.memory.id))

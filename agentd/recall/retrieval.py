@@ -15,7 +15,7 @@ from agentd.observe import tracing
 from agentd.recall import episodes as episode_search
 from agentd.recall.status import RecallStatus
 from agentd.scopes import Reach
-from agentd.search import Ineligible, MemoryHit, QueryVector, SearchRequest
+from agentd.search import Ineligible, MemoryHit, QueryVector, SearchQuery
 from agentd.search.intent import Asker
 
 log = get_logger("agentd.retrieval")
@@ -152,7 +152,7 @@ def _search_with(
     asker: Asker | None,
 ) -> tuple[list[MemoryHit], list[MemoryHit], list[MemoryHit], list[Ineligible]]:
     threshold = memory.config.min_score
-    request = SearchRequest(
+    request = SearchQuery(
         query,
         reach,
         limit,

@@ -1,4 +1,4 @@
-"""Search: one :class:`SearchRequest` in, one :class:`SearchResult` out.
+"""Search: one :class:`SearchQuery` in, one :class:`SearchResult` out.
 
 Everything that finds memories by a query goes through :class:`Searcher` (reached as
 ``MemoryService.search``): intent (what the query asks), the full-text and vector sides and
@@ -8,6 +8,6 @@ decisions (reranking), thresholds, near misses and eligibility in shared channel
 
 from agentd.search.engine import Searcher
 from agentd.search.ranking import MemoryHit
-from agentd.search.request import Ineligible, QueryVector, SearchRequest, SearchResult, Timings
+from agentd.search.request import Ineligible, QueryVector, SearchQuery, SearchResult, SearchTimings
 
-__all__ = ["Ineligible", "MemoryHit", "QueryVector", "SearchRequest", "SearchResult", "Searcher", "Timings"]
+__all__ = ["Ineligible", "MemoryHit", "QueryVector", "SearchQuery", "SearchResult", "Searcher", "SearchTimings"]

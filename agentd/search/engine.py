@@ -1,4 +1,4 @@
-"""The one search: a :class:`~agentd.search.request.SearchRequest` in, a
+"""The one search: a :class:`~agentd.search.request.SearchQuery` in, a
 :class:`~agentd.search.request.SearchResult` out.
 
 ``recall``, automatic retrieval, ``/search`` and ``/context``, the MCP tools, fact extraction and
@@ -46,7 +46,7 @@ from agentd.search.intent import Asker, Facet, analyse, has_content, states_pref
 from agentd.search.query import lexical_terms
 from agentd.search.ranking import INTENT_RELEVANCE, Bar, MemoryHit, Ranked, Ranker
 from agentd.search.recency import Recency
-from agentd.search.request import Ineligible, QueryVector, SearchRequest, SearchResult, Timings
+from agentd.search.request import Ineligible, QueryVector, SearchQuery, SearchResult, SearchTimings
 from agentd.search.rerank import mixed_order
 from agentd.search.subjects import names_of, reread_text
 from agentd.store import Store
@@ -107,7 +107,7 @@ class Searcher:
         wait = self._require_embedder().begin_queries([text])
         return QueryVector(lambda: wait()[0])
 
-    def search(self, request: SearchRequest) -> SearchResult:
+    def search(self, request: SearchQuery) -> SearchResult:
         """The best memories for the request (see the module's docstring), with the near misses it
         asked for, what was not eligible in its channel, and where the time went. The query is
         embedded only when the search needs its vector (a greeting or a question about the user
@@ -119,29 +119,29 @@ class Searcher:
         reach = request.reach
         intent = analyse(request.query, names=(reach.persona,), asker_names=names_of(reach.user) if reach.user else ())
         if intent.kind == "none":
-            return SearchResult(timings=Timings(total=_ms(start)), intent="none")
+            return SearchResult(timings=SearchTimings(total=_ms(start)), intent="none")
         excluded: list[Ineligible] = []
         if intent.kind == "about_user" and request.scopes is None:
             # Every such hit has the one intent relevance: at or above the threshold, or not found.
             hits = self._about_user(reach, intent.facet, limit, threshold, now, excluded)
-            return SearchResult(tuple(hits), (), tuple(excluded), Timings(total=_ms(start)), "about_user")
+            return SearchResult(tuple(hits), (), tuple(excluded), SearchTimings(total=_ms(start)), "about_user")
         searched = [str(s) for s in (reach.scopes() if request.scopes is None else request.scopes)]
         if request.scopes is not None and not searched:
-            return SearchResult(timings=Timings(total=_ms(start)))
+            return SearchResult(timings=SearchTimings(total=_ms(start)))
         asks = intent.asker if request.asker is None else request.asker
         hits, near, timings = self._topic(request, limit, threshold, now, searched, asks, excluded)
         return SearchResult(tuple(hits), tuple(near), tuple(excluded), replace(timings, total=_ms(start)))
 
     def _topic(
         self,
-        request: SearchRequest,
+        request: SearchQuery,
         limit: int,
         threshold: float,
         now: datetime,
         searched: list[str],
         asks: Asker,
         excluded: list[Ineligible],
-    ) -> tuple[list[MemoryHit], list[MemoryHit], Timings]:
+    ) -> tuple[list[MemoryHit], list[MemoryHit], SearchTimings]:
         """A topic search: both sides' candidates fused, ranked, filtered and loaded."""
         embedder = self._require_embedder()
         query, reach, mode = request.query, request.reach, self._mode
@@ -187,7 +187,7 @@ class Searcher:
                 near = self._winners(
                     conn, below, near_misses, reach, None, lambda s, r: bar.shows_near(s, r, near_floor)
                 )
-            timings = Timings(
+            timings = SearchTimings(
                 words=(t1 - t0) * 1000,
                 embed_wait=(t2 - t1) * 1000,
                 vectors=(t3 - t2) * 1000,
@@ -243,7 +243,7 @@ class Searcher:
             log.warning("rerank.unavailable", error=str(exc), effect="decisions keep the search's order")
             return None
 
-    def _checked(self, request: SearchRequest) -> int:
+    def _checked(self, request: SearchQuery) -> int:
         """The search's limit, after the request is checked (InvalidInput names the bad field)."""
         query, limit = request.query, request.limit
         if not isinstance(query, str) or not query.strip():
@@ -333,7 +333,7 @@ def with_mode(searcher: Searcher, mode: SearchMode) -> Searcher:
     or ``"lexical"`` (full-text bm25), or both fused (``"hybrid"``, what every searcher does).
 
     The test and benchmark seam (bench/locomo.py, bench/longmemeval.py measure each side): no
-    interface, no setting and no :class:`~agentd.search.request.SearchRequest` reaches it.
+    interface, no setting and no :class:`~agentd.search.request.SearchQuery` reaches it.
     """
     if mode not in SEARCH_MODES:
         raise InvalidInput("mode", f"must be one of {', '.join(SEARCH_MODES)}")

@@ -1,4 +1,4 @@
-"""What a search is asked (:class:`SearchRequest`) and what it answers (:class:`SearchResult`)."""
+"""What a search is asked (:class:`SearchQuery`) and what it answers (:class:`SearchResult`)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class QueryVector:
 
 
 @dataclass(frozen=True)
-class SearchRequest:
+class SearchQuery:
     """One search: the best memories for ``query`` within ``reach``, best first.
 
     ``limit`` defaults to ``[memory] recall_limit``; ``min_relevance`` to ``[memory] min_score``
@@ -83,7 +83,7 @@ class Ineligible:
 
 
 @dataclass(frozen=True)
-class Timings:
+class SearchTimings:
     """Where a search's time went, in milliseconds (0 for a stage it did not run).
 
     ``words``: the full-text side; ``embed_wait``: waiting for the query's vector after that;
@@ -121,5 +121,5 @@ class SearchResult:
     hits: tuple[MemoryHit, ...] = ()
     near_misses: tuple[MemoryHit, ...] = ()
     excluded: tuple[Ineligible, ...] = ()
-    timings: Timings = Timings()
+    timings: SearchTimings = SearchTimings()
     intent: str = "topic"

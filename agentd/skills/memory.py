@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentd._exceptions import EmbedderNotConfigured, InvalidInput, NotFound, SkillExecutionFailed, SkillInvalidInput
 from agentd.scopes import GLOBAL, Reach, Scope
-from agentd.search import SearchRequest
+from agentd.search import SearchQuery
 from agentd.skills.registry import Caller, SkillDeps, function_tool
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ class RecallSkill:
         threshold = self._memory.config.recall_min_score or 0.0
         try:
             hits = self._memory.search(
-                SearchRequest(
+                SearchQuery(
                     query,
                     Reach(ctx.persona, ctx.channel, ctx.user, shared_channel=ctx.shared_channel),
                     limit,
