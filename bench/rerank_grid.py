@@ -33,10 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from everyday_signals import Pairs  # noqa: E402
 
+from agentd.access.scopes import Scope  # noqa: E402
 from agentd.embedders.calibration import sigmoid  # noqa: E402
 from agentd.embedders.local import LocalEmbedder  # noqa: E402
 from agentd.embedders.reranker import CrossEncoder  # noqa: E402
-from agentd.scopes import Scope  # noqa: E402
 from agentd.search.intent import asks_of_asker  # noqa: E402
 from agentd.search.ranking import Ranked  # noqa: E402
 from agentd.search.rerank import mixed_order  # noqa: E402

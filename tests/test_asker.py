@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import pytest
 
+from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.app import App
-from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.search import SearchQuery
 from agentd.search.intent import asks_of_asker
 from tests.support.fakeopenai import Turn

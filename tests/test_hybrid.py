@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from agentd import InvalidInput
+from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.app import App
 from agentd.config import MemoryConfig
 from agentd.embedders.calibration import WordWeights
-from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.search import SearchQuery
 from agentd.search.dates import query_dates
 from agentd.search.engine import with_mode

@@ -12,11 +12,11 @@ import pytest
 import sqlalchemy as sa
 
 from agentd import EmbedderNotConfigured, EmbeddingMismatch, InvalidInput, NotFound, StoreError
+from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.app import App
 from agentd.config import Config
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory import MemoryService
-from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.search import SearchQuery
 from agentd.search.engine import with_mode
 from agentd.store import Store

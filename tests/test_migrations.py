@@ -6,10 +6,10 @@ import ast
 import json
 from pathlib import Path
 
+from agentd.access.scopes import GLOBAL, Reach
 from agentd.config import MemoryConfig
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory import MemoryService
-from agentd.scopes import GLOBAL, Reach
 from agentd.search import SearchQuery
 from agentd.search.engine import with_mode
 from agentd.store import Store, migrate

@@ -8,8 +8,8 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
+from agentd.access.scopes import GLOBAL, Reach
 from agentd.app import App
-from agentd.scopes import GLOBAL, Reach
 from agentd.search import SearchQuery
 from agentd.search.dates import query_dates, relative_dates
 

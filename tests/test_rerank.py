@@ -15,11 +15,11 @@ import pytest
 from structlog.testing import capture_logs
 
 from agentd._exceptions import EmbedderError
+from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.config import MemoryConfig
 from agentd.embedders.local import LocalEmbedder
 from agentd.embedders.reranker import shared_cross_encoder
 from agentd.memory import MemoryService
-from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.search import SearchQuery
 from agentd.search import engine as engine_module
 from agentd.search.ranking import Ranked

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 import pytest
 
 from agentd._exceptions import InvalidInput
+from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.app import App
 from agentd.memory import MemoryService
-from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.search import SearchQuery, SearchResult
 from agentd.search.engine import with_mode
 

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.app import App
 from agentd.embedders.calibration import Calibration
-from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.search import SearchQuery
 from agentd.search.fusion import Evidence, Fusion
 from agentd.search.ranking import Ranker

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentd._exceptions import EmbedderNotConfigured, InvalidInput, NotFound
+from agentd.access.scopes import Reach, Scope, is_blank
 from agentd.config import MemoryConfig
 from agentd.embedders import Embedder
 from agentd.embedders.calibration import DEFAULT_WORDS
 from agentd.embedders.guard import GuardedEmbedder, guarded
 from agentd.memory.importer import ImportReport, parse_line, read_lines
-from agentd.scopes import Reach, Scope, is_blank
 from agentd.search import Searcher, SearchQuery, SearchResult
 from agentd.search.eligibility import eligible
 from agentd.search.fusion import Fusion
@@ -316,7 +316,7 @@ class MemoryService:
         return self._searcher.search(request)
 
     def eligible(self, reach: Reach, memories: Sequence[Memory]) -> list[Memory]:
-        """The ``memories`` that may be used in ``reach`` (see :meth:`agentd.scopes.Reach.eligible`)."""
+        """The ``memories`` that may be used in ``reach`` (see :meth:`agentd.access.scopes.Reach.eligible`)."""
         return eligible(self._store, reach, memories)
 
     # -- internals -----------------------------------------------------------------

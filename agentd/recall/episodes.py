@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentd.access.scopes import Reach
 from agentd.memory.episodes import Episodes
-from agentd.scopes import Reach
 from agentd.search import QueryVector, SearchQuery
 from agentd.search.ranking import MemoryHit
 

@@ -8,13 +8,13 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
 from agentd._exceptions import AgentdError
-from agentd.log import get_logger
+from agentd.access.scopes import Reach
 from agentd.memory import MemoryService
 from agentd.memory.episodes import Episodes
 from agentd.observe import tracing
+from agentd.observe.log import get_logger
 from agentd.recall import episodes as episode_search
 from agentd.recall.status import RecallStatus
-from agentd.scopes import Reach
 from agentd.search import Ineligible, MemoryHit, QueryVector, SearchQuery
 from agentd.search.intent import Asker
 

@@ -1,11 +1,11 @@
-"""Which memories a search may use where it is asked (:meth:`agentd.scopes.Reach.eligible`)."""
+"""Which memories a search may use where it is asked (:meth:`agentd.access.scopes.Reach.eligible`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from agentd.scopes import Reach
+from agentd.access.scopes import Reach
 from agentd.search.request import Ineligible
 from agentd.store import Store
 from agentd.store.memories import Memory

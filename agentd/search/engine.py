@@ -34,11 +34,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentd._exceptions import EmbedderError, EmbedderNotConfigured, InvalidInput
+from agentd.access.scopes import Reach, Scope
 from agentd.config import MemoryConfig
 from agentd.embedders.guard import GuardedEmbedder
 from agentd.embedders.reranker import CrossEncoder, shared_cross_encoder
-from agentd.log import get_logger
-from agentd.scopes import Reach, Scope
+from agentd.observe.log import get_logger
 from agentd.search.dates import query_dates
 from agentd.search.eligibility import eligible_ids
 from agentd.search.fusion import Fusion

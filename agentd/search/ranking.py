@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
+from agentd.access.scopes import Scope
 from agentd.embedders.calibration import Calibration, sigmoid
-from agentd.scopes import Scope
 from agentd.search.fusion import Evidence, Fusion, best_bm25
 from agentd.search.recency import Recency
 from agentd.store.memories import Memory

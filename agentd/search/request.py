@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from agentd.scopes import Reach, Scope
+from agentd.access.scopes import Reach, Scope
 from agentd.search.intent import Asker
 from agentd.search.ranking import MemoryHit
 
@@ -70,7 +70,7 @@ class SearchQuery:
 
 @dataclass(frozen=True)
 class Ineligible:
-    """A memory a search found but could not use here (:meth:`agentd.scopes.Reach.eligible`)."""
+    """A memory a search found but could not use here (:meth:`agentd.access.scopes.Reach.eligible`)."""
 
     id: int
     scope: str
