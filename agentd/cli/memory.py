@@ -15,6 +15,7 @@ from agentd.access.scopes import GLOBAL, Reach, Scope, check_identifier
 from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import err, out, print_json, progress_bar
+from agentd.search import SearchQuery
 
 
 def _scope(channel: str | None, user: str | None, global_: bool, required: bool) -> Scope | None:
@@ -116,7 +117,7 @@ def search(
     user = check_identifier("--user", user or app.config.default_user())
     reach = Reach(persona, channel, user)
     scopes = [*reach.scopes(), *reach.episode_scopes(direct=True)] if episodes else None
-    hits = app.memory.search(query, reach, limit=limit, min_relevance=min_score, scopes=scopes)
+    hits = app.memory.search(SearchQuery(query, reach, limit, min_relevance=min_score, scopes=scopes)).hits
     if as_json:
         print_json({"results": [h.as_result() for h in hits], "total_found": len(hits)})
         return

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentd._exceptions import EmbedderNotConfigured, InvalidInput, NotFound, SkillExecutionFailed, SkillInvalidInput
 from agentd.access.scopes import GLOBAL, Reach, Scope
+from agentd.search import SearchQuery
 from agentd.skills.registry import SkillCaller, SkillDeps, function_tool
 
 if TYPE_CHECKING:
@@ -114,11 +115,13 @@ class RecallSkill:
         threshold = self._memory.config.recall_min_score or 0.0
         try:
             hits = self._memory.search(
-                query,
-                Reach(ctx.persona, ctx.channel, ctx.user, shared_channel=ctx.shared_channel),
-                limit=limit,
-                min_relevance=threshold,
-            )
+                SearchQuery(
+                    query,
+                    Reach(ctx.persona, ctx.channel, ctx.user, shared_channel=ctx.shared_channel),
+                    limit,
+                    min_relevance=threshold,
+                )
+            ).hits
         except EmbedderNotConfigured as exc:
             raise SkillExecutionFailed(str(exc)) from exc
         except (InvalidInput, NotFound) as exc:
