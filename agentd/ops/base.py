@@ -162,6 +162,21 @@ class OpContext:
         """The person running agentd on this machine: an admin who may reach everything."""
         return cls(parts, ADMIN, OPERATOR, None, user=user, via=via)
 
+    def persona_for(self, named: str | None = None) -> str:
+        """The persona a call acts for: the one it names, else the caller's, else the only one
+        (:class:`~agentd.NotFound` names the known ones; several and none named is ``invalid_input``)."""
+        personas = self.parts.personas
+        for given in (named, self.persona):
+            unseen = unseen_character(given) if given else None
+            if unseen is not None:
+                raise InvalidInput("persona", f"must not hold control, invisible or bidirectional characters: {unseen}")
+        chosen = named or self.persona
+        if chosen:
+            return personas[chosen].name
+        if len(personas) == 1:
+            return next(iter(personas))
+        raise InvalidInput("persona", f"this call names no persona, and there are several: {', '.join(personas)}")
+
     def require(self, operation: str, roles: tuple[str, ...]) -> None:
         """Refuse (403 ``forbidden``) a caller whose role ``operation`` does not admit."""
         if self.role not in roles:
