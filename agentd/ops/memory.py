@@ -23,7 +23,7 @@ from pydantic import ConfigDict, Field
 from agentd._exceptions import InvalidInput, NotFound
 from agentd.memory.importer import parse_line, parse_timestamp
 from agentd.memory.ranking import MemoryHit
-from agentd.ops.base import ADMIN, PERSONA, SERVICE, OpContext, Request, Result, operation
+from agentd.ops.base import ADMIN, PERSONA, SERVICE, OpContext, Request, Result, operation, parse
 from agentd.ops.fields import (
     CATEGORY_PATTERN,
     MAX_ID,
@@ -377,7 +377,7 @@ class RememberArgs(Request):
             raise InvalidInput("scope", "channel needs a channel, and this session or conversation has none")
         scope = f"user:{ctx.user}" if where == "user" else f"channel:{ctx.channel}" if where == "channel" else "global"
         given = {"persona": ctx.persona_for(), "text": self.text, "category": self.category, "scope": scope}
-        return AddMemory.model_validate(given)
+        return parse(AddMemory, given)
 
 
 class RecallArgs(Request):
@@ -403,7 +403,8 @@ class ContextArgs(Request):
         """The ``memory_context`` request for the caller's user (which it must have)."""
         if not ctx.user:
             raise InvalidInput("user", "memory_context needs a user to act for, and this session has none")
-        return KnownFactsRequest.model_validate(
+        return parse(
+            KnownFactsRequest,
             {
                 "userId": ctx.user,
                 "query": self.query,
@@ -411,7 +412,7 @@ class ContextArgs(Request):
                 "limit": self.limit,
                 "persona": ctx.persona,
                 "channel": ctx.channel,
-            }
+            },
         )
 
 
@@ -425,9 +426,7 @@ class ListArgs(Request):
     def to_request(self, ctx: OpContext) -> ListMemories:
         """The ``memory_list`` request for the caller's persona."""
         given = {"scope": self.scope, "limit": self.limit, "offset": self.offset}
-        return ListMemories.model_validate(
-            {"persona": ctx.persona_for(), **{k: v for k, v in given.items() if v is not None}}
-        )
+        return parse(ListMemories, {"persona": ctx.persona_for(), **{k: v for k, v in given.items() if v is not None}})
 
 
 # -- the operations ------------------------------------------------------------------------------
