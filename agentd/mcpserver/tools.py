@@ -228,9 +228,11 @@ class Tools:
             check_identifier("user", s.user)
         if s.channel is not None:
             check_identifier("channel", s.channel)
+        # The session's persona is checked once, here, as a named one is (NotFound names the known ones).
+        persona = OpContext(self._app).persona_for(s.persona) if s.persona else None
         caller = s.caller
         return OpContext(
-            self._app, caller.role, caller.name, caller, persona=s.persona, user=s.user, channel=s.channel, via="mcp"
+            self._app, caller.role, caller.name, caller, persona=persona, user=s.user, channel=s.channel, via="mcp"
         )
 
     # -- chat ------------------------------------------------------------------------------

@@ -141,7 +141,8 @@ class OpContext:
     call, :data:`ADMIN` and :data:`OPERATOR` in process). ``rights``: what its key may reach
     (``None``: everything, the operator). ``persona``, ``user``, ``channel``: the defaults of
     the session or conversation (an MCP session's options, the conversation a skill runs in, the
-    CLI's default user). ``shared_channel`` and ``message_id``: a conversation's, for skills.
+    CLI's default user), checked by whoever builds the context (a persona that exists, ids that
+    are identifiers): operations trust them. ``shared_channel`` and ``message_id``: a conversation's, for skills.
     """
 
     parts: Parts
@@ -163,16 +164,17 @@ class OpContext:
         return cls(parts, ADMIN, OPERATOR, None, user=user, via=via)
 
     def persona_for(self, named: str | None = None) -> str:
-        """The persona a call acts for: the one it names, else the caller's, else the only one
-        (:class:`~agentd.NotFound` names the known ones; several and none named is ``invalid_input``)."""
-        personas = self.parts.personas
-        for given in (named, self.persona):
-            unseen = unseen_character(given) if given else None
+        """The persona a call acts for: the one it names (checked), else the caller's (checked when the
+        context was built), else the only one. :class:`~agentd.NotFound` names the known ones;
+        several and none named is ``invalid_input``."""
+        if named:
+            unseen = unseen_character(named)
             if unseen is not None:
                 raise InvalidInput("persona", f"must not hold control, invisible or bidirectional characters: {unseen}")
-        chosen = named or self.persona
-        if chosen:
-            return personas[chosen].name
+            return self.parts.personas[named].name
+        if self.persona:
+            return self.persona
+        personas = self.parts.personas
         if len(personas) == 1:
             return next(iter(personas))
         raise InvalidInput("persona", f"this call names no persona, and there are several: {', '.join(personas)}")

@@ -380,11 +380,17 @@ class RememberArgs(Request):
         return parse(AddMemory, given)
 
 
-class RecallArgs(Request):
-    """``recall``'s arguments (MCP tool, skill): the caller's persona (else every persona), user and channel."""
+class RecallQuery(Request):
+    """The ``recall`` skill's arguments: the conversation fixes the persona, the user and the channel."""
 
     query: str = Field(description="What to look for, in plain words.")
     limit: int | None = Field(None, ge=1, le=100, description="At most this many results (default 5).")
+
+
+class RecallArgs(RecallQuery):
+    """The ``recall`` MCP tool's arguments: the session's persona (else every persona), user and channel,
+    and a threshold of the caller's own."""
+
     min_score: float | None = Field(
         None, alias="minScore", ge=0, le=1, description="Leave out results less relevant than this (default: none)."
     )
@@ -441,9 +447,9 @@ def _check_length(ctx: OpContext, field: str, text: object) -> None:
 
 def _searched(ctx: OpContext, persona: str | None) -> list[str]:
     """The personas a search covers: the one named, else the caller's, else every one."""
-    chosen = persona or ctx.persona
-    personas = ctx.parts.personas
-    return [personas[chosen].name] if chosen else list(personas)
+    if persona:
+        return [ctx.persona_for(persona)]
+    return [ctx.persona] if ctx.persona else list(ctx.parts.personas)
 
 
 @operation("memory_search", roles=SEARCHERS)
@@ -468,8 +474,14 @@ def search(ctx: OpContext, request: SearchRequest) -> SearchResponse:
     return SearchResponse(results=[MemoryHitOut.of(h) for h in hits], total_found=len(hits))
 
 
+def _threshold(request: RecallQuery, configured: float | None) -> float:
+    """The request's ``min_score``, else ``memory.recall_min_score``, else none (0)."""
+    given = request.min_score if isinstance(request, RecallArgs) else None
+    return given if given is not None else configured or 0.0
+
+
 @operation("memory_recall", roles=(*SEARCHERS, PERSONA))
-def recall(ctx: OpContext, request: RecallArgs) -> RecallResult:
+def recall(ctx: OpContext, request: RecallQuery) -> RecallResult:
     """The memories the caller's conversation may see (global, its channel's, its user's own), best
     first: ``limit`` default ``memory.recall_limit``, threshold ``min_score`` default
     ``memory.recall_min_score`` (unset: none)."""
@@ -484,7 +496,7 @@ def recall(ctx: OpContext, request: RecallArgs) -> RecallResult:
         user=ctx.user,
         channel=ctx.channel,
         limit=request.limit or config.recall_limit,
-        min_relevance=request.min_score if request.min_score is not None else config.recall_min_score or 0.0,
+        min_relevance=_threshold(request, config.recall_min_score),
         shared_channel=ctx.shared_channel,
     )
     found = [RecalledMemory.model_validate({**h.as_recall_result(), "id": h.memory.id}) for h in hits]
@@ -603,6 +615,7 @@ __all__ = [
     "MemoryList",
     "MemoryOut",
     "RecallArgs",
+    "RecallQuery",
     "RecallResult",
     "RecalledMemory",
     "RememberArgs",
