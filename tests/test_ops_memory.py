@@ -139,11 +139,9 @@ def test_one_bad_value_is_refused_alike_over_http_mcp_the_cli_and_the_skill(daem
         assert over_http == over_mcp == ("invalid_input", field)
     # search and recall: a threshold above 1, a limit that is not an integer
     bad: list[tuple[str, object]] = [("minScore", 2), ("limit", "5")]
-    for field, value in bad:
-        over_http = _http_error(d.client.post("/v1/memory/search", json={"query": "x", field: value}))
-        assert (
-            over_http == _mcp_error(tools, "recall", {"query": "x", field: value}, session) == ("invalid_input", field)
-        )
+    for name, given in bad:
+        over_http = _http_error(d.client.post("/v1/memory/search", json={"query": "x", name: given}))
+        assert over_http == _mcp_error(tools, "recall", {"query": "x", name: given}, session) == ("invalid_input", name)
     cli = agentd_cli("memory", "search", "x", "-p", "fake", "--channel", "has space", config=d.home)
     assert cli.returncode == 2, cli.stderr
     assert "error: --channel: " in cli.stderr, cli.stderr
