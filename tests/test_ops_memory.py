@@ -32,7 +32,7 @@ TOOL_OPERATIONS = {
 @pytest.mark.parametrize("tool", sorted(TOOL_OPERATIONS))
 def test_each_mcp_tools_input_schema_is_its_argument_models(tool: str) -> None:
     arguments = TOOLS[tool].arguments
-    assert arguments.__module__ == "agentd.ops.memory"
+    assert arguments.__module__ == "agentd.ops.models"
     assert DEFINITIONS[tool][1] == tool_schema(arguments)
     assert TOOLS[tool].operation == TOOL_OPERATIONS[tool]
     assert ADMITTED[tool] == OPERATIONS[TOOL_OPERATIONS[tool]].key_roles
