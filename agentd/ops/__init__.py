@@ -6,6 +6,28 @@ their request and result models (light to import: a client reads the daemon's an
 HTTP routes, MCP tools, the model's skills and CLI commands are thin adapters over these functions.
 """
 
-from agentd.ops.base import OPERATIONS, OpContext, Operation, Parts, Request, Result, operation, parse, tool_schema
+from agentd.ops.base import (
+    OPERATIONS,
+    OpContext,
+    Operation,
+    OpParts,
+    Parts,
+    Request,
+    Result,
+    operation,
+    parse,
+    tool_schema,
+)
 
-__all__ = ["OPERATIONS", "OpContext", "Operation", "Parts", "Request", "Result", "operation", "parse", "tool_schema"]
+__all__ = [
+    "OPERATIONS",
+    "OpContext",
+    "OpParts",
+    "Operation",
+    "Parts",
+    "Request",
+    "Result",
+    "operation",
+    "parse",
+    "tool_schema",
+]

@@ -104,7 +104,7 @@ class Rights(Protocol):
         ...
 
 
-class Parts(Protocol):
+class OpParts(Protocol):
     """The parts of agentd an operation works with (:class:`agentd.app.App` is one); each is read
     only by the operations that need it, so a caller pays only for what it uses."""
 
@@ -133,6 +133,10 @@ class Parts(Protocol):
         ...
 
 
+#: The short name (one class per name in agentd: ``runtime.dispatch.Parts`` is another class).
+Parts = OpParts
+
+
 @dataclass(frozen=True)
 class OpContext:
     """Who acts, over which parts, and for whom when the request does not say.
@@ -145,7 +149,7 @@ class OpContext:
     are identifiers): operations trust them. ``shared_channel`` and ``message_id``: a conversation's, for skills.
     """
 
-    parts: Parts
+    parts: OpParts
     role: str = ADMIN
     name: str = OPERATOR
     rights: Rights | None = None
@@ -159,7 +163,7 @@ class OpContext:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def operator(cls, parts: Parts, *, user: str | None = None, via: str = "cli") -> OpContext:
+    def operator(cls, parts: OpParts, *, user: str | None = None, via: str = "cli") -> OpContext:
         """The person running agentd on this machine: an admin who may reach everything."""
         return cls(parts, ADMIN, OPERATOR, None, user=user, via=via)
 
@@ -313,7 +317,7 @@ def _optional_as_type(prop: dict[str, Any]) -> dict[str, Any]:
     variants = prop.get("anyOf")
     if isinstance(variants, list) and len(variants) == 2 and {"type": "null"} in variants:
         (kept,) = [v for v in variants if v != {"type": "null"}]
-        prop = {**{k: v for k, v in prop.items() if k != "anyOf"}, **kept}
+        prop = {**kept, **{k: v for k, v in prop.items() if k != "anyOf"}}  # the field's description wins
     return prop
 
 

@@ -44,7 +44,7 @@ from agentd.ops.models import (
     MemoryList,
     MemoryOut,
     RecallArgs,
-    RecalledMemory,
+    RecallItem,
     RecallQuery,
     RecallResult,
     RememberArgs,
@@ -125,7 +125,7 @@ def recall(ctx: OpContext, request: RecallQuery) -> RecallResult:
         min_relevance=_threshold(request, config.recall_min_score),
         shared_channel=ctx.shared_channel,
     )
-    found = [RecalledMemory.model_validate({**h.as_recall_result(), "id": h.memory.id}) for h in hits]
+    found = [RecallItem.model_validate({**h.as_recall_result(), "id": h.memory.id}) for h in hits]
     nothing = not hits and ctx.persona is not None and memory.count(ctx.persona) == 0
     return RecallResult(results=found, total_found=len(hits), message="no memories are stored yet" if nothing else None)
 
@@ -245,7 +245,7 @@ __all__ = [
     "RecallArgs",
     "RecallQuery",
     "RecallResult",
-    "RecalledMemory",
+    "RecallItem",
     "RememberArgs",
     "SearchRequest",
     "SearchResponse",

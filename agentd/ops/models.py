@@ -150,7 +150,7 @@ class MemoryHistory(Result):
     history: list[HistoryEntryOut]
 
 
-class RecalledMemory(Result):
+class RecallItem(Result):
     """One memory ``recall`` brings back: ``{text, category, score, created_at, id}``."""
 
     text: str
@@ -163,7 +163,7 @@ class RecalledMemory(Result):
 class RecallResult(Result):
     """What the ``recall`` tool and skill answer: the memories, best first."""
 
-    results: list[RecalledMemory]
+    results: list[RecallItem]
     total_found: int
     message: str | None = Field(None, description="Said when nothing is stored yet.")
 
