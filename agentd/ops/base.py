@@ -51,10 +51,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel
 
 from agentd._exceptions import Forbidden, InvalidInput
-from agentd.ops.fields import NAMES_UNSEEN, PATTERN_WORDS
+
+# The models' building blocks, part of these conventions (re-exported: ``from agentd.ops.base import parse``).
+from agentd.ops.fields import Request as Request
+from agentd.ops.fields import Result as Result
+from agentd.ops.fields import describe as describe
+from agentd.ops.fields import field_name as field_name
+from agentd.ops.fields import parse as parse
 from agentd.scopes import unseen_character
 
 if TYPE_CHECKING:
@@ -73,23 +79,6 @@ METRICS = "metrics"
 PERSONA = "persona"
 #: The name of the operator acting in process (the CLI): as :data:`agentd.identity.LOCAL`.
 OPERATOR = "local"
-
-
-class Request(BaseModel):
-    """An operation's input: strict (no coercion of ``"1"`` to 1), frozen, unknown fields refused
-    (``is not a known field``); fields are filled by name or by alias (``userId`` or ``user_id``)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
-
-
-class Result(BaseModel):
-    """An operation's output, frozen: the HTTP body, the MCP tool's result, the client's model."""
-
-    model_config = ConfigDict(frozen=True)
-
-    def as_json(self) -> dict[str, Any]:
-        """The JSON object every interface shows (field names as published: aliases)."""
-        return self.model_dump(mode="json", by_alias=True)
 
 
 class Rights(Protocol):
@@ -254,50 +243,6 @@ def operation(
         return checked
 
     return register
-
-
-ModelT = TypeVar("ModelT", bound=BaseModel)
-
-
-def parse(model: type[ModelT], arguments: Mapping[str, Any] | None) -> ModelT:
-    """``model`` from raw arguments (an MCP call's, a skill's, the CLI's); the first error is
-    :class:`~agentd.InvalidInput` naming the field (``memories.0.text``) and the reason."""
-    try:
-        return model.model_validate(dict(arguments or {}))
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        raise InvalidInput(field_name(first["loc"]), describe(dict(first))) from None
-
-
-def field_name(loc: tuple[Any, ...]) -> str:
-    """A pydantic error location as the field an error names (``body``/``query``/``path`` dropped)."""
-    parts = [str(p) for p in loc]
-    if parts and parts[0] in ("body", "query", "path", "header"):
-        parts = parts[1:] or parts[:1]
-    return ".".join(parts)
-
-
-def describe(error: dict[str, Any]) -> str:
-    """The reason of one pydantic error, in the words every interface gives it."""
-    kind = error.get("type", "")
-    if kind == "missing":
-        return "is required"
-    if kind == "extra_forbidden":
-        return "is not a known field"
-    if kind == "string_pattern_mismatch":
-        pattern = str((error.get("ctx") or {}).get("pattern", ""))
-        got = error.get("input")
-        unseen = unseen_character(got) if isinstance(got, str) else None
-        if unseen is not None and pattern in NAMES_UNSEEN:
-            return f"must not hold control, invisible or bidirectional characters: {unseen}"
-        return PATTERN_WORDS.get(pattern, f"must match {pattern}")
-    if kind == "string_unicode":
-        return "holds a lone UTF-16 surrogate: not valid text"
-    msg = str(error.get("msg", "is invalid"))
-    if "input" in error and kind not in ("json_invalid",):
-        got = error["input"]
-        msg += f" (got {type(got).__name__})" if not isinstance(got, str | int | float | bool) else ""
-    return msg[0].lower() + msg[1:] if msg else msg
 
 
 def tool_schema(model: type[BaseModel]) -> dict[str, Any]:

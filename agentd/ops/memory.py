@@ -20,6 +20,7 @@ import json
 
 from agentd._exceptions import InvalidInput, NotFound
 from agentd.memory.importer import parse_line, parse_timestamp
+from agentd.memory.ranking import MemoryHit
 from agentd.ops.base import ADMIN, PERSONA, SERVICE, OpContext, operation
 from agentd.ops.models import (
     IMPORT_ITEM,
@@ -71,6 +72,11 @@ def _check_length(ctx: OpContext, field: str, text: object) -> None:
         raise InvalidInput(field, f"is {len(text)} characters; the limit is {limit} (memory.max_text_chars)")
 
 
+def _hit(hit: MemoryHit) -> MemoryHitOut:
+    """A search's hit as a result."""
+    return MemoryHitOut.model_validate({**hit.as_result(), "persona": hit.memory.persona})
+
+
 def _searched(ctx: OpContext, persona: str | None) -> list[str]:
     """The personas a search covers: the one named, else the caller's, else every one."""
     if persona:
@@ -97,7 +103,7 @@ def search(ctx: OpContext, request: SearchRequest) -> SearchResponse:
             limit=request.limit or memory.config.limit,
             min_relevance=request.min_score or 0.0,
         )
-    return SearchResponse(results=[MemoryHitOut.of(h) for h in hits], total_found=len(hits))
+    return SearchResponse(results=[_hit(h) for h in hits], total_found=len(hits))
 
 
 def _threshold(request: RecallQuery, configured: float | None) -> float:

@@ -8,12 +8,11 @@ component's name in the OpenAPI schema: renaming one changes the published schem
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import ConfigDict, Field
 
 from agentd._exceptions import InvalidInput
-from agentd.ops.base import OpContext, Request, Result, parse
 from agentd.ops.fields import (
     CATEGORY_PATTERN,
     MAX_ID,
@@ -24,15 +23,42 @@ from agentd.ops.fields import (
     Limit,
     Metadata,
     PersonaName,
+    Request,
+    Result,
     Score,
     Text,
     TokenBudget,
+    parse,
 )
 from agentd.scopes import GLOBAL, Scope
 
 if TYPE_CHECKING:
-    from agentd.memory.ranking import MemoryHit
     from agentd.store.memories import Memory
+
+
+class ActsFor(Protocol):
+    """What an argument model reads of who acts, to become its operation's request
+    (:class:`agentd.ops.base.OpContext` is one)."""
+
+    @property
+    def user(self) -> str | None:
+        """The user the session or conversation acts for."""
+        ...
+
+    @property
+    def channel(self) -> str | None:
+        """The channel of the session or conversation."""
+        ...
+
+    @property
+    def persona(self) -> str | None:
+        """The persona of the session or conversation."""
+        ...
+
+    def persona_for(self, named: str | None = None) -> str:
+        """The persona a call acts for (see :meth:`agentd.ops.base.OpContext.persona_for`)."""
+        ...
+
 
 #: Most memories one import request may carry.
 MAX_IMPORT = 10_000
@@ -69,11 +95,6 @@ class MemoryHitOut(Result):
     scope: str
     metadata: dict[str, Any]
     persona: str
-
-    @classmethod
-    def of(cls, hit: MemoryHit) -> MemoryHitOut:
-        """From a search's hit."""
-        return cls.model_validate({**hit.as_result(), "persona": hit.memory.persona})
 
 
 class SearchResponse(Result):
@@ -357,7 +378,7 @@ class RememberArgs(Request):
         "in this session's channel; global: everywhere.",
     )
 
-    def to_request(self, ctx: OpContext) -> AddMemory:
+    def to_request(self, ctx: ActsFor) -> AddMemory:
         """The ``memory_remember`` request: the caller's persona, the scope resolved against its user and channel."""
         where = self.scope or ("user" if ctx.user else "channel" if ctx.channel else "global")
         if where == "user" and not ctx.user:
@@ -394,7 +415,7 @@ class ContextArgs(Request):
     )
     limit: int | None = Field(None, ge=1, le=1000, description="At most this many memories considered (default 20).")
 
-    def to_request(self, ctx: OpContext) -> KnownFactsRequest:
+    def to_request(self, ctx: ActsFor) -> KnownFactsRequest:
         """The ``memory_context`` request for the caller's user (which it must have)."""
         if not ctx.user:
             raise InvalidInput("user", "memory_context needs a user to act for, and this session has none")
@@ -418,7 +439,7 @@ class ListArgs(Request):
     limit: int | None = Field(None, ge=1, le=10_000, description="Default 100.")
     offset: int | None = Field(None, ge=0, description="Skip this many (default 0).")
 
-    def to_request(self, ctx: OpContext) -> ListMemories:
+    def to_request(self, ctx: ActsFor) -> ListMemories:
         """The ``memory_list`` request for the caller's persona."""
         given = {"scope": self.scope, "limit": self.limit, "offset": self.offset}
         return parse(ListMemories, {"persona": ctx.persona_for(), **{k: v for k, v in given.items() if v is not None}})
