@@ -18,8 +18,10 @@ the model calls, a CLI command. The rules:
    HTTP response body (``response_model=``), the MCP tool's result and what
    :mod:`agentd.client` parses: one shape per concept, no hand-kept copies. Two interfaces
    that differ in what the caller may say (an MCP session fixes the persona and the user that
-   an HTTP body names) have two request models sharing field types; both are declared next to
-   the operation, and the narrower one turns into the operation's request with one method.
+   an HTTP body names) have two request models sharing field types, and the narrower one turns
+   into the operation's request with one method (``to_request(ctx)``). Models live in a module
+   that imports only :mod:`agentd.ops.fields` (:mod:`agentd.ops.models`), so that a client can
+   read the daemon's answers with them; a model's class name is its OpenAPI component's name.
 2. **Validation once.** What a value may be is said once, in the request model's field types
    (pattern, bounds; shared ``Annotated`` types in :mod:`agentd.ops.fields`). What needs the
    daemon to say (a persona that exists, a text within ``memory.max_text_chars``, a scope
@@ -30,7 +32,7 @@ the model calls, a CLI command. The rules:
 3. **Who acts, resolved once.** The adapter builds one :class:`OpContext`: the caller's role
    and name, the rights of its key (which channels, which users), and the persona, user and
    channel the call acts for when the request names none (an MCP session's, a conversation's,
-   the CLI's default user). The operation declares the roles it admits
+   the CLI's default user), checked by whoever builds the context. The operation declares the roles it admits
    (:func:`operation`'s ``roles``); the decorator checks them before the body runs, and the
    operation uses :meth:`OpContext.check_user` and :meth:`OpContext.check_channel` for the rest.
    In-process callers (the CLI, the daemon's own jobs) act as :meth:`OpContext.operator`.
