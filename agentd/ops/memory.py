@@ -107,16 +107,18 @@ def search(ctx: OpContext, request: SearchRequest) -> SearchResponse:
 
 
 def _threshold(request: RecallQuery, configured: float | None) -> float:
-    """The request's ``min_score``, else ``memory.recall_min_score``, else none (0)."""
-    given = request.min_score if isinstance(request, RecallArgs) else None
-    return given if given is not None else configured or 0.0
+    """The MCP tool's ``minScore`` (default none, as its schema says); the skill's
+    ``memory.recall_min_score`` (default none)."""
+    if isinstance(request, RecallArgs):
+        return request.min_score or 0.0
+    return configured or 0.0
 
 
 @operation("memory_recall", roles=(*SEARCHERS, PERSONA))
 def recall(ctx: OpContext, request: RecallQuery) -> RecallResult:
     """The memories the caller's conversation may see (global, its channel's, its user's own), best
-    first: ``limit`` default ``memory.recall_limit``, threshold ``min_score`` default
-    ``memory.recall_min_score`` (unset: none)."""
+    first: ``limit`` default ``memory.recall_limit``; the threshold is the MCP tool's ``minScore``,
+    the skill's ``memory.recall_min_score`` (either unset: none)."""
     if not request.query.strip():
         raise InvalidInput("query", "must be a non-empty string")
     memory = ctx.parts.memory
