@@ -11,7 +11,7 @@ in time: a hung model answers 504 ``embedder_timeout``, a failing one 503
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse
@@ -21,7 +21,7 @@ from agentd.api.responses import COMMON_ERRORS, error_responses
 from agentd.api.roles import Acting, Policy, allow
 from agentd.api.state import Daemon, daemon
 from agentd.ops import memory as ops
-from agentd.ops.fields import MAX_ID, MAX_NAME, SCOPE_PATTERN
+from agentd.ops.fields import MAX_ID
 
 router = APIRouter(tags=["memory"], responses=COMMON_ERRORS)
 
@@ -89,21 +89,28 @@ async def import_(body: ops.ImportRequest, ctx: Acting, d: Annotated[Daemon, Dep
     return await d.embedding_work(lambda: ops.import_batch(ctx, body))
 
 
+def _query(field: str) -> Any:
+    """``Query(...)`` with a :class:`~agentd.ops.models.ListMemories` field's constraints and
+    description, so the published parameter says what the request model checks."""
+    info = ops.ListMemories.model_fields[field]
+    bounds: dict[str, Any] = {}
+    for rule in info.metadata:
+        for name in ("ge", "le", "min_length", "max_length", "pattern"):
+            if getattr(rule, name, None) is not None:
+                bounds[name] = getattr(rule, name)
+    return Query(description=info.description, **bounds)
+
+
 @router.get("/v1/memories", response_model=ops.MemoryList, responses=error_responses(404, 422), **allow(Policy.ADMIN))
 def list_memories(
     ctx: Acting,
-    persona: Annotated[str, Query(min_length=1, max_length=MAX_NAME, description="Whose memories.")],
-    scope: Annotated[
-        str | None, Query(pattern=SCOPE_PATTERN, description="global | channel:NAME | user:ID (default: all).")
-    ] = None,
-    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
-    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+    persona: Annotated[str, _query("persona")],
+    scope: Annotated[str | None, _query("scope")] = None,
+    limit: Annotated[int, _query("limit")] = 100,
+    offset: Annotated[int, _query("offset")] = 0,
 ) -> ops.MemoryList:
     """A persona's memories, newest first."""
-    # The query's bounds are declared twice, here for the published schema and in ListMemories:
-    # tests/test_ops_memory.py pins them equal.
-    request = ops.ListMemories(persona=persona, scope=scope, limit=limit, offset=offset)
-    return ops.list_memories(ctx, request)
+    return ops.list_memories(ctx, ops.ListMemories(persona=persona, scope=scope, limit=limit, offset=offset))
 
 
 @router.delete(
