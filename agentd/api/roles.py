@@ -20,10 +20,10 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 
 from agentd._exceptions import Forbidden, UnauthorizedCaller
+from agentd.access.scopes import DELEGATION_MARK
 from agentd.api.keys import Principal, Role
 from agentd.api.state import Daemon, daemon
 from agentd.ops.base import OpContext
-from agentd.scopes import DELEGATION_MARK
 
 #: The scope key the door stores the caller under.
 PRINCIPAL_KEY = "agentd.principal"

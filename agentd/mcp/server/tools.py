@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd._exceptions import AgentdError, ErrorCode, Forbidden, InvalidInput, NotFound, TurnError
-from agentd.identity import acting_user
+from agentd.access.identity import acting_user
+from agentd.access.scopes import DELEGATION_MARK, check_identifier, unseen_character
 from agentd.ops import memory as ops
 from agentd.ops.base import OPERATIONS, OpContext, Request, parse, tool_schema
 from agentd.runtime.events import Done, Error, Event, MemoryContext, ToolCall, ToolResult
-from agentd.scopes import DELEGATION_MARK, check_identifier, unseen_character
 
 if TYPE_CHECKING:
     from agentd.app import App
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 CHAT_TIMEOUT_SECONDS = 300.0
 
 
-class Caller(Protocol):
+class McpCaller(Protocol):
     """Who calls: a key's role and name, and the channels it may use (the daemon's principal)."""
 
     @property
@@ -79,7 +79,7 @@ class Session:
     persona: str | None = None
     user: str | None = None
     channel: str | None = None
-    caller: Caller = LocalCaller()
+    caller: McpCaller = LocalCaller()
 
 
 def _str(arguments: dict[str, Any], name: str, *, required: bool = False) -> str | None:
@@ -279,7 +279,7 @@ class Tools:
             f"this session names no persona (agentd mcp --persona P, /mcp?persona=P); known: {', '.join(personas)}",
         )
 
-    def _check_channel(self, who: Caller, channel: str, persona: str) -> None:
+    def _check_channel(self, who: McpCaller, channel: str, persona: str) -> None:
         """As ``POST /v1/chat``: no delegation channel, an adapter's own channels, a bound channel's personas."""
         if DELEGATION_MARK in channel:
             raise Forbidden(f"{channel!r} is a delegation's internal channel: it cannot be posted to from outside")
