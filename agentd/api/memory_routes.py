@@ -15,13 +15,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.convertors import Convertor, register_url_convertor
 
 from agentd.api.responses import COMMON_ERRORS, error_responses
 from agentd.api.roles import Acting, Policy, allow
 from agentd.api.state import Daemon, daemon
 from agentd.ops import memory as ops
-from agentd.ops.fields import MAX_ID
 
 router = APIRouter(tags=["memory"], responses=COMMON_ERRORS)
 
@@ -89,16 +89,24 @@ async def import_(body: ops.ImportRequest, ctx: Acting, d: Annotated[Daemon, Dep
     return await d.embedding_work(lambda: ops.import_batch(ctx, body))
 
 
-def _query(field: str) -> Any:
-    """``Query(...)`` with a :class:`~agentd.ops.models.ListMemories` field's constraints and
-    description, so the published parameter says what the request model checks."""
-    info = ops.ListMemories.model_fields[field]
-    bounds: dict[str, Any] = {}
-    for rule in info.metadata:
+def _bounds(model: type[BaseModel], field: str) -> dict[str, Any]:
+    """A request model's field constraints as ``Query``/``Path`` arguments: a parameter publishes
+    (and FastAPI checks) what the operation's request model declares, declared once there."""
+    found: dict[str, Any] = {}
+    for rule in model.model_fields[field].metadata:
         for name in ("ge", "le", "min_length", "max_length", "pattern"):
             if getattr(rule, name, None) is not None:
-                bounds[name] = getattr(rule, name)
-    return Query(description=info.description, **bounds)
+                found[name] = getattr(rule, name)
+    return found
+
+
+def _query(field: str) -> Any:
+    """``Query(...)`` for a :class:`~agentd.ops.models.ListMemories` field: its bounds and description."""
+    return Query(description=ops.ListMemories.model_fields[field].description, **_bounds(ops.ListMemories, field))
+
+
+#: A memory's id in a path (the bounds of the operations' ``id``).
+MemoryId = Annotated[int, Path(**_bounds(ops.ForgetMemory, "id"))]
 
 
 @router.get("/v1/memories", response_model=ops.MemoryList, responses=error_responses(404, 422), **allow(Policy.ADMIN))
@@ -119,7 +127,7 @@ def list_memories(
     responses=error_responses(404, 422),
     **allow(Policy.ADMIN),
 )
-def forget(memory_id: Annotated[int, Path(ge=1, le=MAX_ID)], ctx: Acting) -> ops.Forgotten:
+def forget(memory_id: MemoryId, ctx: Acting) -> ops.Forgotten:
     """Delete one memory (its row, vector and index entry)."""
     return ops.forget(ctx, ops.ForgetMemory(id=memory_id))
 
@@ -130,7 +138,7 @@ def forget(memory_id: Annotated[int, Path(ge=1, le=MAX_ID)], ctx: Acting) -> ops
     responses=error_responses(404, 422),
     **allow(Policy.ADMIN),
 )
-def history(memory_id: Annotated[int, Path(ge=1, le=MAX_ID)], ctx: Acting) -> ops.MemoryHistory:
+def history(memory_id: MemoryId, ctx: Acting) -> ops.MemoryHistory:
     """How a memory changed through fact extraction (``[memory] extract``), oldest first; also for a
     memory since deleted (as ``agentd memory history ID``)."""
     return ops.history(ctx, ops.HistoryRequest(memory_id=memory_id))
