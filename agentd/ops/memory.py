@@ -55,7 +55,7 @@ from agentd.ops.models import (
 )
 
 if TYPE_CHECKING:
-    from agentd.memory.ranking import MemoryHit
+    from agentd.search import MemoryHit
     from agentd.store.memories import NewMemory
 
 #: The roles that may search memories, and those that may change or list them.
@@ -89,13 +89,16 @@ def _searched(ctx: OpContext, persona: str | None) -> list[str]:
 def search(ctx: OpContext, request: SearchRequest) -> SearchResponse:
     """The top ``limit`` memories by relevance with time decay, best first (``score`` ranks;
     ``min_score``, default none, filters on ``relevance``)."""
-    from agentd.recall import known_facts  # on first use: the search machinery is heavy to import
+    # On first use: the search machinery is heavy to import (agentd memory list needs none of it).
+    from agentd.recall import known_facts
+    from agentd.search import SearchQuery
 
     memory = ctx.parts.memory
     if isinstance(request, LocalSearch):
         reach = Reach(ctx.persona_for(request.persona), request.channel, request.user_id or ctx.user)
         scopes = [*reach.scopes(), *reach.episode_scopes(direct=True)] if request.episodes else None
-        hits = memory.search(request.query, reach, limit=request.limit, min_relevance=request.min_score, scopes=scopes)
+        asked = SearchQuery(request.query, reach, request.limit, min_relevance=request.min_score, scopes=scopes)
+        hits = list(memory.search(asked).hits)
     else:
         hits = known_facts.search(
             memory,
