@@ -36,10 +36,14 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(["text", "files", "timing", "observe", "access.scopes"], 0),
     **dict.fromkeys(["store", "llm", "embedders", "client"], 1),
     # recall imports memory and prompt (same layer; the cycle test keeps them from importing it back).
-    **dict.fromkeys(["prompt", "memory", "recall", "skills", "mcp.client", "access", "spend", "timing.schedules"], 2),
+    **dict.fromkeys(
+        ["prompt", "memory", "recall", "skills", "mcp.client", "access", "spend", "timing.schedules", "ops"], 2
+    ),
     # search sits here too: memory, recall, prompt and skills import it, and the cycle test keeps it from
     # importing any of them (it needs only store and embedders; an embedder's calibration is embedders/').
     "search": 2,
+    # The operations' models and their building blocks import nothing above layer 1: a client can use them.
+    **dict.fromkeys(["ops.models", "ops.fields"], 1),
     # mcp/__init__.py is a docstring: it imports nothing.
     "mcp": 0,
     **dict.fromkeys(["app", "runtime"], 3),
