@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from agentd.backoff import delay
 from agentd.log import get_logger
 from agentd.store import Store
 
@@ -105,7 +106,7 @@ class JobWorker:
                     break  # resumed at the next start
                 failures = self._failures.get(channel, 0) + 1
                 self._failures[channel] = failures
-                wait = min(MAX_BACKOFF, BACKOFF * 2 ** (failures - 1))
+                wait = delay(failures - 1, BACKOFF, MAX_BACKOFF, jitter=0.0)
                 log.warning("background_job_failed", job=self._job, channel=channel, error=repr(exc), retry_s=wait)
                 with self._changed:
                     self._pending.setdefault(channel, time.monotonic() + wait)
