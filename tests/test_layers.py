@@ -38,7 +38,9 @@ LAYERS: dict[str, int] = {
     ),
     **dict.fromkeys(["store", "llm", "embedders", "client"], 1),
     # recall imports memory and prompt (same layer; the cycle test keeps them from importing it back).
-    **dict.fromkeys(["prompt", "memory", "recall", "skills", "mcp", "visibility", "usage", "caps", "schedules"], 2),
+    **dict.fromkeys(
+        ["prompt", "memory", "recall", "skills", "mcp", "visibility", "usage", "caps", "schedules", "ops"], 2
+    ),
     **dict.fromkeys(["app", "runtime"], 3),
     **dict.fromkeys(["api", "cli", "adapters", "mcpserver"], 4),
     "__main__": 5,

@@ -14,67 +14,51 @@ a body may hold a lone UTF-16 surrogate (it cannot be stored or sent back as UTF
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentd.config import MAX_MESSAGE_CHARS
-from agentd.scopes import CONTROL_OR_FORMAT, IDENTIFIER_PATTERN, INVISIBLE, WHITESPACE
+from agentd.ops.fields import (
+    CATEGORY_PATTERN,
+    MAX_ID,
+    MAX_NAME,
+    PERSONA_PATTERN,
+    SCOPE_PATTERN,
+    TEXT_PATTERN,
+    Identifier,
+    Limit,
+    Metadata,
+    PersonaName,
+    Score,
+    Text,
+    TokenBudget,
+)
+
+#: The shared field types live with the operations (:mod:`agentd.ops.fields`); re-exported for the routes.
+__all__ = [
+    "CATEGORY_PATTERN",
+    "MAX_ID",
+    "MAX_NAME",
+    "PERSONA_PATTERN",
+    "SCOPE_PATTERN",
+    "TEXT_PATTERN",
+    "Identifier",
+    "Limit",
+    "Metadata",
+    "PersonaName",
+    "Score",
+    "Text",
+    "TokenBudget",
+]
 
 #: Most memories one import request may carry.
 MAX_IMPORT = 10_000
-#: Largest id (SQLite's 64-bit signed integers): ids and offsets above it are refused.
-MAX_ID = 2**63 - 1
-#: Longest persona name a query string may carry (a longer one is no persona's: 404 either way).
-MAX_NAME = 256
 #: Longest message a query string may carry (``GET /v1/budget``): percent-encoded it stays
 #: well inside the request line the server reads (``HTTP_LINE_LIMIT``).
 MAX_QUERY_MESSAGE = 2000
 #: Bytes of request line and headers the server reads (uvicorn's h11 default is 16 kB).
 HTTP_LINE_LIMIT = 65_536
-#: Text with at least one character that is neither whitespace nor invisible (a zero-width space), and no NUL.
-TEXT_PATTERN = f"^[^\\x00]*[^{WHITESPACE}{INVISIBLE}\\x00][^\\x00]*$"
-#: ``global``, ``channel:NAME`` or ``user:ID``.
-SCOPE_PATTERN = f"^(global|channel:{IDENTIFIER_PATTERN[1:-1]}|user:{IDENTIFIER_PATTERN[1:-1]})$"
-#: A memory's category (as the memory service checks it).
-CATEGORY_PATTERN = "^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$"
-
-
-def _no_surrogates(value: Any, path: str = "") -> None:
-    """Raise ValueError naming where a lone UTF-16 surrogate is, in any string of ``value``."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            where = f" at {path}" if path else ""
-            raise ValueError(f"holds a lone UTF-16 surrogate{where} (position {exc.start}): not valid text") from None
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            _no_surrogates(key, path)
-            _no_surrogates(item, f"{path}.{key}" if path else str(key))
-    elif isinstance(value, Sequence) and not isinstance(value, bytes):
-        for index, item in enumerate(value):
-            _no_surrogates(item, f"{path}[{index}]")
-
-
-def _checked_json(value: Any) -> Any:
-    _no_surrogates(value)
-    return value
-
-
-#: A persona's name as a request gives it: unknown names are 404, invisible and control characters 422.
-PERSONA_PATTERN = f"^[^{CONTROL_OR_FORMAT}]+$"
-Identifier = Annotated[str, Field(pattern=IDENTIFIER_PATTERN, description="1-128 characters, no whitespace.")]
-#: A persona's name (unknown ones are 404).
-PersonaName = Annotated[str, Field(min_length=1, pattern=PERSONA_PATTERN)]
-#: Integers are JSON integers: ``5``. ``5.0`` (JSON Schema 2020-12 counts it an integer), ``5.5``, ``"5"``
-#: and ``true`` are refused: no coercion (tests/schemathesis_hooks.py keeps schemathesis to ``5``).
-Limit = Annotated[int, Field(ge=1, le=1000)]
-TokenBudget = Annotated[int, Field(ge=1, le=1_000_000)]
-Score = Annotated[float, Field(ge=0.0, le=1.0)]
-Text = Annotated[str, Field(pattern=TEXT_PATTERN)]
-Metadata = Annotated[dict[str, Any], AfterValidator(_checked_json)]
 
 
 #: Who reads a channel: ``direct`` (this user and the persona) or ``shared``.
