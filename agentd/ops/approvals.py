@@ -57,7 +57,7 @@ class ApprovalOut(Result):
 
 
 class ApprovalList(Result):
-    """Approvals, newest first."""
+    """``GET /v1/approvals``."""
 
     approvals: list[ApprovalOut]
 
@@ -71,7 +71,7 @@ class ApprovalQuery(Request):
 
 
 class DecisionIn(Request):
-    """The decision on one approval (its id is the route's)."""
+    """``POST /v1/approvals/{id}``: the decision."""
 
     decision: Literal["approve", "deny"]
     reason: str | None = Field(default=None, max_length=2000, description="Why (the model, and the person, are told).")

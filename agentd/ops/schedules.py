@@ -32,7 +32,7 @@ TOOL_LIST_LIMIT = 50
 
 
 class NewScheduleBody(Request):
-    """A schedule to make: ``at`` (one time) or ``cron`` (a recurrence), exactly one."""
+    """``POST /v1/schedules``: ``at`` (one time) or ``cron`` (a recurrence), exactly one."""
 
     model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["at"]}, {"required": ["cron"]}]})
 
@@ -80,7 +80,7 @@ class ScheduleOut(Result):
 
 
 class ScheduleList(Result):
-    """Schedules, newest first."""
+    """``GET /v1/schedules``: newest first."""
 
     schedules: list[ScheduleOut]
 
