@@ -11,12 +11,15 @@ from starlette.concurrency import run_in_threadpool
 from agentd._exceptions import InvalidInput
 from agentd.api.chat import SSE_DOC
 from agentd.api.keys import Principal, Role
+from agentd.api.opcontext import op_context
 from agentd.api.redact import reduced
 from agentd.api.responses import COMMON_ERRORS, ChannelList, MessagePage, PostAccepted, error_responses
 from agentd.api.roles import Policy, allow, caller_of
 from agentd.api.schemas import MAX_ID, ChannelPost
 from agentd.api.sse import HEADERS, MEDIA_TYPE
 from agentd.api.state import Daemon, daemon
+from agentd.ops import chat as ops
+from agentd.ops.chat import in_conversation
 from agentd.scopes import IDENTIFIER_PATTERN, check_identifier
 
 router = APIRouter(tags=["channels"], responses=COMMON_ERRORS)
@@ -43,19 +46,8 @@ async def post_message(
     (a channel bound to several personas) ``[channels.NAME] answer`` decides: ``persona`` is the
     first to answer, ``triggered`` the others in order (``persona`` null: nobody is asked to).
     """
-    persona = d.answering(channel, body.persona, body.text)
-    accepted = await run_in_threadpool(
-        lambda: d.runtime.submit(
-            persona,
-            channel,
-            body.user,
-            body.text,
-            disable_memory=body.disable_memory,
-            source="channel",
-            visibility=body.visibility,
-            caller=caller_of(request),
-        )
-    )
+    ctx = in_conversation(op_context(request, d), d.runtime, source="channel")
+    accepted = await run_in_threadpool(ops.chat, ctx, body.request(channel))
     d.hub.wake(channel)
     return JSONResponse(
         {

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd._exceptions import AgentdError, ErrorCode, Forbidden, InvalidInput, NotFound, TurnError
-from agentd.identity import acting_user
+from agentd.ops import chat as chat_ops
+from agentd.ops.base import OpContext, parse, tool_schema
 from agentd.recall import known_facts
 from agentd.runtime.events import Done, Error, Event, MemoryContext, ToolCall, ToolResult
-from agentd.scopes import DELEGATION_MARK, GLOBAL, Scope, check_identifier, unseen_character
+from agentd.scopes import GLOBAL, Scope, check_identifier, unseen_character
 
 if TYPE_CHECKING:
     from agentd.app import App
@@ -220,24 +221,7 @@ DEFINITIONS: dict[str, tuple[str, dict[str, Any]]] = {
             "Send a message to an agentd persona and get its reply. The persona recalls what it knows first; "
             "the answer says which memories it was given and which tools it called."
         ),
-        _schema(
-            {
-                "message": {"type": "string", "description": "The message, as the user would write it."},
-                "persona": {"type": "string", "description": "Who answers (default: this session's persona)."},
-                "channel": {
-                    "type": "string",
-                    "description": "The conversation (default: this session's channel, else the session user's "
-                    "own direct channel dm-USER, where all of their memories may be recalled).",
-                },
-                "visibility": {
-                    "type": "string",
-                    "enum": ["direct", "shared"],
-                    "description": "Who reads a new channel: direct (only this user, who may then be reminded "
-                    "of anything they said anywhere) or shared (the default: only what was learned there).",
-                },
-            },
-            ["message"],
-        ),
+        tool_schema(chat_ops.ChatToolArgs),
     ),
 }
 
@@ -346,28 +330,22 @@ class Tools:
         return {"memories": [m.as_json() for m in memories], "total": self._app.memory.count(persona)}
 
     def _chat(self, args: dict[str, Any], s: Session) -> dict[str, Any]:
-        message = _str(args, "message", required=True)
-        assert message is not None
-        persona = self._persona(s, _str(args, "persona"))
-        user = s.user or acting_user(None, s.caller, self._app.config)
-        # The session user's own channel by default, as the OpenAI endpoint and the web page: there
-        # what this session stored (remember, scope user) is recalled.
-        own = f"dm-{user}"
-        channel = _str(args, "channel") or s.channel or own
-        check_identifier("channel", channel)
-        self._check_channel(s.caller, channel, persona)
-        events: queue.Queue[Event] = queue.Queue()
-        accepted = self._runtime().submit(
-            persona,
-            channel,
-            user,
-            message,
-            sink=events.put,
-            source="mcp",
-            visibility=_str(args, "visibility") or ("direct" if channel == own else None),
-            caller=s.caller,
+        """:func:`agentd.ops.chat.chat` (as ``POST /v1/chat``), waiting for the reply."""
+        who = s.caller
+        ctx = OpContext(
+            self._app,
+            role=who.role,
+            name=who.name,
+            rights=None if isinstance(who, LocalCaller) else who,
+            persona=s.persona,
+            user=s.user,
+            channel=s.channel,
+            via="mcp",
         )
-        return _outcome(accepted.persona, channel, events)
+        request = parse(chat_ops.ChatToolArgs, args).request(ctx)
+        events: queue.Queue[Event] = queue.Queue()
+        accepted = chat_ops.chat(chat_ops.in_conversation(ctx, self._runtime(), events.put, "mcp"), request)
+        return _outcome(accepted.persona, request.channel, events)
 
     # -- shared checks -----------------------------------------------------------------------
 
@@ -405,18 +383,6 @@ class Tools:
         builder = self._app.builder
         counters = {c.name: c for c in (builder.counter(self._app.personas[p]) for p in personas)}
         return lambda text: max((c.count(text) for c in counters.values()), default=0)
-
-    def _check_channel(self, who: Caller, channel: str, persona: str) -> None:
-        """As ``POST /v1/chat``: no delegation channel, an adapter's own channels, a bound channel's personas."""
-        if DELEGATION_MARK in channel:
-            raise Forbidden(f"{channel!r} is a delegation's internal channel: it cannot be posted to from outside")
-        if not who.may_use_channel(channel):
-            raise Forbidden(f"the {who.role} key {who.name!r} may not use channel {channel!r}")
-        entry = self._app.config.channels.get(channel)
-        if entry is not None and entry.personas and persona not in entry.personas:
-            raise InvalidInput(
-                "persona", f"{persona!r} is not bound to channel {channel!r} (bound: {', '.join(entry.personas)})"
-            )
 
 
 def _outcome(persona: str, channel: str, events: queue.Queue[Event]) -> dict[str, Any]:
