@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query
 from starlette.concurrency import run_in_threadpool
 
-from agentd.api.opcontext import op_context
 from agentd.api.responses import COMMON_ERRORS, error_responses
-from agentd.api.roles import Policy, allow
+from agentd.api.roles import Acting, Policy, allow
 from agentd.api.state import Daemon, daemon
 from agentd.ops import approvals as ops
 from agentd.ops.approvals import ApprovalList, ApprovalOut, DecisionIn, State
@@ -29,15 +28,14 @@ router = APIRouter(tags=["approvals"], responses=COMMON_ERRORS)
 
 @router.get("/v1/approvals", response_model=ApprovalList, responses=error_responses(422), **allow(Policy.ANY))
 async def list_route(
-    request: Request,
-    d: Annotated[Daemon, Depends(daemon)],
+    ctx: Acting,
     state: Annotated[State | None, Query()] = "pending",
     persona: Annotated[str | None, Query(min_length=1, max_length=MAX_NAME)] = None,
 ) -> dict[str, Any]:
     """The tool calls waiting for approval (``state``: others), newest first; a key that is not an
     admin's sees those of its channels."""
     query = parse(ops.ApprovalQuery, {"state": state, "persona": persona})
-    return (await run_in_threadpool(ops.list_approvals, op_context(request, d), query)).as_json()
+    return (await run_in_threadpool(ops.list_approvals, ctx, query)).as_json()
 
 
 @router.post(
@@ -47,13 +45,13 @@ async def list_route(
     **allow(Policy.ANY),
 )
 async def decide_route(
-    request: Request,
+    ctx: Acting,
     approval_id: Annotated[int, Path(ge=1, le=MAX_ID)],
     body: DecisionIn,
     d: Annotated[Daemon, Depends(daemon)],
 ) -> dict[str, Any]:
     """Approve or deny a tool call, once: approved, the daemon runs it and the turn goes on with
     its result; denied, it is never run and the turn goes on with the denial."""
-    decided = await run_in_threadpool(ops.decide, op_context(request, d), body.request(approval_id))
+    decided = await run_in_threadpool(ops.decide, ctx, body.request(approval_id))
     d.runtime.approval_decided()
     return decided.as_json()

@@ -11,10 +11,9 @@ from starlette.concurrency import run_in_threadpool
 from agentd._exceptions import InvalidInput
 from agentd.api.chat import SSE_DOC
 from agentd.api.keys import Principal, Role
-from agentd.api.opcontext import op_context
 from agentd.api.redact import reduced
 from agentd.api.responses import COMMON_ERRORS, ChannelList, MessagePage, PostAccepted, error_responses
-from agentd.api.roles import Policy, allow, caller_of
+from agentd.api.roles import Acting, Policy, allow, caller_of
 from agentd.api.schemas import MAX_ID, ChannelPost
 from agentd.api.sse import HEADERS, MEDIA_TYPE
 from agentd.api.state import Daemon, daemon
@@ -35,7 +34,7 @@ Channel = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description="1-128 cha
     **allow(Policy.CHANNEL),
 )
 async def post_message(
-    channel: Channel, body: ChannelPost, d: Annotated[Daemon, Depends(daemon)], request: Request
+    channel: Channel, body: ChannelPost, d: Annotated[Daemon, Depends(daemon)], ctx: Acting
 ) -> JSONResponse:
     """Store a message for the channel's persona and answer at once with its id (202).
 
@@ -46,8 +45,9 @@ async def post_message(
     (a channel bound to several personas) ``[channels.NAME] answer`` decides: ``persona`` is the
     first to answer, ``triggered`` the others in order (``persona`` null: nobody is asked to).
     """
-    ctx = in_conversation(op_context(request, d), d.runtime, source="channel")
-    accepted = await run_in_threadpool(ops.chat, ctx, body.request(channel))
+    accepted = await run_in_threadpool(
+        ops.chat, in_conversation(ctx, d.runtime, source="channel"), body.request(channel)
+    )
     d.hub.wake(channel)
     return JSONResponse(
         {

@@ -6,13 +6,12 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from agentd.api.opcontext import op_context
 from agentd.api.responses import COMMON_ERRORS, error_responses
-from agentd.api.roles import Policy, allow
+from agentd.api.roles import Acting, Policy, allow
 from agentd.api.sse import HEADERS, MEDIA_TYPE, EventBridge, frame
 from agentd.api.state import Daemon, daemon
 from agentd.ops import chat as ops
@@ -30,7 +29,7 @@ SSE_DOC: dict[int | str, dict[str, Any]] = {
 @router.post(
     "/v1/chat", response_class=StreamingResponse, responses={**SSE_DOC, **error_responses(429)}, **allow(Policy.CHANNEL)
 )
-async def chat(body: ChatRequest, d: Annotated[Daemon, Depends(daemon)], request: Request) -> StreamingResponse:
+async def chat(body: ChatRequest, d: Annotated[Daemon, Depends(daemon)], ctx: Acting) -> StreamingResponse:
     """Send a message and stream the reply as server-sent events.
 
     Each event's ``event:`` names it and ``data:`` is its JSON: ``memory_context``
@@ -44,8 +43,7 @@ async def chat(body: ChatRequest, d: Annotated[Daemon, Depends(daemon)], request
     before the stream starts.
     """
     bridge = EventBridge(asyncio.get_running_loop())
-    ctx = in_conversation(op_context(request, d), d.runtime, bridge.sink, "chat")
-    accepted = await run_in_threadpool(ops.chat, ctx, body)
+    accepted = await run_in_threadpool(ops.chat, in_conversation(ctx, d.runtime, bridge.sink, "chat"), body)
     d.hub.wake(body.channel)
     headers = {**HEADERS, "X-Agentd-Message-Id": str(accepted.message_id), "X-Agentd-Request-Id": accepted.request_id}
     if not room_decides(d.app, body.channel, body.persona):

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 from starlette.concurrency import run_in_threadpool
 
-from agentd.api.opcontext import op_context
 from agentd.api.responses import COMMON_ERRORS, error_responses
-from agentd.api.roles import Policy, allow
-from agentd.api.state import Daemon, daemon
+from agentd.api.roles import Acting, Policy, allow
 from agentd.ops import schedules as ops
 from agentd.ops.base import parse
 from agentd.ops.fields import MAX_ID, MAX_NAME
@@ -35,14 +33,12 @@ def _ref(schedule_id: int, user: str | None) -> ops.ScheduleRef:
 
 @router.get("/v1/schedules", response_model=ScheduleList, responses=error_responses(422), **allow(Policy.SERVICE))
 async def list_schedules(
-    request: Request,
-    d: Annotated[Daemon, Depends(daemon)],
+    ctx: Acting,
     state: Annotated[State | None, Query(description="Only those in this state.")] = None,
     persona: Annotated[str | None, Query(min_length=1, max_length=MAX_NAME)] = None,
     user: UserParam = None,
 ) -> dict[str, Any]:
     """Schedules in every state, newest first, unless ``state``, ``persona`` or ``user`` filter them."""
-    ctx = op_context(request, d)
     query = parse(ops.ScheduleQuery, {"state": state, "persona": persona, "user": user})
     return (await run_in_threadpool(ops.list_schedules, ctx, query)).as_json()
 
@@ -54,12 +50,10 @@ async def list_schedules(
     responses=error_responses(404, 422),
     **allow(Policy.SERVICE),
 )
-async def create_schedule(
-    body: NewScheduleBody, request: Request, d: Annotated[Daemon, Depends(daemon)]
-) -> dict[str, Any]:
+async def create_schedule(body: NewScheduleBody, ctx: Acting) -> dict[str, Any]:
     """Make a schedule: its persona takes a turn in ``channel`` at ``at``, or at each occurrence of
     ``cron`` in ``timezone``, triggered by ``text``."""
-    return (await run_in_threadpool(ops.create, op_context(request, d), body)).as_json()
+    return (await run_in_threadpool(ops.create, ctx, body)).as_json()
 
 
 @router.get(
@@ -68,11 +62,9 @@ async def create_schedule(
     responses=error_responses(404, 422),
     **allow(Policy.SERVICE),
 )
-async def get_schedule(
-    schedule_id: ScheduleId, request: Request, d: Annotated[Daemon, Depends(daemon)], user: UserParam = None
-) -> dict[str, Any]:
+async def get_schedule(schedule_id: ScheduleId, ctx: Acting, user: UserParam = None) -> dict[str, Any]:
     """One schedule (a service key: only its user's)."""
-    return (await run_in_threadpool(ops.get, op_context(request, d), _ref(schedule_id, user))).as_json()
+    return (await run_in_threadpool(ops.get, ctx, _ref(schedule_id, user))).as_json()
 
 
 @router.delete(
@@ -81,9 +73,7 @@ async def get_schedule(
     responses=error_responses(404, 422),
     **allow(Policy.SERVICE),
 )
-async def cancel_schedule(
-    schedule_id: ScheduleId, request: Request, d: Annotated[Daemon, Depends(daemon)], user: UserParam = None
-) -> dict[str, Any]:
+async def cancel_schedule(schedule_id: ScheduleId, ctx: Acting, user: UserParam = None) -> dict[str, Any]:
     """Cancel a schedule still to fire; answers it as it is now (one already fired, missed or
     cancelled is left so)."""
-    return (await run_in_threadpool(ops.cancel, op_context(request, d), _ref(schedule_id, user))).as_json()
+    return (await run_in_threadpool(ops.cancel, ctx, _ref(schedule_id, user))).as_json()

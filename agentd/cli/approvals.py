@@ -15,11 +15,12 @@ import click
 from rich.table import Table
 
 from agentd.app import App
+from agentd.cli.acting import operator, request
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
 from agentd.ops import approvals as ops
 from agentd.ops.approvals import STATES
-from agentd.ops.base import ADMIN, OpContext, parse
+from agentd.ops.base import ADMIN, OpContext
 
 
 @click.group()
@@ -35,8 +36,10 @@ def approvals() -> None:
 @pass_app
 def list_(app: App, state: str | None, every: bool, persona: str | None, as_json: bool) -> None:
     """List the tool calls waiting for approval (newest first), with who asked and the arguments."""
-    query = parse(ops.ApprovalQuery, {"state": None if every else (state or "pending"), "persona": persona})
-    listed = ops.list_approvals(OpContext.operator(app), query)
+    query = request(ops.ApprovalQuery, {"state": "--state", "persona": "--persona"}, persona=persona)
+    if every or state:  # None: every state (the model's default is pending)
+        query = query.model_copy(update={"state": None if every else state})
+    listed = ops.list_approvals(operator(app), query)
     if as_json:
         print_json(listed.as_json())
         return
@@ -66,8 +69,8 @@ def _arguments(given: Any) -> str:
 
 def _decide(app: App, approval_id: int, decision: str, reason: str | None = None) -> ops.ApprovalOut:
     """Decide as the operator at the command line."""
-    request = parse(ops.Decision, {"id": approval_id, "decision": decision, "reason": reason})
-    return ops.decide(OpContext(app, ADMIN, _operator()), request)
+    asked = request(ops.Decision, {"id": "ID", "reason": "--reason"}, id=approval_id, decision=decision, reason=reason)
+    return ops.decide(OpContext(app, ADMIN, _operator()), asked)
 
 
 def _operator() -> str:

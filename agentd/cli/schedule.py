@@ -13,12 +13,25 @@ from datetime import datetime
 import click
 
 from agentd.app import App
+from agentd.cli.acting import operator, request
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
 from agentd.ops import schedules as ops
-from agentd.ops.base import OpContext, parse
 from agentd.ops.schedules import ScheduleOut
 from agentd.store.schedules import STATES
+
+#: The flag that gives each field (a refused value names it).
+FLAGS = {
+    "persona": "PERSONA",
+    "text": "TEXT",
+    "channel": "--channel",
+    "user": "--user",
+    "at": "--at",
+    "cron": "--cron",
+    "timezone": "--timezone",
+    "state": "--state",
+    "limit": "--limit",
+}
 
 
 @click.group()
@@ -66,9 +79,11 @@ def add(
 ) -> None:
     """Have PERSONA take a turn in a channel, triggered by TEXT, at a time (--at) or at each
     occurrence of a cron expression (--cron, --timezone)."""
-    given = {"persona": persona, "channel": channel, "text": text, "user": user, "at": at, "cron": cron}
-    request = parse(ops.NewScheduleBody, {**{k: v for k, v in given.items() if v is not None}, "timezone": timezone})
-    made = ops.create(OpContext.operator(app), request)
+    asked = request(
+        ops.NewScheduleBody, FLAGS, persona=persona, channel=channel, text=text, user=user, at=at, cron=cron,
+        timezone=timezone,
+    )  # fmt: skip
+    made = ops.create(operator(app), asked)
     if as_json:
         print_json(made.as_json())
         return
@@ -86,8 +101,8 @@ def list_schedules(
     app: App, persona: str | None, user: str | None, state: str | None, limit: int, as_json: bool
 ) -> None:
     """Schedules in every state, newest first."""
-    query = parse(ops.ScheduleQuery, {"state": state, "persona": persona, "user": user, "limit": limit})
-    found = ops.list_schedules(OpContext.operator(app), query).schedules
+    query = request(ops.ScheduleQuery, FLAGS, state=state, persona=persona, user=user, limit=limit)
+    found = ops.list_schedules(operator(app), query).schedules
     if as_json:
         print_json([s.as_json() for s in found])
         return
@@ -104,7 +119,7 @@ def list_schedules(
 @pass_app
 def cancel_schedule(app: App, schedule_id: int, as_json: bool) -> None:
     """Cancel schedule ID (one already fired, missed or cancelled is left as it is)."""
-    found = ops.cancel(OpContext.operator(app), parse(ops.ScheduleRef, {"id": schedule_id}))
+    found = ops.cancel(operator(app), request(ops.ScheduleRef, {"id": "ID"}, id=schedule_id))
     if as_json:
         print_json(found.as_json())
         return

@@ -141,7 +141,8 @@ class OpContext:
     call, :data:`ADMIN` and :data:`OPERATOR` in process). ``rights``: what its key may reach
     (``None``: everything, the operator). ``persona``, ``user``, ``channel``: the defaults of
     the session or conversation (an MCP session's options, the conversation a skill runs in, the
-    CLI's default user). ``shared_channel`` and ``message_id``: a conversation's, for skills.
+    CLI's default user), checked by whoever builds the context (a persona that exists, ids that
+    are identifiers): operations trust them. ``shared_channel`` and ``message_id``: a conversation's, for skills.
     """
 
     parts: Parts
@@ -162,12 +163,28 @@ class OpContext:
         """The person running agentd on this machine: an admin who may reach everything."""
         return cls(parts, ADMIN, OPERATOR, None, user=user, via=via)
 
+    def persona_for(self, named: str | None = None) -> str:
+        """The persona a call acts for: the one it names (checked), else the caller's (checked when the
+        context was built), else the only one. :class:`~agentd.NotFound` names the known ones;
+        several and none named is ``invalid_input``."""
+        if named:
+            unseen = unseen_character(named)
+            if unseen is not None:
+                raise InvalidInput("persona", f"must not hold control, invisible or bidirectional characters: {unseen}")
+            return self.parts.personas[named].name
+        if self.persona:
+            return self.persona
+        personas = self.parts.personas
+        if len(personas) == 1:
+            return next(iter(personas))
+        raise InvalidInput("persona", f"this call names no persona, and there are several: {', '.join(personas)}")
+
     def require(self, operation: str, roles: tuple[str, ...]) -> None:
         """Refuse (403 ``forbidden``) a caller whose role ``operation`` does not admit."""
         if self.role not in roles:
+            keys = " or ".join(r for r in roles if r != PERSONA)
             raise Forbidden(
-                f"the {self.role} key {self.name!r} may not call {operation}: it needs a key with the role "
-                f"{' or '.join(roles)}"
+                f"the {self.role} key {self.name!r} may not call {operation}: it needs a key with the role {keys}"
             )
 
     def check_user(self, user: str) -> None:
@@ -199,6 +216,11 @@ class Operation:
     request: type[Request]
     result: type[BaseModel]
     function: Callable[[OpContext, Any], BaseModel]
+
+    @property
+    def key_roles(self) -> tuple[str, ...]:
+        """The roles of keys it admits (a persona's own tool call is no key's)."""
+        return tuple(r for r in self.roles if r != PERSONA)
 
     def __call__(self, ctx: OpContext, request: Request) -> BaseModel:
         """Run it (the roles are checked by the function itself, see :func:`operation`)."""
@@ -279,10 +301,24 @@ def describe(error: dict[str, Any]) -> str:
 
 
 def tool_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The JSON schema of an MCP tool's (or a skill's) arguments: the model's, by alias, without
-    pydantic's titles (a tool's schema names no Python class)."""
+    """The JSON schema of an MCP tool's (or a skill's) arguments, from ``model``'s: by alias, without
+    pydantic's titles and the model's docstring (the tool has its own description), an optional
+    argument as its type (left out, not ``null``; its default is in its description), and
+    ``required`` always present."""
     schema: dict[str, Any] = _untitled(model.model_json_schema(by_alias=True))
+    schema.pop("description", None)
+    schema["properties"] = {name: _optional_as_type(p) for name, p in schema.get("properties", {}).items()}
+    schema.setdefault("required", [])
     return schema
+
+
+def _optional_as_type(prop: dict[str, Any]) -> dict[str, Any]:
+    prop = {k: v for k, v in prop.items() if k != "default"}
+    variants = prop.get("anyOf")
+    if isinstance(variants, list) and len(variants) == 2 and {"type": "null"} in variants:
+        (kept,) = [v for v in variants if v != {"type": "null"}]
+        prop = {**{k: v for k, v in prop.items() if k != "anyOf"}, **kept}
+    return prop
 
 
 def _untitled(node: Any) -> Any:

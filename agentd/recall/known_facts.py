@@ -68,18 +68,26 @@ def search(
     channel: str | None,
     limit: int,
     min_relevance: float | None = None,
+    shared_channel: str | None = None,
 ) -> list[MemoryHit]:
     """The best ``limit`` memories for ``query`` across ``personas``, best score first.
 
     Each persona is searched within persona ∩ (global ∪ ``channel`` ∪ ``user``): a
-    user's memories never reach another user's results.
+    user's memories never reach another user's results (and, with ``shared_channel``, a
+    channel others read, only those learned there: :class:`~agentd.scopes.Reach`).
     """
     hits: list[MemoryHit] = []
     # One embedding serves every persona's search.
     vector = memory.embed_query(query) if len(personas) > 1 and query.strip() else None
     for persona in personas:
         hits.extend(
-            memory.search(query, Reach(persona, channel, user), limit=limit, min_relevance=min_relevance, vector=vector)
+            memory.search(
+                query,
+                Reach(persona, channel, user, shared_channel=shared_channel),
+                limit=limit,
+                min_relevance=min_relevance,
+                vector=vector,
+            )
         )
     hits.sort(key=lambda h: (-h.score, -h.memory.created_at.timestamp(), -h.memory.id))
     return hits[:limit]
