@@ -69,7 +69,9 @@ def _arguments(given: Any) -> str:
 
 def _decide(app: App, approval_id: int, decision: str, reason: str | None = None) -> ops.ApprovalOut:
     """Decide as the operator at the command line."""
-    asked = request(ops.Decision, {"id": "ID", "reason": "--reason"}, id=approval_id, decision=decision, reason=reason)
+    asked = request(
+        ops.ApprovalDecision, {"id": "ID", "reason": "--reason"}, id=approval_id, decision=decision, reason=reason
+    )
     return ops.decide(OpContext(app, ADMIN, _operator()), asked)
 
 

@@ -80,12 +80,12 @@ class DecisionIn(Request):
         description="The owner deciding (required for a key that is not an admin's: one of the persona's owners).",
     )
 
-    def request(self, approval_id: int) -> Decision:
+    def request(self, approval_id: int) -> ApprovalDecision:
         """The decision on approval ``approval_id``."""
-        return Decision(id=approval_id, decision=self.decision, reason=self.reason, user=self.user)
+        return ApprovalDecision(id=approval_id, decision=self.decision, reason=self.reason, user=self.user)
 
 
-class Decision(DecisionIn):
+class ApprovalDecision(DecisionIn):
     """The decision on approval ``id``."""
 
     id: int = Field(ge=1, le=MAX_ID, description="The approval's id.")
@@ -162,7 +162,7 @@ def list_approvals(ctx: OpContext, request: ApprovalQuery) -> ApprovalList:
 
 
 @operation("approval_decide", roles=ROLES)
-def decide(ctx: OpContext, request: Decision) -> ApprovalOut:
+def decide(ctx: OpContext, request: ApprovalDecision) -> ApprovalOut:
     """Approve or deny a tool call, once: approved, the daemon runs it and the turn goes on with
     its result; denied, it is never run and the turn goes on with the denial."""
     store = ctx.parts.store
@@ -176,7 +176,7 @@ __all__ = [
     "ApprovalList",
     "ApprovalOut",
     "ApprovalQuery",
-    "Decision",
+    "ApprovalDecision",
     "DecisionIn",
     "decide",
     "list_approvals",

@@ -317,7 +317,7 @@ def _optional_as_type(prop: dict[str, Any]) -> dict[str, Any]:
     variants = prop.get("anyOf")
     if isinstance(variants, list) and len(variants) == 2 and {"type": "null"} in variants:
         (kept,) = [v for v in variants if v != {"type": "null"}]
-        prop = {**{k: v for k, v in prop.items() if k != "anyOf"}, **kept}
+        prop = {**kept, **{k: v for k, v in prop.items() if k != "anyOf"}}  # the field's description wins
     return prop
 
 

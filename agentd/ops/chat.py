@@ -119,7 +119,7 @@ class ChatAccepted(Result):
     also: list[str] = Field(default_factory=list, description="In a room, who answers after it, in order.")
 
 
-class Accepted(Protocol):
+class AcceptedTurn(Protocol):
     """What the runtime says of a stored message (:class:`agentd.runtime.Accepted`)."""
 
     @property
@@ -156,20 +156,23 @@ class Turns(Protocol):
         disable_memory: bool = False,
         sink: Callable[[Any], None] | None = None,
         source: str = "chat",
+        disable_tools: bool = False,
         visibility: str | None = None,
         caller: Any = None,
-    ) -> Accepted:
+    ) -> AcceptedTurn:
         """Check, store and hand on the message; its turn's events go to ``sink``."""
         ...
 
 
 @dataclass(frozen=True)
 class Conversation:
-    """Where a chat goes: the runtime, the sink of its turn's events, the source it is stored with."""
+    """Where a chat goes: the runtime, the sink of its turn's events, the source it is stored with
+    (and ``disable_tools``: the persona's tools are not offered, as an OpenAI client may ask)."""
 
     turns: Turns
     sink: Callable[[Any], None] | None = None
     source: str = "chat"
+    disable_tools: bool = False
 
 
 #: Where :func:`in_conversation` keeps the conversation in the context.
@@ -177,10 +180,15 @@ _CONVERSATION = "conversation"
 
 
 def in_conversation(
-    ctx: OpContext, turns: Turns, sink: Callable[[Any], None] | None = None, source: str = "chat"
+    ctx: OpContext,
+    turns: Turns,
+    sink: Callable[[Any], None] | None = None,
+    source: str = "chat",
+    *,
+    disable_tools: bool = False,
 ) -> OpContext:
     """``ctx``, with the runtime a chat goes to and the sink of its events."""
-    return replace(ctx, extra={**ctx.extra, _CONVERSATION: Conversation(turns, sink, source)})
+    return replace(ctx, extra={**ctx.extra, _CONVERSATION: Conversation(turns, sink, source, disable_tools)})
 
 
 @operation("chat", roles=ROLES)
@@ -199,6 +207,7 @@ def chat(ctx: OpContext, request: ChatRequest) -> ChatAccepted:
         disable_memory=request.disable_memory,
         sink=conversation.sink,
         source=conversation.source,
+        disable_tools=conversation.disable_tools,
         visibility=request.visibility,
         caller=ctx.rights,
     )
