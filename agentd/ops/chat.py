@@ -222,12 +222,17 @@ def chat(ctx: OpContext, request: ChatRequest) -> ChatAccepted:
 
 def check_channel(ctx: OpContext, channel: str) -> None:
     """Refuse a delegation's internal channel (to everyone), and a channel the caller may not use."""
+    refuse_delegation(channel)
+    ctx.check_channel(channel)
+
+
+def refuse_delegation(channel: str) -> None:
+    """Refuse (403) a delegation's internal channel: no one posts to it or follows it from outside."""
     if DELEGATION_MARK in channel:
         raise Forbidden(
             f"{channel!r} is a delegation's internal channel (its name has {DELEGATION_MARK!r}): "
             "it cannot be posted to or followed from outside"
         )
-    ctx.check_channel(channel)
 
 
 def answering(parts: Parts, channel: str, named: str | None, text: str | None = None) -> str | None:
@@ -316,5 +321,6 @@ __all__ = [
     "check_channel",
     "in_conversation",
     "persona_for",
+    "refuse_delegation",
     "room_decides",
 ]
