@@ -17,9 +17,11 @@ from pydantic import ConfigDict, Field
 
 from agentd import schedules
 from agentd._exceptions import Forbidden, InvalidInput
-from agentd.ops.base import ADMIN, OPERATOR, PERSONA, SERVICE, OpContext, Request, Result, operation, parse
+from agentd.ops.base import ADMIN, OPERATOR, PERSONA, SERVICE, OpContext, Parts, Request, Result, operation, parse
 from agentd.ops.fields import MAX_ID, MAX_NAME, Identifier, PersonaName, Text
-from agentd.store.schedules import Schedule
+from agentd.recurrence import check_cron, next_occurrence, parse_at, zone
+from agentd.scopes import DELEGATION_MARK
+from agentd.store.schedules import NewSchedule, Schedule
 
 #: A schedule's state.
 State = Literal["scheduled", "fired", "missed", "cancelled"]
@@ -180,11 +182,40 @@ def create(ctx: OpContext, request: NewScheduleBody) -> ScheduleOut:
     """Make a schedule: its persona takes a turn in ``channel`` at ``at``, or at each occurrence of
     ``cron`` in ``timezone``, triggered by ``text``."""
     user = acting_for(ctx, request.user)
-    asked = schedules.ScheduleRequest(
-        request.persona, request.channel, request.text, user, request.at, request.cron, request.timezone
-    )
-    parts = ctx.parts
-    return ScheduleOut.of(schedules.make(parts.store, parts.config, parts.personas, asked, _made_by(ctx, user)))
+    new = _checked(ctx.parts, request, user, _made_by(ctx, user))
+    return ScheduleOut.of(schedules.make(ctx.parts.store, ctx.parts.config, new))
+
+
+def _checked(parts: Parts, request: NewScheduleBody, user: str | None, created_by: str) -> NewSchedule:
+    """The schedule to store, or :class:`~agentd.InvalidInput` naming the field and why
+    (:class:`~agentd.NotFound` for an unknown persona). What the model's field types say
+    (identifiers, a text that is not blank) is checked already."""
+    persona = parts.personas[request.persona].name
+    if DELEGATION_MARK in request.channel:
+        raise InvalidInput("channel", "is a delegation's internal channel")
+    limit = parts.config.runtime.max_message_chars
+    if len(request.text) > limit:
+        raise InvalidInput(
+            "text", f"is {len(request.text)} characters; the limit is {limit} ([runtime] max_message_chars)"
+        )
+    # Typed ``str`` for the published schema (absent, never null): either may be missing.
+    given_at: str | None = request.at
+    given_cron: str | None = request.cron
+    if (given_at is None) == (given_cron is None):
+        field = "at" if given_at is None else "cron"
+        raise InvalidInput(field, "give either at (one time) or cron (a recurrence), exactly one of them")
+    now = datetime.now(UTC)
+    where = (persona, request.channel, user, request.text)
+    if given_cron is not None:
+        tz = request.timezone or "UTC"
+        zone(tz)
+        cron = check_cron(given_cron)
+        return NewSchedule(*where, next_occurrence(cron, tz, now), created_by, cron=cron, timezone=tz)
+    if request.timezone is not None:
+        zone(request.timezone)
+    assert given_at is not None
+    at = parse_at(given_at, now)
+    return NewSchedule(*where, at, created_by, at=at, timezone=request.timezone)
 
 
 @operation("schedule_list", roles=ROLES)
