@@ -18,8 +18,10 @@ the model calls, a CLI command. The rules:
    HTTP response body (``response_model=``), the MCP tool's result and what
    :mod:`agentd.client` parses: one shape per concept, no hand-kept copies. Two interfaces
    that differ in what the caller may say (an MCP session fixes the persona and the user that
-   an HTTP body names) have two request models sharing field types; both are declared next to
-   the operation, and the narrower one turns into the operation's request with one method.
+   an HTTP body names) have two request models sharing field types, and the narrower one turns
+   into the operation's request with one method (``to_request(ctx)``). Models live in a module
+   that imports only :mod:`agentd.ops.fields` (:mod:`agentd.ops.models`), so that a client can
+   read the daemon's answers with them; a model's class name is its OpenAPI component's name.
 2. **Validation once.** What a value may be is said once, in the request model's field types
    (pattern, bounds; shared ``Annotated`` types in :mod:`agentd.ops.fields`). What needs the
    daemon to say (a persona that exists, a text within ``memory.max_text_chars``, a scope
@@ -30,7 +32,7 @@ the model calls, a CLI command. The rules:
 3. **Who acts, resolved once.** The adapter builds one :class:`OpContext`: the caller's role
    and name, the rights of its key (which channels, which users), and the persona, user and
    channel the call acts for when the request names none (an MCP session's, a conversation's,
-   the CLI's default user). The operation declares the roles it admits
+   the CLI's default user), checked by whoever builds the context. The operation declares the roles it admits
    (:func:`operation`'s ``roles``); the decorator checks them before the body runs, and the
    operation uses :meth:`OpContext.check_user` and :meth:`OpContext.check_channel` for the rest.
    In-process callers (the CLI, the daemon's own jobs) act as :meth:`OpContext.operator`.
@@ -51,10 +53,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel
 
 from agentd._exceptions import Forbidden, InvalidInput
-from agentd.ops.fields import NAMES_UNSEEN, PATTERN_WORDS
+
+# The models' building blocks, part of these conventions (re-exported: ``from agentd.ops.base import parse``).
+from agentd.ops.fields import Request as Request
+from agentd.ops.fields import Result as Result
+from agentd.ops.fields import describe as describe
+from agentd.ops.fields import field_name as field_name
+from agentd.ops.fields import parse as parse
 from agentd.scopes import unseen_character
 
 if TYPE_CHECKING:
@@ -75,23 +83,6 @@ PERSONA = "persona"
 OPERATOR = "local"
 
 
-class Request(BaseModel):
-    """An operation's input: strict (no coercion of ``"1"`` to 1), frozen, unknown fields refused
-    (``is not a known field``); fields are filled by name or by alias (``userId`` or ``user_id``)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
-
-
-class Result(BaseModel):
-    """An operation's output, frozen: the HTTP body, the MCP tool's result, the client's model."""
-
-    model_config = ConfigDict(frozen=True)
-
-    def as_json(self) -> dict[str, Any]:
-        """The JSON object every interface shows (field names as published: aliases)."""
-        return self.model_dump(mode="json", by_alias=True)
-
-
 class Rights(Protocol):
     """What a key may reach (:class:`agentd.api.keys.Principal` is one)."""
 
@@ -104,7 +95,7 @@ class Rights(Protocol):
         ...
 
 
-class Parts(Protocol):
+class OpParts(Protocol):
     """The parts of agentd an operation works with (:class:`agentd.app.App` is one); each is read
     only by the operations that need it, so a caller pays only for what it uses."""
 
@@ -133,6 +124,10 @@ class Parts(Protocol):
         ...
 
 
+#: The short name (one class per name in agentd: ``runtime.dispatch.Parts`` is another class).
+Parts = OpParts
+
+
 @dataclass(frozen=True)
 class OpContext:
     """Who acts, over which parts, and for whom when the request does not say.
@@ -145,7 +140,7 @@ class OpContext:
     are identifiers): operations trust them. ``shared_channel`` and ``message_id``: a conversation's, for skills.
     """
 
-    parts: Parts
+    parts: OpParts
     role: str = ADMIN
     name: str = OPERATOR
     rights: Rights | None = None
@@ -159,7 +154,7 @@ class OpContext:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def operator(cls, parts: Parts, *, user: str | None = None, via: str = "cli") -> OpContext:
+    def operator(cls, parts: OpParts, *, user: str | None = None, via: str = "cli") -> OpContext:
         """The person running agentd on this machine: an admin who may reach everything."""
         return cls(parts, ADMIN, OPERATOR, None, user=user, via=via)
 
@@ -254,50 +249,6 @@ def operation(
         return checked
 
     return register
-
-
-ModelT = TypeVar("ModelT", bound=BaseModel)
-
-
-def parse(model: type[ModelT], arguments: Mapping[str, Any] | None) -> ModelT:
-    """``model`` from raw arguments (an MCP call's, a skill's, the CLI's); the first error is
-    :class:`~agentd.InvalidInput` naming the field (``memories.0.text``) and the reason."""
-    try:
-        return model.model_validate(dict(arguments or {}))
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        raise InvalidInput(field_name(first["loc"]), describe(dict(first))) from None
-
-
-def field_name(loc: tuple[Any, ...]) -> str:
-    """A pydantic error location as the field an error names (``body``/``query``/``path`` dropped)."""
-    parts = [str(p) for p in loc]
-    if parts and parts[0] in ("body", "query", "path", "header"):
-        parts = parts[1:] or parts[:1]
-    return ".".join(parts)
-
-
-def describe(error: dict[str, Any]) -> str:
-    """The reason of one pydantic error, in the words every interface gives it."""
-    kind = error.get("type", "")
-    if kind == "missing":
-        return "is required"
-    if kind == "extra_forbidden":
-        return "is not a known field"
-    if kind == "string_pattern_mismatch":
-        pattern = str((error.get("ctx") or {}).get("pattern", ""))
-        got = error.get("input")
-        unseen = unseen_character(got) if isinstance(got, str) else None
-        if unseen is not None and pattern in NAMES_UNSEEN:
-            return f"must not hold control, invisible or bidirectional characters: {unseen}"
-        return PATTERN_WORDS.get(pattern, f"must match {pattern}")
-    if kind == "string_unicode":
-        return "holds a lone UTF-16 surrogate: not valid text"
-    msg = str(error.get("msg", "is invalid"))
-    if "input" in error and kind not in ("json_invalid",):
-        got = error["input"]
-        msg += f" (got {type(got).__name__})" if not isinstance(got, str | int | float | bool) else ""
-    return msg[0].lower() + msg[1:] if msg else msg
 
 
 def tool_schema(model: type[BaseModel]) -> dict[str, Any]:

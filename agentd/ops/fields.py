@@ -1,4 +1,7 @@
-"""The field types operations' request models share: what a value may be, said once.
+"""The building blocks of the operations' models: their base classes, the field types they share
+(what a value may be, said once), and :func:`parse`, which turns a refused value into the error every
+interface gives. Nothing here imports more of agentd than the scopes and the error catalogue, so
+the models (:mod:`agentd.ops.models`) stay light enough for a client to import.
 
 Each type carries its constraint (a pattern, bounds) so that every schema made from a model
 (the OpenAPI schema, an MCP tool's ``inputSchema``) publishes it, and :data:`PATTERN_WORDS`
@@ -11,11 +14,19 @@ surrogate (it cannot be stored or sent back as UTF-8).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from agentd.scopes import CONTROL_OR_FORMAT, IDENTIFIER_PATTERN, IDENTIFIER_RULE, INVISIBLE, WHITESPACE
+from agentd._exceptions import InvalidInput
+from agentd.scopes import (
+    CONTROL_OR_FORMAT,
+    IDENTIFIER_PATTERN,
+    IDENTIFIER_RULE,
+    INVISIBLE,
+    WHITESPACE,
+    unseen_character,
+)
 
 #: Largest id (SQLite's 64-bit signed integers): ids and offsets above it are refused.
 MAX_ID = 2**63 - 1
@@ -78,3 +89,64 @@ Score = Annotated[float, Field(ge=0.0, le=1.0)]
 Text = Annotated[str, Field(pattern=TEXT_PATTERN)]
 #: A JSON object kept as given.
 Metadata = Annotated[dict[str, Any], AfterValidator(_checked_json)]
+
+
+class Request(BaseModel):
+    """An operation's input: strict (no coercion of ``"1"`` to 1), frozen, unknown fields refused
+    (``is not a known field``); fields are filled by name or by alias (``userId`` or ``user_id``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+
+
+class Result(BaseModel):
+    """An operation's output, frozen: the HTTP body, the MCP tool's result, the client's model."""
+
+    model_config = ConfigDict(frozen=True)
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON object every interface shows (field names as published: aliases)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def parse(model: type[ModelT], arguments: Mapping[str, Any] | None) -> ModelT:
+    """``model`` from raw arguments (an MCP call's, a skill's, the CLI's); the first error is
+    :class:`~agentd.InvalidInput` naming the field (``memories.0.text``) and the reason."""
+    try:
+        return model.model_validate(dict(arguments or {}))
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        raise InvalidInput(field_name(first["loc"]), describe(dict(first))) from None
+
+
+def field_name(loc: tuple[Any, ...]) -> str:
+    """A pydantic error location as the field an error names (``body``/``query``/``path`` dropped)."""
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:] or parts[:1]
+    return ".".join(parts)
+
+
+def describe(error: dict[str, Any]) -> str:
+    """The reason of one pydantic error, in the words every interface gives it."""
+    kind = error.get("type", "")
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        return "is not a known field"
+    if kind == "string_pattern_mismatch":
+        pattern = str((error.get("ctx") or {}).get("pattern", ""))
+        got = error.get("input")
+        unseen = unseen_character(got) if isinstance(got, str) else None
+        if unseen is not None and pattern in NAMES_UNSEEN:
+            return f"must not hold control, invisible or bidirectional characters: {unseen}"
+        return PATTERN_WORDS.get(pattern, f"must match {pattern}")
+    if kind == "string_unicode":
+        return "holds a lone UTF-16 surrogate: not valid text"
+    msg = str(error.get("msg", "is invalid"))
+    if "input" in error and kind not in ("json_invalid",):
+        got = error["input"]
+        msg += f" (got {type(got).__name__})" if not isinstance(got, str | int | float | bool) else ""
+    return msg[0].lower() + msg[1:] if msg else msg

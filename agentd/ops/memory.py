@@ -10,429 +10,56 @@ admin and service keys; changing or listing memories admin keys; a persona's own
 remember and recall within its conversation. Where the caller says less than the HTTP body would
 (an MCP session or a conversation fixes the persona, the user and the channel), a narrower
 argument model (:class:`RememberArgs`, :class:`ContextArgs`, :class:`ListArgs`) is the tool's
-input schema and turns into the operation's request with ``to_request(ctx)``.
+input schema and turns into the operation's request with ``to_request(ctx)``. The models are in
+:mod:`agentd.ops.models` (re-exported here).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
-
-from pydantic import ConfigDict, Field
 
 from agentd._exceptions import InvalidInput, NotFound
 from agentd.memory.importer import parse_line, parse_timestamp
 from agentd.memory.ranking import MemoryHit
-from agentd.ops.base import ADMIN, PERSONA, SERVICE, OpContext, Request, Result, operation, parse
-from agentd.ops.fields import (
-    CATEGORY_PATTERN,
-    MAX_ID,
-    MAX_NAME,
-    SCOPE_PATTERN,
-    TEXT_PATTERN,
-    Identifier,
-    Limit,
-    Metadata,
-    PersonaName,
-    Score,
-    Text,
-    TokenBudget,
+from agentd.ops.base import ADMIN, PERSONA, SERVICE, OpContext, operation
+from agentd.ops.models import (
+    IMPORT_ITEM,
+    MAX_IMPORT,
+    AddMemory,
+    ContextArgs,
+    ForgetMemory,
+    Forgotten,
+    HistoryEntryOut,
+    HistoryRequest,
+    ImportRequest,
+    ImportResponse,
+    KnownFactsRequest,
+    KnownFactsResponse,
+    ListArgs,
+    ListMemories,
+    LocalList,
+    LocalSearch,
+    MemoryAdded,
+    MemoryHistory,
+    MemoryHitOut,
+    MemoryList,
+    MemoryOut,
+    RecallArgs,
+    RecallItem,
+    RecallQuery,
+    RecallResult,
+    RememberArgs,
+    SearchRequest,
+    SearchResponse,
+    SkippedItem,
 )
 from agentd.recall import known_facts
-from agentd.scopes import GLOBAL, Reach, Scope
-from agentd.store.memories import Memory, NewMemory
+from agentd.scopes import Reach
+from agentd.store.memories import NewMemory
 
-#: Most memories one import request may carry.
-MAX_IMPORT = 10_000
 #: The roles that may search memories, and those that may change or list them.
 SEARCHERS = (ADMIN, SERVICE)
 KEEPERS = (ADMIN,)
-
-# -- results: the HTTP bodies, the MCP results, the client's models ------------------------------
-
-
-class MemoryOut(Result):
-    """One stored memory."""
-
-    id: int
-    persona: str
-    scope: str = Field(description="global | channel:NAME | user:ID")
-    category: str
-    text: str
-    metadata: dict[str, Any]
-    created_at: str = Field(description="ISO-8601, UTC.")
-
-    @classmethod
-    def of(cls, memory: Memory) -> MemoryOut:
-        """From the store's row."""
-        return cls.model_validate(memory.as_json())
-
-
-class MemoryHitOut(Result):
-    """One search result: a memory and how well it matches."""
-
-    id: int
-    text: str
-    category: str
-    score: float = Field(description="relevance, time-decayed (its odds scaled by recency): what ranks.")
-    relevance: float = Field(description="Calibrated match quality in [0, 1]: what thresholds apply to.")
-    created_at: str
-    scope: str
-    metadata: dict[str, Any]
-    persona: str
-
-    @classmethod
-    def of(cls, hit: MemoryHit) -> MemoryHitOut:
-        """From a search's hit."""
-        return cls.model_validate({**hit.as_result(), "persona": hit.memory.persona})
-
-
-class SearchResponse(Result):
-    """``POST /v1/memory/search``."""
-
-    results: list[MemoryHitOut]
-    total_found: int
-
-
-class KnownFactsResponse(Result):
-    """``POST /v1/memory/context``: the published field names, kept exactly."""
-
-    context: str
-    memoriesUsed: int  # noqa: N815 - the memory service's published contract
-    tokensUsed: int  # noqa: N815
-    tokenBudget: int  # noqa: N815
-
-
-class MemoryAdded(Result):
-    """``POST /v1/memories``."""
-
-    memory: MemoryOut
-    created: bool = Field(description="False: an identical memory was already stored (answered 200).")
-
-
-class SkippedItem(Result):
-    """An import item that was not stored, and why."""
-
-    index: int
-    reason: str
-
-
-class ImportResponse(Result):
-    """``POST /v1/memories/import``."""
-
-    added: int
-    duplicates: int
-    skipped: list[SkippedItem]
-    ids: list[int]
-
-
-class MemoryList(Result):
-    """``GET /v1/memories``."""
-
-    memories: list[MemoryOut]
-    total: int
-
-
-class Forgotten(Result):
-    """``DELETE /v1/memories/{id}``."""
-
-    forgotten: MemoryOut
-
-
-class HistoryEntryOut(Result):
-    """One change fact extraction made to a memory, and why."""
-
-    id: int
-    memory_id: int
-    persona: str
-    scope: str
-    event: str = Field(description="ADD | UPDATE | DELETE | NONE")
-    old_text: str | None = Field(None, description="The text before (UPDATE, DELETE).")
-    new_text: str | None = Field(None, description="The text after (ADD, UPDATE; NONE: the text already stored).")
-    reason: str
-    source_message_id: int | None = Field(None, description="The user message the fact came from.")
-    created_at: str
-
-
-class MemoryHistory(Result):
-    """``GET /v1/memories/{id}/history``: how one memory changed, oldest first."""
-
-    memory_id: int
-    history: list[HistoryEntryOut]
-
-
-class RecalledMemory(Result):
-    """One memory ``recall`` brings back: ``{text, category, score, created_at, id}``."""
-
-    text: str
-    category: str
-    score: float
-    created_at: str
-    id: int
-
-
-class RecallResult(Result):
-    """What the ``recall`` tool and skill answer: the memories, best first."""
-
-    results: list[RecalledMemory]
-    total_found: int
-    message: str | None = Field(None, description="Said when nothing is stored yet.")
-
-
-# -- requests ------------------------------------------------------------------------------------
-
-
-class SearchRequest(Request):
-    """``POST /v1/memory/search``: the same search as ``/context``, as a result list."""
-
-    query: Text
-    user_id: Identifier | None = Field(
-        None, alias="userId", description="Include this user's memories (never another user's). Also `user_id`."
-    )
-    persona: PersonaName | None = Field(None, description="Search this persona's memories (default: every persona).")
-    channel: Identifier | None = Field(None, description="Include this channel's memories.")
-    limit: Limit | None = Field(None, description="Default: memory.limit (20).")
-    min_score: Score | None = Field(
-        None,
-        alias="minScore",
-        description="Least relevance of a result; default none (the top `limit` by score). Also `min_score`.",
-    )
-
-
-class LocalSearch(SearchRequest):
-    """``agentd memory search``: a search as a turn would make it. Unset, ``limit`` is
-    ``memory.recall_limit`` and ``min_score`` a turn's thresholds; ``episodes`` adds the earlier
-    exchanges indexed as episodes (those of ``channel`` and of the user's direct channels)."""
-
-    episodes: bool = False
-
-
-class KnownFactsRequest(Request):
-    """``POST /v1/memory/context``: the Known Facts block for a user and a query."""
-
-    user_id: Identifier = Field(
-        alias="userId", description="Whose memories may be used (plus global and channel ones). Also `user_id`."
-    )
-    query: Text = Field(description="The current message; memories are ranked by relevance to it.")
-    token_budget: TokenBudget | None = Field(
-        None, alias="tokenBudget", description="Default 2000 (memory.token_budget)."
-    )
-    limit: Limit | None = Field(None, description="Memories considered; default 20 (memory.limit).")
-    persona: PersonaName | None = Field(None, description="Default: every persona.")
-    channel: Identifier | None = None
-    min_score: Score | None = Field(
-        None,
-        alias="minScore",
-        description="Least relevance of a memory; default none (the top `limit` by score). Also `min_score`.",
-    )
-
-
-class AddMemory(Request):
-    """``POST /v1/memories``. Scope: ``scope``, or ``user_id`` / ``channel`` as shorthands; default global."""
-
-    model_config = ConfigDict(
-        json_schema_extra={
-            # At most one way of naming the scope.
-            "not": {
-                "anyOf": [
-                    {"required": ["scope", "userId"]},
-                    {"required": ["scope", "channel"]},
-                    {"required": ["userId", "channel"]},
-                ]
-            }
-        }
-    )
-
-    persona: PersonaName
-    text: Text = Field(description="At most memory.max_text_chars characters.")
-    category: str = Field("fact", pattern=CATEGORY_PATTERN)
-    scope: str | None = Field(None, pattern=SCOPE_PATTERN, description="global | channel:NAME | user:ID")
-    user_id: Identifier | None = Field(None, alias="userId", description="Store in this user's scope. Also `user_id`.")
-    channel: Identifier | None = None
-    metadata: Metadata | None = None
-    created_at: str | None = Field(
-        None, description="ISO-8601; default now.", json_schema_extra={"format": "date-time"}
-    )
-
-    def target(self) -> Scope:
-        """The scope it names (one way at most), global when none."""
-        given = [x for x in (self.scope, self.user_id, self.channel) if x is not None]
-        if len(given) > 1:
-            raise InvalidInput("scope", "give only one of scope, user_id, channel")
-        if self.user_id is not None:
-            return Scope.user(self.user_id)
-        if self.channel is not None:
-            return Scope.channel(self.channel)
-        return Scope.parse(self.scope) if self.scope is not None else GLOBAL
-
-
-#: One import item as documented (``skip_invalid`` false checks each against it; see :class:`ImportRequest`).
-IMPORT_ITEM: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["text"],
-    "properties": {
-        "text": {"type": "string", "pattern": TEXT_PATTERN},
-        "persona": {"type": "string", "minLength": 1},
-        "scope": {"type": "string", "pattern": SCOPE_PATTERN},
-        "category": {"type": "string", "pattern": CATEGORY_PATTERN},
-        "metadata": {"type": "object"},
-        "created_at": {"type": "string", "format": "date-time"},
-    },
-}
-
-
-def _import_schema(schema: dict[str, Any]) -> None:
-    # Items are checked one by one (so skip_invalid can skip the bad ones): with
-    # skip_invalid any objects are accepted; without it every item must be valid and
-    # name its persona, or the request names one for all.
-    strict_items = {"type": "array", "maxItems": MAX_IMPORT, "items": IMPORT_ITEM}
-    named = {**IMPORT_ITEM, "required": ["text", "persona"]}
-    persona = {"type": "string", "minLength": 1}
-    schema["anyOf"] = [
-        {"required": ["skip_invalid"], "properties": {"skip_invalid": {"const": True}}},
-        {"required": ["persona"], "properties": {"persona": persona, "memories": strict_items}},
-        {"properties": {"memories": {**strict_items, "items": named}}},
-    ]
-
-
-class ImportRequest(Request):
-    """``POST /v1/memories/import``: a batch, stored in one transaction or not at all."""
-
-    model_config = ConfigDict(json_schema_extra=_import_schema)
-
-    memories: list[Metadata] = Field(
-        max_length=MAX_IMPORT,
-        description=(
-            'Items as in `agentd memory import`: {"text", "persona", "scope", "category", "metadata", "created_at"}.'
-        ),
-    )
-    persona: PersonaName | None = Field(None, description="Persona for items that name none.")
-    skip_invalid: bool = Field(False, description="Store the valid items and report the rest (default: refuse all).")
-
-
-class ListMemories(Request):
-    """``GET /v1/memories``' query: a persona's memories, newest first."""
-
-    persona: str = Field(min_length=1, max_length=MAX_NAME, description="Whose memories.")
-    scope: str | None = Field(
-        None, pattern=SCOPE_PATTERN, description="global | channel:NAME | user:ID (default: all)."
-    )
-    limit: int = Field(100, ge=1, le=10_000)
-    offset: int = Field(0, ge=0, le=MAX_ID)
-
-    def chosen(self) -> Scope | None:
-        """The scope listed (``None``: every scope but episodes)."""
-        return Scope.parse(self.scope) if self.scope is not None else None
-
-
-class LocalList(ListMemories):
-    """``agentd memory list``: up to 100000 at once, and the episodes of a channel or a user's direct
-    channels instead of memories (``episodes_of``: ``channel:NAME`` or ``user:ID``)."""
-
-    limit: int = Field(100, ge=1, le=100_000)
-    episodes_of: str | None = Field(None, pattern=SCOPE_PATTERN)
-
-    def chosen(self) -> Scope | None:
-        """The scope listed; the episodes' scope with ``episodes_of`` (given alone)."""
-        if self.episodes_of is None:
-            return super().chosen()
-        if self.scope is not None:
-            raise InvalidInput("scope", "give --episodes alone, without --channel, --user or --global")
-        return Scope.episodes(Scope.parse(self.episodes_of))
-
-
-class ForgetMemory(Request):
-    """Delete one memory by its id (as ``recall`` or ``list_memories`` give it)."""
-
-    id: int = Field(ge=1, le=MAX_ID, description="The memory's id.")
-
-
-class HistoryRequest(Request):
-    """``GET /v1/memories/{id}/history``: one memory's revisions."""
-
-    memory_id: int = Field(ge=1, le=MAX_ID)
-
-
-# -- the narrower arguments of an MCP session or a conversation --------------------------------
-
-
-class RememberArgs(Request):
-    """``remember``'s arguments (MCP tool, skill): where to store is relative to the caller."""
-
-    text: str = Field(description="The memory, as a short self-contained sentence.")
-    category: str = Field("fact", description="preference, fact, decision, ... (default fact).")
-    scope: Literal["user", "channel", "global"] | None = Field(
-        None,
-        description="user: only for this session's user (the default when it has one); channel: for everyone "
-        "in this session's channel; global: everywhere.",
-    )
-
-    def to_request(self, ctx: OpContext) -> AddMemory:
-        """The ``memory_remember`` request: the caller's persona, the scope resolved against its user and channel."""
-        where = self.scope or ("user" if ctx.user else "channel" if ctx.channel else "global")
-        if where == "user" and not ctx.user:
-            raise InvalidInput("scope", "user needs a user to act for, and this session or conversation has none")
-        if where == "channel" and not ctx.channel:
-            raise InvalidInput("scope", "channel needs a channel, and this session or conversation has none")
-        scope = f"user:{ctx.user}" if where == "user" else f"channel:{ctx.channel}" if where == "channel" else "global"
-        given = {"persona": ctx.persona_for(), "text": self.text, "category": self.category, "scope": scope}
-        return parse(AddMemory, given)
-
-
-class RecallQuery(Request):
-    """The ``recall`` skill's arguments: the conversation fixes the persona, the user and the channel."""
-
-    query: str = Field(description="What to look for, in plain words.")
-    limit: int | None = Field(None, ge=1, le=100, description="At most this many results (default 5).")
-
-
-class RecallArgs(RecallQuery):
-    """The ``recall`` MCP tool's arguments: the session's persona (else every persona), user and channel,
-    and a threshold of the caller's own."""
-
-    min_score: float | None = Field(
-        None, alias="minScore", ge=0, le=1, description="Leave out results less relevant than this (default: none)."
-    )
-
-
-class ContextArgs(Request):
-    """``memory_context``'s arguments (MCP tool): the session's user, channel and persona."""
-
-    query: str = Field(description="What the context is for.")
-    token_budget: int | None = Field(
-        None, alias="tokenBudget", ge=1, le=100_000, description="The most tokens the block may take (default 2000)."
-    )
-    limit: int | None = Field(None, ge=1, le=1000, description="At most this many memories considered (default 20).")
-
-    def to_request(self, ctx: OpContext) -> KnownFactsRequest:
-        """The ``memory_context`` request for the caller's user (which it must have)."""
-        if not ctx.user:
-            raise InvalidInput("user", "memory_context needs a user to act for, and this session has none")
-        return parse(
-            KnownFactsRequest,
-            {
-                "userId": ctx.user,
-                "query": self.query,
-                "tokenBudget": self.token_budget,
-                "limit": self.limit,
-                "persona": ctx.persona,
-                "channel": ctx.channel,
-            },
-        )
-
-
-class ListArgs(Request):
-    """``list_memories``' arguments (MCP tool): the session's persona."""
-
-    scope: str | None = Field(None, description="Only this scope: global, channel:NAME or user:ID (default: all).")
-    limit: int | None = Field(None, ge=1, le=10_000, description="Default 100.")
-    offset: int | None = Field(None, ge=0, description="Skip this many (default 0).")
-
-    def to_request(self, ctx: OpContext) -> ListMemories:
-        """The ``memory_list`` request for the caller's persona."""
-        given = {"scope": self.scope, "limit": self.limit, "offset": self.offset}
-        return parse(ListMemories, {"persona": ctx.persona_for(), **{k: v for k, v in given.items() if v is not None}})
 
 
 # -- the operations ------------------------------------------------------------------------------
@@ -443,6 +70,11 @@ def _check_length(ctx: OpContext, field: str, text: object) -> None:
     limit = ctx.parts.memory.config.max_text_chars
     if isinstance(text, str) and len(text) > limit:
         raise InvalidInput(field, f"is {len(text)} characters; the limit is {limit} (memory.max_text_chars)")
+
+
+def _hit(hit: MemoryHit) -> MemoryHitOut:
+    """A search's hit as a result."""
+    return MemoryHitOut.model_validate({**hit.as_result(), "persona": hit.memory.persona})
 
 
 def _searched(ctx: OpContext, persona: str | None) -> list[str]:
@@ -471,20 +103,22 @@ def search(ctx: OpContext, request: SearchRequest) -> SearchResponse:
             limit=request.limit or memory.config.limit,
             min_relevance=request.min_score or 0.0,
         )
-    return SearchResponse(results=[MemoryHitOut.of(h) for h in hits], total_found=len(hits))
+    return SearchResponse(results=[_hit(h) for h in hits], total_found=len(hits))
 
 
 def _threshold(request: RecallQuery, configured: float | None) -> float:
-    """The request's ``min_score``, else ``memory.recall_min_score``, else none (0)."""
-    given = request.min_score if isinstance(request, RecallArgs) else None
-    return given if given is not None else configured or 0.0
+    """The MCP tool's ``minScore`` (default none, as its schema says); the skill's
+    ``memory.recall_min_score`` (default none)."""
+    if isinstance(request, RecallArgs):
+        return request.min_score or 0.0
+    return configured or 0.0
 
 
 @operation("memory_recall", roles=(*SEARCHERS, PERSONA))
 def recall(ctx: OpContext, request: RecallQuery) -> RecallResult:
     """The memories the caller's conversation may see (global, its channel's, its user's own), best
-    first: ``limit`` default ``memory.recall_limit``, threshold ``min_score`` default
-    ``memory.recall_min_score`` (unset: none)."""
+    first: ``limit`` default ``memory.recall_limit``; the threshold is the MCP tool's ``minScore``,
+    the skill's ``memory.recall_min_score`` (either unset: none)."""
     if not request.query.strip():
         raise InvalidInput("query", "must be a non-empty string")
     memory = ctx.parts.memory
@@ -499,7 +133,7 @@ def recall(ctx: OpContext, request: RecallQuery) -> RecallResult:
         min_relevance=_threshold(request, config.recall_min_score),
         shared_channel=ctx.shared_channel,
     )
-    found = [RecalledMemory.model_validate({**h.as_recall_result(), "id": h.memory.id}) for h in hits]
+    found = [RecallItem.model_validate({**h.as_recall_result(), "id": h.memory.id}) for h in hits]
     nothing = not hits and ctx.persona is not None and memory.count(ctx.persona) == 0
     return RecallResult(results=found, total_found=len(hits), message="no memories are stored yet" if nothing else None)
 
@@ -601,6 +235,7 @@ __all__ = [
     "Forgotten",
     "HistoryEntryOut",
     "HistoryRequest",
+    "IMPORT_ITEM",
     "ImportRequest",
     "ImportResponse",
     "KnownFactsRequest",
@@ -609,6 +244,7 @@ __all__ = [
     "ListMemories",
     "LocalList",
     "LocalSearch",
+    "MAX_IMPORT",
     "MemoryAdded",
     "MemoryHistory",
     "MemoryHitOut",
@@ -617,7 +253,7 @@ __all__ = [
     "RecallArgs",
     "RecallQuery",
     "RecallResult",
-    "RecalledMemory",
+    "RecallItem",
     "RememberArgs",
     "SearchRequest",
     "SearchResponse",
