@@ -19,7 +19,7 @@ from agentd.api.responses import COMMON_ERRORS, error_responses
 from agentd.api.roles import Acting, Policy, allow
 from agentd.api.state import Daemon, daemon
 from agentd.ops import approvals as ops
-from agentd.ops.approvals import ApprovalList, ApprovalOut, DecisionIn, State
+from agentd.ops.approvals import ApprovalList, ApprovalOut, ApprovalState, DecisionIn
 from agentd.ops.base import parse
 from agentd.ops.fields import MAX_ID, MAX_NAME
 
@@ -29,7 +29,7 @@ router = APIRouter(tags=["approvals"], responses=COMMON_ERRORS)
 @router.get("/v1/approvals", response_model=ApprovalList, responses=error_responses(422), **allow(Policy.ANY))
 async def list_route(
     ctx: Acting,
-    state: Annotated[State | None, Query()] = "pending",
+    state: Annotated[ApprovalState | None, Query()] = "pending",
     persona: Annotated[str | None, Query(min_length=1, max_length=MAX_NAME)] = None,
 ) -> dict[str, Any]:
     """The tool calls waiting for approval (``state``: others), newest first; a key that is not an
@@ -52,6 +52,6 @@ async def decide_route(
 ) -> dict[str, Any]:
     """Approve or deny a tool call, once: approved, the daemon runs it and the turn goes on with
     its result; denied, it is never run and the turn goes on with the denial."""
-    decided = await run_in_threadpool(ops.decide, ctx, body.request(approval_id))
+    decided = await run_in_threadpool(ops.decide, ctx, body.to_request(approval_id))
     d.runtime.approval_decided()
     return decided.as_json()

@@ -46,7 +46,7 @@ async def post_message(
     first to answer, ``triggered`` the others in order (``persona`` null: nobody is asked to).
     """
     accepted = await run_in_threadpool(
-        ops.chat, in_conversation(ctx, d.runtime, source="channel"), body.request(channel)
+        ops.chat, in_conversation(ctx, d.runtime, source="channel"), body.to_request(channel)
     )
     d.hub.wake(channel)
     return JSONResponse(

@@ -18,7 +18,7 @@ from agentd.api.roles import Acting, Policy, allow
 from agentd.ops import schedules as ops
 from agentd.ops.base import parse
 from agentd.ops.fields import MAX_ID, MAX_NAME
-from agentd.ops.schedules import NewScheduleBody, ScheduleList, ScheduleOut, State
+from agentd.ops.schedules import NewScheduleBody, ScheduleList, ScheduleOut, ScheduleState
 from agentd.scopes import IDENTIFIER_PATTERN
 
 router = APIRouter(tags=["schedules"], responses=COMMON_ERRORS)
@@ -34,7 +34,7 @@ def _ref(schedule_id: int, user: str | None) -> ops.ScheduleRef:
 @router.get("/v1/schedules", response_model=ScheduleList, responses=error_responses(422), **allow(Policy.SERVICE))
 async def list_schedules(
     ctx: Acting,
-    state: Annotated[State | None, Query(description="Only those in this state.")] = None,
+    state: Annotated[ScheduleState | None, Query(description="Only those in this state.")] = None,
     persona: Annotated[str | None, Query(min_length=1, max_length=MAX_NAME)] = None,
     user: UserParam = None,
 ) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from agentd.ops.chat import VISIBILITY_FIELD, ChannelPost, ChatRequest, Visibility
 from agentd.ops.fields import (
     CATEGORY_PATTERN,
     MAX_ID,
@@ -33,6 +32,7 @@ from agentd.ops.fields import (
     TokenBudget,
 )
 from agentd.ops.memory import IMPORT_ITEM, MAX_IMPORT, AddMemory, ImportRequest, KnownFactsRequest, SearchRequest
+from agentd.ops.models import VISIBILITY_FIELD, ChannelPost, ChatRequest, Visibility
 
 #: The shared field types live with the operations (:mod:`agentd.ops.fields`); re-exported for the routes.
 __all__ = [

@@ -15,10 +15,11 @@ from __future__ import annotations
 import json
 import queue
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd._exceptions import AgentdError, ErrorCode, NotFound, TurnError
+from agentd.identity import acting_user
 from agentd.ops import chat as chat_ops
 from agentd.ops import memory as ops
 from agentd.ops.base import OPERATIONS, OpContext, Request, parse, tool_schema
@@ -150,7 +151,7 @@ DEFINITIONS: dict[str, tuple[str, dict[str, Any]]] = {
             "Send a message to an agentd persona and get its reply. The persona recalls what it knows first; "
             "the answer says which memories it was given and which tools it called."
         ),
-        tool_schema(chat_ops.ChatToolArgs),
+        tool_schema(chat_ops.ChatArgs),
     ),
 }
 
@@ -181,7 +182,9 @@ class Tools:
         # chat: the one tool that waits for the runtime.
         ctx = self.context(session)
         ctx.require(name, OPERATIONS["chat"].roles)
-        return self._chat(parse(chat_ops.ChatToolArgs, arguments), ctx)
+        # A session without a user chats as its key's user (the operator's default user on stdio).
+        ctx = replace(ctx, user=ctx.user or acting_user(None, session.caller, self._app.config))
+        return self._chat(parse(chat_ops.ChatArgs, arguments), ctx)
 
     def context(self, s: Session) -> OpContext:
         """Who a session's call acts as, and for whom: its key, persona, user and channel."""
@@ -198,9 +201,9 @@ class Tools:
 
     # -- chat ------------------------------------------------------------------------------
 
-    def _chat(self, args: chat_ops.ChatToolArgs, ctx: OpContext) -> dict[str, Any]:
+    def _chat(self, args: chat_ops.ChatArgs, ctx: OpContext) -> dict[str, Any]:
         """:func:`agentd.ops.chat.chat` (as ``POST /v1/chat``), waiting for the reply."""
-        request = args.request(ctx)
+        request = args.to_request(ctx)
         events: queue.Queue[Event] = queue.Queue()
         accepted = chat_ops.chat(chat_ops.in_conversation(ctx, self._runtime(), events.put, "mcp"), request)
         return _outcome(accepted.persona, request.channel, events)

@@ -10,13 +10,9 @@ A key that is not an admin's lists the approvals of its channels only. The daemo
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
-from pydantic import Field
-
 from agentd._exceptions import AlreadyDecided, Forbidden, NotFound
-from agentd.ops.base import ADAPTER, ADMIN, OPERATOR, SERVICE, OpContext, Request, Result, operation
-from agentd.ops.fields import MAX_ID, MAX_NAME, Identifier
+from agentd.ops.base import ADAPTER, ADMIN, OPERATOR, SERVICE, OpContext, operation
+from agentd.ops.models import ApprovalDecision, ApprovalList, ApprovalOut, ApprovalQuery, ApprovalState, DecisionIn
 from agentd.personas import Persona
 from agentd.scopes import DELEGATION_MARK
 from agentd.store import Store
@@ -27,68 +23,8 @@ from agentd.store.tools import Approval
 DECISIONS = {"approve": "approved", "deny": "denied"}
 #: The states an approval may be listed by.
 STATES = ("pending", "approved", "denied", "expired")
-#: An approval's state.
-State = Literal["pending", "approved", "denied", "expired"]
 #: Who may list and decide approvals (what each may reach is decided by the operations).
 ROLES = (ADMIN, ADAPTER, SERVICE)
-
-
-class ApprovalOut(Result):
-    """One tool call waiting for (or given) an owner's decision."""
-
-    id: int
-    persona: str
-    channel: str
-    message_id: int = Field(description="The user message whose turn waits.")
-    tool: str
-    arguments: Any = Field(description="The call's arguments, as the model sent them.")
-    asked_by: str = Field(description="Who started the turn (whose rights the call has).")
-    state: State
-    decided_by: str | None
-    reason: str | None
-    created_at: str
-    expires_at: str = Field(description="When it is denied if nobody decides.")
-    decided_at: str | None
-
-    @classmethod
-    def of(cls, approval: Approval) -> ApprovalOut:
-        """The stored approval, as every interface shows it."""
-        return cls.model_validate(approval.as_json())
-
-
-class ApprovalList(Result):
-    """``GET /v1/approvals``."""
-
-    approvals: list[ApprovalOut]
-
-
-class ApprovalQuery(Request):
-    """Which approvals to list (``state`` ``None``: every state)."""
-
-    state: State | None = "pending"
-    persona: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
-    limit: int = Field(default=1000, ge=1, le=10_000)
-
-
-class DecisionIn(Request):
-    """``POST /v1/approvals/{id}``: the decision."""
-
-    decision: Literal["approve", "deny"]
-    reason: str | None = Field(default=None, max_length=2000, description="Why (the model, and the person, are told).")
-    user: Identifier | None = Field(
-        default=None,
-        description="The owner deciding (required for a key that is not an admin's: one of the persona's owners).",
-    )
-
-    def request(self, approval_id: int) -> ApprovalDecision:
-        """The decision on approval ``approval_id``."""
-        return ApprovalDecision(id=approval_id, decision=self.decision, reason=self.reason, user=self.user)
-
-
-class ApprovalDecision(DecisionIn):
-    """The decision on approval ``id``."""
-
-    id: int = Field(ge=1, le=MAX_ID, description="The approval's id.")
 
 
 def owns(persona: Persona, user: str | None) -> bool:
@@ -177,6 +113,7 @@ __all__ = [
     "ApprovalOut",
     "ApprovalQuery",
     "ApprovalDecision",
+    "ApprovalState",
     "DecisionIn",
     "decide",
     "list_approvals",

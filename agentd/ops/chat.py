@@ -13,110 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol, cast
-
-from pydantic import Field
+from typing import Any, Protocol
 
 from agentd._exceptions import Forbidden, InvalidInput
-from agentd.config import MAX_MESSAGE_CHARS
-from agentd.identity import Caller, acting_user
 from agentd.ops.addressing import addressed_to
-from agentd.ops.base import ADAPTER, ADMIN, OpContext, Parts, Request, Result, operation, parse
-from agentd.ops.fields import Identifier, PersonaName, Text
+from agentd.ops.base import ADAPTER, ADMIN, OpContext, Parts, operation
+from agentd.ops.models import VISIBILITY_FIELD, ChannelPost, ChatAccepted, ChatArgs, ChatRequest, Visibility
 from agentd.scopes import DELEGATION_MARK, check_identifier
 
-#: Who reads a channel: ``direct`` (this user and the persona) or ``shared``.
-Visibility = Literal["direct", "shared"]
-VISIBILITY_FIELD = Field(
-    default=None,
-    description="Who reads the channel: 'direct' (only this user and the persona) or 'shared' (the default). "
-    "The channel's first message that says so decides; [channels.NAME] visibility in the config wins.",
-)
 #: Who may chat: admin keys, and adapter keys in their channels for the users they own.
 ROLES = (ADMIN, ADAPTER)
-
-
-class ChatRequest(Request):
-    """``POST /v1/chat``."""
-
-    persona: PersonaName | None = Field(
-        default=None,
-        description="The persona that answers (default: the one the message addresses, else the channel's; "
-        "in a room, the room decides: [channels.NAME] answer).",
-    )
-    channel: Identifier = Field(description="The channel the conversation lives in.")
-    user: Identifier = Field(description="Who is speaking (scopes user memories and earlier exchanges).")
-    message: Text = Field(
-        max_length=MAX_MESSAGE_CHARS, description="The user's message (at most [runtime] max_message_chars: 32000)."
-    )
-    disable_memory: bool = Field(False, description="Skip automatic memory retrieval for this message.")
-    visibility: Visibility | None = VISIBILITY_FIELD
-
-
-class ChannelPost(Request):
-    """``POST /v1/channels/{channel}/messages``."""
-
-    user: Identifier = Field(description="Who is speaking.")
-    text: Text = Field(max_length=MAX_MESSAGE_CHARS, description="The message (at most [runtime] max_message_chars).")
-    persona: PersonaName | None = Field(
-        default=None, description="Who answers (default: the persona bound to the channel)."
-    )
-    disable_memory: bool = False
-    visibility: Visibility | None = VISIBILITY_FIELD
-
-    def request(self, channel: str) -> ChatRequest:
-        """The same message as a chat in ``channel``."""
-        return parse(
-            ChatRequest,
-            {
-                "persona": self.persona,
-                "channel": channel,
-                "user": self.user,
-                "message": self.text,
-                "disable_memory": self.disable_memory,
-                "visibility": self.visibility,
-            },
-        )
-
-
-class ChatToolArgs(Request):
-    """MCP's ``chat``: the session gives the user, and the persona and channel it was opened with."""
-
-    message: Text = Field(max_length=MAX_MESSAGE_CHARS, description="The message, as the user would write it.")
-    persona: PersonaName | None = Field(default=None, description="Who answers (default: this session's persona).")
-    channel: Identifier | None = Field(
-        default=None,
-        description="The conversation (default: this session's channel, else the session user's "
-        "own direct channel dm-USER, where all of their memories may be recalled).",
-    )
-    visibility: Visibility | None = Field(
-        default=None,
-        description="Who reads a new channel: direct (only this user, who may then be reminded "
-        "of anything they said anywhere) or shared (the default: only what was learned there).",
-    )
-
-    def request(self, ctx: OpContext) -> ChatRequest:
-        """The chat of the session's user: in the session user's own channel ``dm-USER`` unless a
-        channel is given (there what this session stored, scope user, is recalled)."""
-        # A key (its name, the users it was made for) or, in process, the operator.
-        who = cast(Caller, ctx.rights) if isinstance(getattr(ctx.rights, "name", None), str) else ctx
-        user = ctx.user or acting_user(None, who, ctx.parts.config)
-        own = f"dm-{user}"
-        channel = self.channel or ctx.channel or own
-        persona = self.persona or ctx.persona or _sole(ctx.parts)
-        given = {"persona": persona, "channel": channel, "user": user, "message": self.message}
-        visibility = self.visibility or ("direct" if channel == own else None)
-        return parse(ChatRequest, {**given, "visibility": visibility})
-
-
-class ChatAccepted(Result):
-    """A stored message and the request that answers it."""
-
-    message_id: int
-    request_id: str
-    persona: str = Field(description="Who answers first ('': nobody was asked to, in a room).")
-    channel: str
-    also: list[str] = Field(default_factory=list, description="In a room, who answers after it, in order.")
 
 
 class AcceptedTurn(Protocol):
@@ -302,19 +208,14 @@ def _matching(parts: Parts, channel: str) -> str:
     )
 
 
-def _sole(parts: Parts) -> str | None:
-    """The only persona there is (an MCP session that names none talks to it), else ``None``."""
-    names = list(parts.personas)
-    return names[0] if len(names) == 1 else None
-
-
 __all__ = [
     "ChannelPost",
     "ChatAccepted",
     "ChatRequest",
-    "ChatToolArgs",
+    "ChatArgs",
     "Conversation",
     "Turns",
+    "VISIBILITY_FIELD",
     "Visibility",
     "answering",
     "chat",

@@ -10,145 +10,30 @@ user's schedules (another's is ``not_found``, as if it did not exist).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from typing import Literal
-
-from pydantic import ConfigDict, Field
+from datetime import UTC, datetime
 
 from agentd import schedules
 from agentd._exceptions import Forbidden, InvalidInput
-from agentd.ops.base import ADMIN, OPERATOR, PERSONA, SERVICE, OpContext, Parts, Request, Result, operation, parse
-from agentd.ops.fields import MAX_ID, MAX_NAME, Identifier, PersonaName, Text
+from agentd.ops.base import ADMIN, OPERATOR, PERSONA, SERVICE, OpContext, Parts, operation
+from agentd.ops.models import (
+    MAX_MINUTES,
+    TOOL_LIST_LIMIT,
+    CancelScheduleArgs,
+    ListSchedulesArgs,
+    NewScheduleBody,
+    ScheduleArgs,
+    ScheduleList,
+    ScheduleOut,
+    ScheduleQuery,
+    ScheduleRef,
+    ScheduleState,
+)
 from agentd.recurrence import check_cron, next_occurrence, parse_at, zone
 from agentd.scopes import DELEGATION_MARK
-from agentd.store.schedules import NewSchedule, Schedule
+from agentd.store.schedules import NewSchedule
 
-#: A schedule's state.
-State = Literal["scheduled", "fired", "missed", "cancelled"]
 #: Who may reach schedules: an admin (all), a service key and a persona's tool call (one user's).
 ROLES = (ADMIN, SERVICE, PERSONA)
-#: The longest ``in_minutes`` a reminder may be set for (a year).
-MAX_MINUTES = 366 * 24 * 60
-#: The most schedules a persona's ``list_schedules`` shows.
-TOOL_LIST_LIMIT = 50
-
-
-class NewScheduleBody(Request):
-    """``POST /v1/schedules``: ``at`` (one time) or ``cron`` (a recurrence), exactly one."""
-
-    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["at"]}, {"required": ["cron"]}]})
-
-    persona: PersonaName
-    channel: Identifier
-    user: Identifier | None = Field(
-        default=None, description="Whose memories its firings recall; a service key must name one."
-    )
-    text: Text = Field(description="What the persona is told when it fires (its turn's trigger message).")
-    # ``str`` with no value, not ``str | None``: absent, never null (the schema's oneOf counts a key
-    # as given, so a null would be one given); hence the ignores.
-    at: str = Field(  # type: ignore[assignment]
-        None,
-        description="ISO 8601 with an offset, in the future (e.g. 2026-11-28T09:00:00+01:00).",
-        json_schema_extra={"format": "date-time"},
-    )
-    cron: str = Field(default=None, max_length=128, description="Five fields: minute hour day month weekday.")  # type: ignore[assignment]
-    timezone: str | None = Field(default=None, max_length=64, description="IANA name for cron (default UTC).")
-
-
-class ScheduleOut(Result):
-    """One schedule."""
-
-    id: int
-    persona: str
-    channel: str
-    user: str | None
-    text: str
-    at: str | None
-    cron: str | None
-    timezone: str | None
-    next_at: str | None = Field(description="When it is next due (null once fired, missed or cancelled).")
-    state: str = Field(description="scheduled | fired | missed | cancelled")
-    created_by: str
-    created_at: str
-    last_fired_at: str | None
-    fired_count: int
-    last_message_id: int | None = Field(description="The trigger message of its last firing.")
-    routine: str | None = Field(description="The persona file's [[routines]] entry it mirrors.")
-
-    @classmethod
-    def of(cls, schedule: Schedule) -> ScheduleOut:
-        """The stored schedule, as every interface shows it."""
-        return cls.model_validate(schedule.as_json())
-
-
-class ScheduleList(Result):
-    """``GET /v1/schedules``: newest first."""
-
-    schedules: list[ScheduleOut]
-
-
-class ScheduleQuery(Request):
-    """Which schedules to list (every filter optional; a caller that is not an admin: its user's)."""
-
-    state: State | None = Field(default=None, description="Only those in this state.")
-    persona: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
-    user: Identifier | None = Field(default=None, description="Only this user's.")
-    limit: int = Field(200, ge=1, le=10_000)
-
-
-class ScheduleRef(Request):
-    """One schedule, by id (``user``: the user a caller that is not an admin acts for)."""
-
-    id: int = Field(ge=1, le=MAX_ID, description="The schedule's id.")
-    user: Identifier | None = None
-
-
-# -- the model's tools: what a persona may say (the conversation gives the rest) -------------------
-
-
-class ScheduleToolArgs(Request):
-    """``schedule``: a reminder at one time (``at`` or ``in_minutes``) or a recurrence (``cron``)."""
-
-    text: Text = Field(description="What to do or say then, e.g. 'Remind alice to stretch'.")
-    in_minutes: float | None = Field(default=None, gt=0, le=MAX_MINUTES, description="Minutes from now (one time).")
-    at: str | None = Field(default=None, description="ISO 8601 time with an offset (one time).")
-    cron: str | None = Field(
-        default=None, max_length=128, description="Five-field cron: minute hour day month weekday."
-    )
-    timezone: str | None = Field(default=None, max_length=64, description="IANA timezone of cron (default UTC).")
-
-    def request(self, ctx: OpContext) -> NewScheduleBody:
-        """The schedule to make, in the conversation of ``ctx`` (its persona, channel and user)."""
-        at = self.at
-        if self.in_minutes is not None:
-            if at is not None:
-                raise InvalidInput("in_minutes", "give at or in_minutes, not both")
-            at = (datetime.now(UTC) + timedelta(minutes=self.in_minutes)).isoformat()
-        given = {"persona": ctx.persona, "channel": ctx.channel, "text": self.text, "at": at, "cron": self.cron}
-        fields = {k: v for k, v in given.items() if v is not None}
-        return parse(NewScheduleBody, {**fields, "timezone": self.timezone})
-
-
-class ListToolArgs(Request):
-    """``list_schedules``: the conversation user's schedules."""
-
-    state: State | None = None
-
-    def request(self) -> ScheduleQuery:
-        """The query (at most :data:`TOOL_LIST_LIMIT`)."""
-        return ScheduleQuery(state=self.state, limit=TOOL_LIST_LIMIT)
-
-
-class CancelToolArgs(Request):
-    """``cancel_schedule``: one of the conversation user's schedules."""
-
-    id: int = Field(ge=1, le=MAX_ID, description="The schedule's id.")
-
-    def request(self) -> ScheduleRef:
-        """The schedule to cancel."""
-        return ScheduleRef(id=self.id)
-
-
 # -- the operations ------------------------------------------------------------------------------
 
 
@@ -243,14 +128,16 @@ def cancel(ctx: OpContext, request: ScheduleRef) -> ScheduleOut:
 
 __all__ = [
     "MAX_MINUTES",
-    "CancelToolArgs",
-    "ListToolArgs",
+    "TOOL_LIST_LIMIT",
+    "CancelScheduleArgs",
+    "ListSchedulesArgs",
     "NewScheduleBody",
+    "ScheduleArgs",
     "ScheduleList",
     "ScheduleOut",
     "ScheduleQuery",
     "ScheduleRef",
-    "ScheduleToolArgs",
+    "ScheduleState",
     "acting_for",
     "cancel",
     "create",

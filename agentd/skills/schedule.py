@@ -33,14 +33,14 @@ class ScheduleTool(_Base):
             "Schedule a message to yourself in this channel for this user: a reminder at one time "
             "(at, or in_minutes) or a recurrence (cron with timezone). When it is due you are given "
             "the text and answer it here.",
-            ops.ScheduleToolArgs,
+            ops.ScheduleArgs,
         )
 
     def run(self, arguments_: dict[str, Any], ctx: Caller) -> dict[str, Any]:
         """Create the schedule; a bad argument is ``InvalidInput`` naming it."""
-        asked = arguments(ops.ScheduleToolArgs, arguments_)
+        asked = arguments(ops.ScheduleArgs, arguments_)
         who = op_context(self._deps, ctx)
-        made = as_tool_error(lambda: ops.create(who, asked.request(who)))
+        made = as_tool_error(lambda: ops.create(who, asked.to_request(who)))
         return {"scheduled": made.as_json()}
 
 
@@ -51,12 +51,14 @@ class ListSchedulesTool(_Base):
 
     def definition(self) -> dict[str, Any]:
         """The tool definition."""
-        return tool_definition(self.name, "List this user's schedules and reminders, newest first.", ops.ListToolArgs)
+        return tool_definition(
+            self.name, "List this user's schedules and reminders, newest first.", ops.ListSchedulesArgs
+        )
 
     def run(self, arguments_: dict[str, Any], ctx: Caller) -> dict[str, Any]:
         """The user's schedules (at most 50)."""
-        asked = arguments(ops.ListToolArgs, arguments_)
-        found = as_tool_error(lambda: ops.list_schedules(op_context(self._deps, ctx), asked.request()))
+        asked = arguments(ops.ListSchedulesArgs, arguments_)
+        found = as_tool_error(lambda: ops.list_schedules(op_context(self._deps, ctx), asked.to_request()))
         return {"schedules": [s.as_json() for s in found.schedules]}
 
 
@@ -68,13 +70,13 @@ class CancelScheduleTool(_Base):
     def definition(self) -> dict[str, Any]:
         """The tool definition."""
         return tool_definition(
-            self.name, "Cancel one of this user's schedules by its id (from list_schedules).", ops.CancelToolArgs
+            self.name, "Cancel one of this user's schedules by its id (from list_schedules).", ops.CancelScheduleArgs
         )
 
     def run(self, arguments_: dict[str, Any], ctx: Caller) -> dict[str, Any]:
         """Cancel it (only the user's own: another's is not found)."""
-        asked = arguments(ops.CancelToolArgs, arguments_)
-        found = as_tool_error(lambda: ops.cancel(op_context(self._deps, ctx), asked.request()))
+        asked = arguments(ops.CancelScheduleArgs, arguments_)
+        found = as_tool_error(lambda: ops.cancel(op_context(self._deps, ctx), asked.to_request()))
         return {"schedule": found.as_json()}
 
 
