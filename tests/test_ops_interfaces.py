@@ -105,3 +105,40 @@ def test_a_chat_and_a_channel_post_choose_the_persona_by_one_rule(daemon: Runnin
     assert (error["code"], error["field"]) == ("invalid_input", "persona")
     assert again == error
     assert "not bound to channel 'library'" in error["message"]
+
+
+def test_the_schemas_come_from_the_operations_models(daemon: Running) -> None:
+    """The OpenAPI bodies, MCP's ``chat`` input schema and the schedule tools' parameters are the
+    models' of :mod:`agentd.ops.models` (one shape per concept, no hand-kept copy)."""
+    from agentd.mcpserver.tools import ADMITTED, DEFINITIONS
+    from agentd.ops import models
+    from agentd.ops.base import OPERATIONS, tool_schema
+
+    published = daemon.client.get("/openapi.json").json()
+    paths = published["paths"]
+
+    def body(path: str, method: str) -> str:
+        ref: str = paths[path][method]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+        return ref.rsplit("/", 1)[-1]
+
+    def answer(path: str, method: str, status: str = "200") -> str:
+        ref: str = paths[path][method]["responses"][status]["content"]["application/json"]["schema"]["$ref"]
+        return ref.rsplit("/", 1)[-1]
+
+    assert body("/v1/schedules", "post") == models.NewScheduleBody.__name__
+    assert answer("/v1/schedules", "post", "201") == models.ScheduleOut.__name__
+    assert answer("/v1/schedules", "get") == models.ScheduleList.__name__
+    assert body("/v1/approvals/{approval_id}", "post") == models.DecisionIn.__name__
+    assert answer("/v1/approvals", "get") == models.ApprovalList.__name__
+    assert body("/v1/chat", "post") == models.ChatRequest.__name__
+    assert body("/v1/channels/{channel}/messages", "post") == models.ChannelPost.__name__
+    assert DEFINITIONS["chat"][1] == tool_schema(models.ChatArgs)
+    assert ADMITTED["chat"] == OPERATIONS["chat"].key_roles == ("admin", "adapter")
+    app = daemon.app
+    tools = build_registry(app.personas["buddy"], None, app.personas, config=app.config, store=app.store)
+    parameters = {d["function"]["name"]: d["function"]["parameters"] for d in tools.tool_definitions()}
+    assert parameters == {
+        "schedule": tool_schema(models.ScheduleArgs),
+        "list_schedules": tool_schema(models.ListSchedulesArgs),
+        "cancel_schedule": tool_schema(models.CancelScheduleArgs),
+    }
