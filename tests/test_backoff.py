@@ -1,4 +1,4 @@
-"""The one backoff (:mod:`agentd.backoff`) and the one ``Retry-After`` parser, and the client's one
+"""The one backoff (:mod:`agentd.timing.backoff`) and the one ``Retry-After`` parser, and the client's one
 exception class per error code: what the model client, the Python client and the adapters wait
 and raise."""
 
@@ -14,12 +14,12 @@ import httpx
 import pytest
 
 import agentd
-from agentd import backoff
 from agentd._exceptions import CATALOGUE, ErrorCode
-from agentd.backoff import Backoff, delay, retry_after_seconds
 from agentd.client import errors
 from agentd.client.errors import ApiError, error_from
 from agentd.llm.errors import retry_after as model_retry_after
+from agentd.timing import backoff
+from agentd.timing.backoff import Backoff, delay, retry_after_seconds
 
 
 def test_delays_double_up_to_the_cap_within_their_jitter() -> None:
@@ -101,7 +101,7 @@ def test_an_error_answer_raises_the_class_of_its_code(status: int, code: str, ex
 
 def test_no_module_but_the_one_computes_a_backoff_or_reads_retry_after() -> None:
     """Exponential growth (``** attempt``, ``* 2 **``, ``min(pause * 2, ...)``) and the parsing of an
-    HTTP date (``parsedate_to_datetime``) live in :mod:`agentd.backoff` only; the rest call it."""
+    HTTP date (``parsedate_to_datetime``) live in :mod:`agentd.timing.backoff` only; the rest call it."""
     root = Path(agentd.__file__).parent
     the_one = Path(backoff.__file__)
     doubling = re.compile(r"\*\*\s*\(?(attempt|failures|tries)|\*\s*2\s*\*\*|min\(\s*\w+\s*\*\s*2\b")

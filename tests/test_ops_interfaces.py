@@ -11,7 +11,7 @@ import pytest
 
 from agentd._exceptions import SkillInvalidInput
 from agentd.skills import build_registry
-from agentd.skills.registry import Caller
+from agentd.skills.registry import SkillCaller
 from tests.conftest import agentd_cli
 from tests.support import Running
 
@@ -75,12 +75,12 @@ def test_the_schedule_tool_refuses_what_http_refuses_with_its_words(daemon: Runn
     body = {"persona": "buddy", "channel": "general", "user": "alice", "text": "stretch", "cron": "61 * * * *"}
     error = _refused(daemon.client.post("/v1/schedules", json=body), 422)
     with pytest.raises(SkillInvalidInput) as refused:
-        tools.execute("schedule", {"text": "stretch", "cron": "61 * * * *"}, Caller("buddy", "general", "alice"))
+        tools.execute("schedule", {"text": "stretch", "cron": "61 * * * *"}, SkillCaller("buddy", "general", "alice"))
     assert error["field"] == "cron"
     assert str(refused.value) == error["message"]
     # A bound the tool's model declares is said as the API says its own: the field, then why.
     with pytest.raises(SkillInvalidInput, match=r"^in_minutes: "):
-        tools.execute("schedule", {"text": "stretch", "in_minutes": -5}, Caller("buddy", "general", "alice"))
+        tools.execute("schedule", {"text": "stretch", "in_minutes": -5}, SkillCaller("buddy", "general", "alice"))
 
 
 def test_deciding_an_approval_over_http_and_the_cli_refuses_alike(daemon: Running) -> None:
@@ -110,7 +110,7 @@ def test_a_chat_and_a_channel_post_choose_the_persona_by_one_rule(daemon: Runnin
 def test_the_schemas_come_from_the_operations_models(daemon: Running) -> None:
     """The OpenAPI bodies, MCP's ``chat`` input schema and the schedule tools' parameters are the
     models' of :mod:`agentd.ops.models` (one shape per concept, no hand-kept copy)."""
-    from agentd.mcpserver.tools import ADMITTED, DEFINITIONS
+    from agentd.mcp.server.tools import ADMITTED, DEFINITIONS
     from agentd.ops import models
     from agentd.ops.base import OPERATIONS, tool_schema
 

@@ -13,10 +13,10 @@ from pydantic import BaseModel
 
 from agentd import InvalidInput, SkillInvalidInput
 from agentd.api.memory_routes import router
-from agentd.mcpserver.tools import ADMITTED, DEFINITIONS, TOOLS, Session, Tools
+from agentd.mcp.server.tools import ADMITTED, DEFINITIONS, TOOLS, Session, Tools
 from agentd.ops import memory as ops
 from agentd.ops.base import OPERATIONS, tool_schema
-from agentd.skills import Caller, RecallSkill, RememberSkill
+from agentd.skills import RecallSkill, RememberSkill, SkillCaller
 from tests.conftest import agentd_cli
 
 #: Each memory tool and the operation it reaches.
@@ -130,7 +130,7 @@ def test_one_bad_value_is_refused_alike_over_http_mcp_the_cli_and_the_skill(daem
     assert cli.returncode == 2, cli.stderr
     assert "error: text: " in cli.stderr, cli.stderr
     with pytest.raises(SkillInvalidInput, match="^text: "):
-        RememberSkill(d.app.memory).run({"text": "   "}, Caller("fake", "general", "alice"))
+        RememberSkill(d.app.memory).run({"text": "   "}, SkillCaller("fake", "general", "alice"))
     # memory_context: a limit out of bounds, a token budget of 0
     for field, value in (("limit", 0), ("tokenBudget", 0)):
         body = {"userId": "alice", "query": "x", field: value}

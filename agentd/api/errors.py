@@ -30,7 +30,7 @@ from agentd._exceptions import (
     ShuttingDown,
     http_status,
 )
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
 from agentd.ops.base import describe, field_name
 
 log = get_logger("agentd.api")

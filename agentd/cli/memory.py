@@ -16,12 +16,12 @@ import click
 from rich.table import Table
 
 from agentd._exceptions import InvalidInput
+from agentd.access.scopes import GLOBAL, Scope
 from agentd.app import App
 from agentd.cli.acting import operator, request
 from agentd.cli.main import pass_app
 from agentd.cli.output import err, out, print_json, progress_bar
 from agentd.ops import memory as ops
-from agentd.scopes import GLOBAL, Scope
 
 #: The flag that gives each request field (an error names the flag).
 FLAGS = {

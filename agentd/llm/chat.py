@@ -23,15 +23,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentd._exceptions import LLMAuthError, LLMError, LLMMalformed, LLMTruncated
-from agentd.backoff import delay
 from agentd.llm import litellm_module
 from agentd.llm.cost import count_call
 from agentd.llm.errors import is_transient, map_error, retry_after
 from agentd.llm.models import missing_credentials, request_key
 from agentd.llm.offline import OfflineChat, is_offline
 from agentd.llm.types import ChatModel, ModelSettings, ModelTurn, ToolCallRequest, Usage
-from agentd.log import get_logger
 from agentd.observe import tracing
+from agentd.observe.log import get_logger
+from agentd.timing.backoff import delay
 
 log = get_logger("agentd.llm")
 

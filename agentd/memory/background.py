@@ -18,9 +18,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from agentd.backoff import delay
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
 from agentd.store import Store
+from agentd.timing.backoff import delay
 
 log = get_logger("agentd.background")
 

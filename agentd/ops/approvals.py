@@ -11,10 +11,10 @@ A key that is not an admin's lists the approvals of its channels only. The daemo
 from __future__ import annotations
 
 from agentd._exceptions import AlreadyDecided, Forbidden, NotFound
+from agentd.access.scopes import DELEGATION_MARK
 from agentd.ops.base import ADAPTER, ADMIN, OPERATOR, SERVICE, OpContext, operation
 from agentd.ops.models import ApprovalDecision, ApprovalList, ApprovalOut, ApprovalQuery, ApprovalState, DecisionIn
 from agentd.personas import Persona
-from agentd.scopes import DELEGATION_MARK
 from agentd.store import Store
 from agentd.store.schema import utcnow
 from agentd.store.tools import Approval

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from pydantic import BaseModel
 
 from agentd._exceptions import Forbidden, InvalidInput
+from agentd.access.scopes import unseen_character
 
 # The models' building blocks, part of these conventions (re-exported: ``from agentd.ops.base import parse``).
 from agentd.ops.fields import Request as Request
@@ -63,7 +64,6 @@ from agentd.ops.fields import Result as Result
 from agentd.ops.fields import describe as describe
 from agentd.ops.fields import field_name as field_name
 from agentd.ops.fields import parse as parse
-from agentd.scopes import unseen_character
 
 if TYPE_CHECKING:
     from agentd.config import Config
@@ -79,7 +79,7 @@ ADAPTER = "adapter"
 SERVICE = "service"
 METRICS = "metrics"
 PERSONA = "persona"
-#: The name of the operator acting in process (the CLI): as :data:`agentd.identity.LOCAL`.
+#: The name of the operator acting in process (the CLI): as :data:`agentd.access.identity.LOCAL`.
 OPERATOR = "local"
 
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from agentd._exceptions import Forbidden, InvalidInput
+from agentd.access.scopes import DELEGATION_MARK, check_identifier
 from agentd.ops.addressing import addressed_to
 from agentd.ops.base import ADAPTER, ADMIN, OpContext, Parts, operation
 from agentd.ops.models import VISIBILITY_FIELD, ChannelPost, ChatAccepted, ChatArgs, ChatRequest, Visibility
-from agentd.scopes import DELEGATION_MARK, check_identifier
 
 #: Who may chat: admin keys, and adapter keys in their channels for the users they own.
 ROLES = (ADMIN, ADAPTER)

@@ -19,7 +19,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from agentd._exceptions import InvalidInput
-from agentd.scopes import (
+from agentd.access.scopes import (
     CONTROL_OR_FORMAT,
     IDENTIFIER_PATTERN,
     IDENTIFIER_RULE,

@@ -2,7 +2,7 @@
 
 Each is one function over :class:`~agentd.ops.base.OpContext` (see :mod:`agentd.ops.base` for the
 conventions), reached by ``/v1/memory*`` and ``/v1/memories*`` (:mod:`agentd.api.memory_routes`),
-the MCP tools (:mod:`agentd.mcpserver.tools`), the ``remember`` and ``recall`` skills
+the MCP tools (:mod:`agentd.mcp.server.tools`), the ``remember`` and ``recall`` skills
 (:mod:`agentd.skills.memory`) and ``agentd memory …`` (:mod:`agentd.cli.memory`).
 
 Who may call what: searching (``memory_search``, ``memory_context``, ``memory_recall``) admits
@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 
 from agentd._exceptions import InvalidInput, NotFound
+from agentd.access.scopes import Reach
 from agentd.memory.importer import parse_line, parse_timestamp
 from agentd.memory.ranking import MemoryHit
 from agentd.ops.base import ADMIN, PERSONA, SERVICE, OpContext, operation
@@ -54,7 +55,6 @@ from agentd.ops.models import (
     SkippedItem,
 )
 from agentd.recall import known_facts
-from agentd.scopes import Reach
 from agentd.store.memories import NewMemory
 
 #: The roles that may search memories, and those that may change or list them.

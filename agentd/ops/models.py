@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from pydantic import ConfigDict, Field
 
 from agentd._exceptions import InvalidInput
+from agentd.access.scopes import GLOBAL, Scope
 from agentd.config import MAX_MESSAGE_CHARS
 from agentd.ops.fields import (
     CATEGORY_PATTERN,
@@ -33,7 +34,6 @@ from agentd.ops.fields import (
     TokenBudget,
     parse,
 )
-from agentd.scopes import GLOBAL, Scope
 
 if TYPE_CHECKING:
     from agentd.store.memories import Memory

@@ -1,6 +1,6 @@
 """Schedules: make, list, get and cancel one, whoever asks (HTTP, the CLI, the model's tools).
 
-Each is one operation over the checks of :mod:`agentd.schedules` (a bad ``at``, ``cron`` or
+Each is one operation over the checks of :mod:`agentd.timing.schedules` (a bad ``at``, ``cron`` or
 ``timezone`` is :class:`~agentd.InvalidInput` naming the field). Who may reach which schedules
 is decided here, once: an admin (a key's, or the operator's in process) reaches every schedule
 and may filter by ``user``; any other caller acts for one user, named in the request or given
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from agentd import schedules
 from agentd._exceptions import Forbidden, InvalidInput
+from agentd.access.scopes import DELEGATION_MARK
 from agentd.ops.base import ADMIN, OPERATOR, PERSONA, SERVICE, OpContext, Parts, operation
 from agentd.ops.models import (
     MAX_MINUTES,
@@ -28,9 +28,9 @@ from agentd.ops.models import (
     ScheduleRef,
     ScheduleState,
 )
-from agentd.recurrence import check_cron, next_occurrence, parse_at, zone
-from agentd.scopes import DELEGATION_MARK
 from agentd.store.schedules import NewSchedule
+from agentd.timing import schedules
+from agentd.timing.recurrence import check_cron, next_occurrence, parse_at, zone
 
 #: Who may reach schedules: an admin (all), a service key and a persona's tool call (one user's).
 ROLES = (ADMIN, SERVICE, PERSONA)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from agentd.memory import MemoryService
     from agentd.personas import Persona, Personas
     from agentd.prompt.tokens import TokenCounter
-    from agentd.skills.registry import Caller, SkillDeps
+    from agentd.skills.registry import SkillCaller, SkillDeps
     from agentd.store import Store
 
 T = TypeVar("T")
@@ -65,7 +65,7 @@ def _given(part: T | None, name: str) -> T:
     return part
 
 
-def op_context(deps: SkillDeps, caller: Caller) -> OpContext:
+def op_context(deps: SkillDeps, caller: SkillCaller) -> OpContext:
     """The persona acting in its conversation: for its user, in its channel."""
     return OpContext(
         SkillParts(deps),

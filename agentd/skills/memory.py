@@ -23,7 +23,7 @@ from agentd._exceptions import (
 )
 from agentd.ops import memory as ops
 from agentd.ops.base import PERSONA, OpContext, Request, parse, tool_schema
-from agentd.skills.registry import Caller, SkillDeps, function_tool
+from agentd.skills.registry import SkillCaller, SkillDeps, function_tool
 
 if TYPE_CHECKING:
     from agentd.config import Config
@@ -60,7 +60,7 @@ class ConversationParts:
         raise SkillExecutionFailed("this operation is not offered to a persona's tools")
 
 
-def _context(memory: MemoryService, caller: Caller) -> OpContext:
+def _context(memory: MemoryService, caller: SkillCaller) -> OpContext:
     """The persona acting in its conversation."""
     return OpContext(
         ConversationParts(memory),
@@ -107,7 +107,7 @@ class RememberSkill:
             ops.RememberArgs,
         )
 
-    def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
+    def run(self, arguments: dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
         """Store the memory; a duplicate is reported, not stored twice."""
         acting = _context(self._memory, ctx)
         with _as_skill_errors():
@@ -136,7 +136,7 @@ class RecallSkill:
             ops.RecallQuery,
         )
 
-    def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
+    def run(self, arguments: dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
         """Search this conversation's reach, return results best first (each ``{text, category,
         score, created_at}``, the skill's published shape)."""
         with _as_skill_errors():

@@ -13,7 +13,7 @@ from typing import Any
 
 from agentd.ops import schedules as ops
 from agentd.skills.acting import arguments, as_tool_error, op_context, tool_definition
-from agentd.skills.registry import Caller, SkillDeps
+from agentd.skills.registry import SkillCaller, SkillDeps
 
 
 class _Base:
@@ -36,7 +36,7 @@ class ScheduleTool(_Base):
             ops.ScheduleArgs,
         )
 
-    def run(self, arguments_: dict[str, Any], ctx: Caller) -> dict[str, Any]:
+    def run(self, arguments_: dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
         """Create the schedule; a bad argument is ``InvalidInput`` naming it."""
         asked = arguments(ops.ScheduleArgs, arguments_)
         who = op_context(self._deps, ctx)
@@ -55,7 +55,7 @@ class ListSchedulesTool(_Base):
             self.name, "List this user's schedules and reminders, newest first.", ops.ListSchedulesArgs
         )
 
-    def run(self, arguments_: dict[str, Any], ctx: Caller) -> dict[str, Any]:
+    def run(self, arguments_: dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
         """The user's schedules (at most 50)."""
         asked = arguments(ops.ListSchedulesArgs, arguments_)
         found = as_tool_error(lambda: ops.list_schedules(op_context(self._deps, ctx), asked.to_request()))
@@ -73,7 +73,7 @@ class CancelScheduleTool(_Base):
             self.name, "Cancel one of this user's schedules by its id (from list_schedules).", ops.CancelScheduleArgs
         )
 
-    def run(self, arguments_: dict[str, Any], ctx: Caller) -> dict[str, Any]:
+    def run(self, arguments_: dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
         """Cancel it (only the user's own: another's is not found)."""
         asked = arguments(ops.CancelScheduleArgs, arguments_)
         found = as_tool_error(lambda: ops.cancel(op_context(self._deps, ctx), asked.to_request()))

@@ -35,8 +35,8 @@ import psycopg
 import sqlalchemy as sa
 
 from agentd._exceptions import StoreError
-from agentd.backoff import Backoff
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
+from agentd.timing.backoff import Backoff
 
 log = get_logger("agentd.cluster")
 

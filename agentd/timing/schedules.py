@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 from agentd._exceptions import InvalidInput, NotFound
 from agentd.config import Config
 from agentd.personas import Personas
-from agentd.recurrence import next_occurrence
 from agentd.store import Store
 from agentd.store.schedules import STATES, NewSchedule, Schedule
+from agentd.timing.recurrence import next_occurrence
 
 #: Called with a schedule's next due time when one is made or cancelled in this process.
 Listener = Callable[[], None]

@@ -19,12 +19,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd._exceptions import AgentdError, ErrorCode, NotFound, TurnError
-from agentd.identity import acting_user
+from agentd.access.identity import acting_user
+from agentd.access.scopes import check_identifier
 from agentd.ops import chat as chat_ops
 from agentd.ops import memory as ops
 from agentd.ops.base import OPERATIONS, OpContext, Request, parse, tool_schema
 from agentd.runtime.events import Done, Error, Event, MemoryContext, ToolCall, ToolResult
-from agentd.scopes import check_identifier
 
 if TYPE_CHECKING:
     from agentd.app import App
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 CHAT_TIMEOUT_SECONDS = 300.0
 
 
-class Caller(Protocol):
+class McpCaller(Protocol):
     """Who calls: a key's role and name, and the channels it may use (the daemon's principal)."""
 
     @property
@@ -80,7 +80,7 @@ class Session:
     persona: str | None = None
     user: str | None = None
     channel: str | None = None
-    caller: Caller = LocalCaller()
+    caller: McpCaller = LocalCaller()
 
 
 @dataclass(frozen=True)
