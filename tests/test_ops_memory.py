@@ -97,7 +97,7 @@ def test_each_routes_body_and_answer_are_the_operations_models(
 
 
 def test_the_list_routes_query_bounds_are_the_requests() -> None:
-    """GET /v1/memories declares its query for the published schema; the bounds are ListMemories'."""
+    """GET /v1/memories publishes its query from ListMemories' fields: the same bounds."""
     query = {p.name: p.field_info.metadata for p in _route("/v1/memories", "GET").dependant.query_params}
     for name, field in ops.ListMemories.model_fields.items():
         assert [repr(m) for m in query[name]] == [repr(m) for m in field.metadata], name

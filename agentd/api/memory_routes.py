@@ -11,17 +11,17 @@ in time: a hung model answers 504 ``embedder_timeout``, a failing one 503
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.convertors import Convertor, register_url_convertor
 
 from agentd.api.responses import COMMON_ERRORS, error_responses
 from agentd.api.roles import Acting, Policy, allow
 from agentd.api.state import Daemon, daemon
 from agentd.ops import memory as ops
-from agentd.ops.fields import MAX_ID, MAX_NAME, SCOPE_PATTERN
 
 router = APIRouter(tags=["memory"], responses=COMMON_ERRORS)
 
@@ -89,21 +89,36 @@ async def import_(body: ops.ImportRequest, ctx: Acting, d: Annotated[Daemon, Dep
     return await d.embedding_work(lambda: ops.import_batch(ctx, body))
 
 
+def _bounds(model: type[BaseModel], field: str) -> dict[str, Any]:
+    """A request model's field constraints as ``Query``/``Path`` arguments: a parameter publishes
+    (and FastAPI checks) what the operation's request model declares, declared once there."""
+    found: dict[str, Any] = {}
+    for rule in model.model_fields[field].metadata:
+        for name in ("ge", "le", "min_length", "max_length", "pattern"):
+            if getattr(rule, name, None) is not None:
+                found[name] = getattr(rule, name)
+    return found
+
+
+def _query(field: str) -> Any:
+    """``Query(...)`` for a :class:`~agentd.ops.models.ListMemories` field: its bounds and description."""
+    return Query(description=ops.ListMemories.model_fields[field].description, **_bounds(ops.ListMemories, field))
+
+
+#: A memory's id in a path (the bounds of the operations' ``id``).
+MemoryId = Annotated[int, Path(**_bounds(ops.ForgetMemory, "id"))]
+
+
 @router.get("/v1/memories", response_model=ops.MemoryList, responses=error_responses(404, 422), **allow(Policy.ADMIN))
 def list_memories(
     ctx: Acting,
-    persona: Annotated[str, Query(min_length=1, max_length=MAX_NAME, description="Whose memories.")],
-    scope: Annotated[
-        str | None, Query(pattern=SCOPE_PATTERN, description="global | channel:NAME | user:ID (default: all).")
-    ] = None,
-    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
-    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+    persona: Annotated[str, _query("persona")],
+    scope: Annotated[str | None, _query("scope")] = None,
+    limit: Annotated[int, _query("limit")] = 100,
+    offset: Annotated[int, _query("offset")] = 0,
 ) -> ops.MemoryList:
     """A persona's memories, newest first."""
-    # The query's bounds are declared twice, here for the published schema and in ListMemories:
-    # tests/test_ops_memory.py pins them equal.
-    request = ops.ListMemories(persona=persona, scope=scope, limit=limit, offset=offset)
-    return ops.list_memories(ctx, request)
+    return ops.list_memories(ctx, ops.ListMemories(persona=persona, scope=scope, limit=limit, offset=offset))
 
 
 @router.delete(
@@ -112,7 +127,7 @@ def list_memories(
     responses=error_responses(404, 422),
     **allow(Policy.ADMIN),
 )
-def forget(memory_id: Annotated[int, Path(ge=1, le=MAX_ID)], ctx: Acting) -> ops.Forgotten:
+def forget(memory_id: MemoryId, ctx: Acting) -> ops.Forgotten:
     """Delete one memory (its row, vector and index entry)."""
     return ops.forget(ctx, ops.ForgetMemory(id=memory_id))
 
@@ -123,7 +138,7 @@ def forget(memory_id: Annotated[int, Path(ge=1, le=MAX_ID)], ctx: Acting) -> ops
     responses=error_responses(404, 422),
     **allow(Policy.ADMIN),
 )
-def history(memory_id: Annotated[int, Path(ge=1, le=MAX_ID)], ctx: Acting) -> ops.MemoryHistory:
+def history(memory_id: MemoryId, ctx: Acting) -> ops.MemoryHistory:
     """How a memory changed through fact extraction (``[memory] extract``), oldest first; also for a
     memory since deleted (as ``agentd memory history ID``)."""
     return ops.history(ctx, ops.HistoryRequest(memory_id=memory_id))

@@ -17,11 +17,10 @@ input schema and turns into the operation's request with ``to_request(ctx)``. Th
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from agentd._exceptions import InvalidInput, NotFound
 from agentd.access.scopes import Reach
-from agentd.memory.importer import parse_line, parse_timestamp
-from agentd.memory.ranking import MemoryHit
 from agentd.ops.base import ADMIN, PERSONA, SERVICE, OpContext, operation
 from agentd.ops.models import (
     IMPORT_ITEM,
@@ -54,8 +53,10 @@ from agentd.ops.models import (
     SearchResponse,
     SkippedItem,
 )
-from agentd.recall import known_facts
-from agentd.store.memories import NewMemory
+
+if TYPE_CHECKING:
+    from agentd.search import MemoryHit
+    from agentd.store.memories import NewMemory
 
 #: The roles that may search memories, and those that may change or list them.
 SEARCHERS = (ADMIN, SERVICE)
@@ -88,11 +89,16 @@ def _searched(ctx: OpContext, persona: str | None) -> list[str]:
 def search(ctx: OpContext, request: SearchRequest) -> SearchResponse:
     """The top ``limit`` memories by relevance with time decay, best first (``score`` ranks;
     ``min_score``, default none, filters on ``relevance``)."""
+    # On first use: the search machinery is heavy to import (agentd memory list needs none of it).
+    from agentd.recall import known_facts
+    from agentd.search import SearchQuery
+
     memory = ctx.parts.memory
     if isinstance(request, LocalSearch):
         reach = Reach(ctx.persona_for(request.persona), request.channel, request.user_id or ctx.user)
         scopes = [*reach.scopes(), *reach.episode_scopes(direct=True)] if request.episodes else None
-        hits = memory.search(request.query, reach, limit=request.limit, min_relevance=request.min_score, scopes=scopes)
+        asked = SearchQuery(request.query, reach, request.limit, min_relevance=request.min_score, scopes=scopes)
+        hits = list(memory.search(asked).hits)
     else:
         hits = known_facts.search(
             memory,
@@ -119,6 +125,8 @@ def recall(ctx: OpContext, request: RecallQuery) -> RecallResult:
     """The memories the caller's conversation may see (global, its channel's, its user's own), best
     first: ``limit`` default ``memory.recall_limit``; the threshold is the MCP tool's ``minScore``,
     the skill's ``memory.recall_min_score`` (either unset: none)."""
+    from agentd.recall import known_facts
+
     if not request.query.strip():
         raise InvalidInput("query", "must be a non-empty string")
     memory = ctx.parts.memory
@@ -145,6 +153,8 @@ def context(ctx: OpContext, request: KnownFactsRequest) -> KnownFactsResponse:
     Defaults: ``token_budget`` 2000, ``limit`` 20, no threshold (``min_score`` sets one). The top
     ``limit`` memories by score are taken best first until the next one would not fit.
     """
+    from agentd.recall import known_facts
+
     memory = ctx.parts.memory
     personas = _searched(ctx, request.persona)
     hits = known_facts.search(
@@ -165,6 +175,8 @@ def context(ctx: OpContext, request: KnownFactsRequest) -> KnownFactsResponse:
 @operation("memory_remember", roles=(*KEEPERS, PERSONA))
 def remember(ctx: OpContext, request: AddMemory) -> MemoryAdded:
     """Store a memory, or find the identical one already stored (``created`` false)."""
+    from agentd.memory.importer import parse_timestamp
+
     _check_length(ctx, "text", request.text)
     created_at = parse_timestamp(request.created_at) if request.created_at is not None else None
     memory, created = ctx.parts.memory.add(
@@ -183,6 +195,8 @@ def remember(ctx: OpContext, request: AddMemory) -> MemoryAdded:
 def import_batch(ctx: OpContext, request: ImportRequest) -> ImportResponse:
     """Store a batch in one transaction. An invalid item refuses the whole batch (naming
     ``memories[i].field``) unless ``skip_invalid``, which stores the rest and reports it."""
+    from agentd.memory.importer import parse_line
+
     memory = ctx.parts.memory
     if request.persona is not None:
         memory.check_persona(request.persona)

@@ -8,7 +8,6 @@ identifier rules tightened, so such a person can still be exported and erased).
 
 from __future__ import annotations
 
-from agentd.memory.people import export_user, forget_user
 from agentd.ops.base import ADMIN, OpContext, operation
 from agentd.ops.models import UserExport, UserForgotten, UserRequest
 
@@ -18,11 +17,15 @@ __all__ = ["UserExport", "UserForgotten", "UserRequest", "export", "forget"]
 @operation("user_export", roles=(ADMIN,))
 def export(ctx: OpContext, request: UserRequest) -> UserExport:
     """Everything kept about the user as one document."""
+    from agentd.memory.people import export_user  # on first use, as every module the CLI may not need
+
     return UserExport.model_validate(export_user(ctx.parts.store, request.user, request.persona))
 
 
 @operation("user_forget", roles=(ADMIN,))
 def forget(ctx: OpContext, request: UserRequest) -> UserForgotten:
     """Erase everything kept about the user, in one transaction."""
+    from agentd.memory.people import forget_user
+
     erased = forget_user(ctx.parts.store, request.user, request.persona)
     return UserForgotten.model_validate({"user": request.user, "persona": request.persona, **erased.as_json()})

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentd.access.scopes import Reach
-from agentd.memory.ranking import MemoryHit
 from agentd.memory.service import MemoryService
+from agentd.search import MemoryHit, SearchQuery
 from agentd.text.quoting import one_line
 
 #: The first line of the block (the memory service's /context contract).
@@ -78,16 +78,18 @@ def search(
     """
     hits: list[MemoryHit] = []
     # One embedding serves every persona's search.
-    vector = memory.embed_query(query) if len(personas) > 1 and query.strip() else None
+    vector = memory.searcher.embed_query(query) if len(personas) > 1 and query.strip() else None
     for persona in personas:
         hits.extend(
             memory.search(
-                query,
-                Reach(persona, channel, user, shared_channel=shared_channel),
-                limit=limit,
-                min_relevance=min_relevance,
-                vector=vector,
-            )
+                SearchQuery(
+                    query,
+                    Reach(persona, channel, user, shared_channel=shared_channel),
+                    limit,
+                    min_relevance=min_relevance,
+                    vector=vector,
+                )
+            ).hits
         )
     hits.sort(key=lambda h: (-h.score, -h.memory.created_at.timestamp(), -h.memory.id))
     return hits[:limit]
