@@ -50,7 +50,7 @@ def test_seed_002_limit_caps_and_default_is_5(app: App) -> None:
     for i in range(8):
         app.memory.add("buddy", GLOBAL, f"User note number {i} about programming in Python")
     assert len(app.memory.search("Python programming", BUDDY, limit=1, min_relevance=0.0)) == 1
-    assert app.memory.config.recall_limit == 5
+    assert app.memory.config.search_results == 5
     assert len(app.memory.search("Python programming", BUDDY, min_relevance=0.0)) == 5
 
 

@@ -104,7 +104,7 @@ def _search(body: SearchRequest, d: Daemon) -> dict[str, Any]:
     _check_optional("userId", body.user_id)
     _check_optional("channel", body.channel)
     personas = _personas(d, body.persona)
-    limit = body.limit or d.app.config.memory.limit
+    limit = body.limit or d.app.config.memory.context_candidates
     hits = known_facts.search(
         d.app.memory,
         body.query,
@@ -136,14 +136,14 @@ def _context(body: KnownFactsRequest, d: Daemon) -> dict[str, Any]:
     _check_optional("channel", body.channel)
     cfg = d.app.config.memory
     personas = _personas(d, body.persona)
-    budget = body.token_budget or cfg.token_budget
+    budget = body.token_budget or cfg.context_tokens
     hits = known_facts.search(
         d.app.memory,
         body.query,
         personas,
         user=body.user_id,
         channel=body.channel,
-        limit=body.limit or cfg.limit,
+        limit=body.limit or cfg.context_candidates,
         min_relevance=body.min_score or 0.0,
     )
     return known_facts.known_facts(hits, budget, _count(d, personas)).as_json()

@@ -126,7 +126,7 @@ class SearchRequest(_Body):
     )
     persona: PersonaName | None = Field(None, description="Search this persona's memories (default: every persona).")
     channel: Identifier | None = Field(None, description="Include this channel's memories.")
-    limit: Limit | None = Field(None, description="Default: memory.limit (20).")
+    limit: Limit | None = Field(None, description="Default: memory.context_candidates (20).")
     min_score: Score | None = Field(
         None,
         alias="minScore",
@@ -142,9 +142,9 @@ class KnownFactsRequest(_Body):
     )
     query: Text = Field(description="The current message; memories are ranked by relevance to it.")
     token_budget: TokenBudget | None = Field(
-        None, alias="tokenBudget", description="Default 2000 (memory.token_budget)."
+        None, alias="tokenBudget", description="Default 2000 (memory.context_tokens)."
     )
-    limit: Limit | None = Field(None, description="Memories considered; default 20 (memory.limit).")
+    limit: Limit | None = Field(None, description="Memories considered; default 20 (memory.context_candidates).")
     persona: PersonaName | None = Field(None, description="Default: every persona.")
     channel: Identifier | None = None
     min_score: Score | None = Field(

@@ -299,7 +299,7 @@ class Tools:
     def _recall(self, args: dict[str, Any], s: Session) -> dict[str, Any]:
         query = _str(args, "query", required=True)
         assert query is not None
-        limit = _int(args, "limit", 1, 100) or self._app.config.memory.recall_limit
+        limit = _int(args, "limit", 1, 100) or self._app.config.memory.search_results
         hits = known_facts.search(
             self._app.memory,
             query,
@@ -330,10 +330,10 @@ class Tools:
             personas,
             user=s.user,
             channel=s.channel,
-            limit=_int(args, "limit", 1, 1000) or cfg.limit,
+            limit=_int(args, "limit", 1, 1000) or cfg.context_candidates,
             min_relevance=0.0,
         )
-        budget = _int(args, "tokenBudget", 1, 100_000) or cfg.token_budget
+        budget = _int(args, "tokenBudget", 1, 100_000) or cfg.context_tokens
         return known_facts.known_facts(hits, budget, self._count(personas)).as_json()
 
     def _list_memories(self, args: dict[str, Any], s: Session) -> dict[str, Any]:

@@ -109,9 +109,9 @@ class RecallSkill:
             raise SkillExecutionFailed(
                 'recall needs an embedding model; configure [embedding] provider = "local" or "litellm"'
             )
-        limit = _int_arg(arguments, "limit", self._memory.config.recall_limit, 1, 100)
+        limit = _int_arg(arguments, "limit", self._memory.config.search_results, 1, 100)
         # The recall skill's contract: the top ``limit`` by score, with no threshold unless configured.
-        threshold = self._memory.config.recall_min_score or 0.0
+        threshold = self._memory.config.search_min_score or 0.0
         try:
             hits = self._memory.search(
                 query,
