@@ -213,7 +213,11 @@ def test_the_shipped_agentd_toml_lists_every_key_with_its_default() -> None:
     [
         ('name = "x"\nmodel = "offline"\nsystem_prompt = "hi"\n', "name", "file name"),
         ('name = "p"\nsystem_prompt = "hi"\n', "model", "Field required"),
-        ('name = "p"\nmodel = "offline"\nsystem_prompt = "hi"\nmax_tokens = "lots"\n', "max_tokens", "integer"),
+        (
+            'name = "p"\nmodel = "offline"\nsystem_prompt = "hi"\nmax_reply_tokens = "lots"\n',
+            "max_reply_tokens",
+            "integer",
+        ),
         ('name = "p"\nmodel = "offline"\nsystem_prompt = "hi"\nskills = ["fly"]\n', "skills", "unknown skill"),
         ('name = "p"\nmodel = "offline"\nsystem_prompt = "hi"\ncolour = "red"\n', "colour", "unknown key"),
     ],
