@@ -177,6 +177,7 @@ def test_the_cli_logs_each_old_name_it_reads(tmp_path: Path) -> None:
     assert "old" in result.stdout
 
 
+@pytest.mark.slow  # doctor loads the embedding model
 def test_doctor_lists_each_old_name_as_a_warning(tmp_path: Path) -> None:
     path = write_home(
         tmp_path,
