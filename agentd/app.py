@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from agentd.embedders import Embedder
     from agentd.embedders.guard import GuardedEmbedder
-    from agentd.mcp.tools import McpToolbox
+    from agentd.mcp.client.tools import McpToolbox
     from agentd.memory import MemoryService
     from agentd.personas import Personas
     from agentd.prompt.builder import ContextBuilder
@@ -150,7 +150,7 @@ class App:
     @cached_property
     def personas(self) -> Personas:
         """Every persona in ``personas.dir``."""
-        from agentd.log import log_deprecations
+        from agentd.observe.log import log_deprecations
         from agentd.personas import Personas
         from agentd.skills import SKILL_TOOLS
 
@@ -220,8 +220,8 @@ class App:
         server is started on first use, once per process, and stopped by :meth:`close`."""
         if not any(p.mcp_servers for p in self.personas.values()):
             return None
-        from agentd.mcp.servers import ToolServers
-        from agentd.mcp.tools import McpToolbox
+        from agentd.mcp.client.servers import ToolServers
+        from agentd.mcp.client.tools import McpToolbox
 
         return McpToolbox(ToolServers(self.config.mcp, self.config.base_dir))
 

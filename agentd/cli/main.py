@@ -145,7 +145,7 @@ def pass_app(f: F) -> F:
         if app is None:
             from agentd.app import App
             from agentd.config import ConfigDeprecationWarning, load_config
-            from agentd.log import configure, log_deprecations
+            from agentd.observe.log import configure, log_deprecations
 
             # Deprecated keys are logged (once logging is set up as the file says), not printed.
             with warnings.catch_warnings():
