@@ -28,7 +28,7 @@ from tests.support.serve import Serve
 OFFLINE = """
 name = "buddy"
 model = "offline"
-max_tokens = 256
+max_reply_tokens = 256
 channels = ["general", "dm-*", "room*"]
 skills = ["remember", "recall", "schedule"]
 system_prompt = "You are buddy."

@@ -206,7 +206,7 @@ class SearchRequest(Request):
     )
     persona: PersonaName | None = Field(None, description="Search this persona's memories (default: every persona).")
     channel: Identifier | None = Field(None, description="Include this channel's memories.")
-    limit: Limit | None = Field(None, description="Default: memory.limit (20).")
+    limit: Limit | None = Field(None, description="Default: memory.context_candidates (20).")
     min_score: Score | None = Field(
         None,
         alias="minScore",
@@ -216,7 +216,7 @@ class SearchRequest(Request):
 
 class LocalSearch(SearchRequest):
     """``agentd memory search``: a search as a turn would make it. Unset, ``limit`` is
-    ``memory.recall_limit`` and ``min_score`` a turn's thresholds; ``episodes`` adds the earlier
+    ``memory.search_results`` and ``min_score`` a turn's thresholds; ``episodes`` adds the earlier
     exchanges indexed as episodes (those of ``channel`` and of the user's direct channels)."""
 
     episodes: bool = False
@@ -230,9 +230,9 @@ class KnownFactsRequest(Request):
     )
     query: Text = Field(description="The current message; memories are ranked by relevance to it.")
     token_budget: TokenBudget | None = Field(
-        None, alias="tokenBudget", description="Default 2000 (memory.token_budget)."
+        None, alias="tokenBudget", description="Default 2000 (memory.context_tokens)."
     )
-    limit: Limit | None = Field(None, description="Memories considered; default 20 (memory.limit).")
+    limit: Limit | None = Field(None, description="Memories considered; default 20 (memory.context_candidates).")
     persona: PersonaName | None = Field(None, description="Default: every persona.")
     channel: Identifier | None = None
     min_score: Score | None = Field(
