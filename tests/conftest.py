@@ -248,20 +248,22 @@ def agentd_process(
     return subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout)
 
 
-#: ``PYTEST_AGENTD_DAEMONS=serve``: the in-process daemons run what ``agentd serve`` runs (worker processes on
-#: SQLite when there are two CPUs or more); unset, they run local actors.
+#: ``PYTEST_AGENTD_DAEMONS=actors``: every in-process daemon runs local actors (turns in the test's own
+#: process, as before worker processes were the default), for a quicker run or a debugger; unset (or
+#: ``serve``), they run what ``agentd serve`` runs.
 DAEMONS_ENV = "PYTEST_AGENTD_DAEMONS"
 
 
 def daemon_workers(request: pytest.FixtureRequest, config: Config, backend: str) -> int:
-    """How many worker processes a ``daemons`` daemon runs: none for a test marked ``local_actors`` (it
-    reaches into the daemon's own process: its actors, its runtime, its models), else, when
-    :data:`DAEMONS_ENV` is ``serve``, as many as ``agentd serve`` would on ``backend``
-    (``[runtime] workers``, ``auto`` by default), else none. tests/test_dispatcher_contract.py runs the
-    behaviours every dispatcher shares on all three, whatever this says."""
+    """How many worker processes a ``daemons`` daemon runs: as many as ``agentd serve`` would on
+    ``backend`` (``[runtime] workers``: ``auto`` by default, worker processes on SQLite with two CPUs or
+    more; a test's home may set it), except none for a test marked ``local_actors`` (it reaches into
+    the process that runs the turns: its runtime, its models, its log) or when :data:`DAEMONS_ENV` is
+    ``actors``. tests/test_dispatcher_contract.py runs the behaviours every dispatcher shares on all
+    three, whatever this says."""
     if request.node.get_closest_marker("local_actors") is not None:
         return 0
-    if os.environ.get(DAEMONS_ENV) != "serve":
+    if os.environ.get(DAEMONS_ENV, "serve") == "actors":
         return 0
     return config.runtime.worker_count(backend)
 
@@ -304,6 +306,8 @@ def daemons(
         thread.start()
         wait_for(lambda: server.started or not thread.is_alive(), 30, "the server to start")
         assert thread.is_alive(), "the server thread died at start"
+        if runs:  # agentd serve listens while its workers start; a test begins once every one answers
+            wait_for(lambda: server.runtime.health(timeout=5.0)["healthy"], 120, "the worker processes to start")
         client = httpx.Client(base_url=server.url, timeout=60, headers=headers or {})
         running = Running(server, app, client, thread, home)
         started.append(running)

@@ -50,6 +50,11 @@ def refusals(metrics_text: str, persona: str, cap: str) -> float:
 
 
 @pytest.mark.both_backends
+@pytest.mark.local_actors(
+    "counts the refused turn on /metrics: the fixture's daemon serves the test process's own metrics, and a "
+    "worker process counts in a registry of its own (agentd serve shares them through a multiprocess "
+    "directory: tests/test_metrics.py counts turns answered by worker processes)"
+)
 def test_a_persona_past_its_token_cap_is_refused_with_no_model_call(daemons: Any, fake_openai: FakeOpenAI) -> None:
     d = daemons(personas={"capped": capped(fake_openai, "capped", "max_tokens_per_day = 20\n")})
     counted = refusals(d.client.get("/metrics").text, "capped", "max_tokens_per_day")  # metrics are per process
@@ -143,6 +148,7 @@ def test_mcp_chat_past_a_cap_is_a_tool_error_naming_it(daemons: Any, fake_openai
     assert len(fake_openai.chat_requests()) == 1
 
 
+@pytest.mark.local_actors("counts the refused turn on /metrics (see the test above)")
 def test_a_user_cap_counts_every_persona_and_spares_other_users(daemons: Any, fake_openai: FakeOpenAI) -> None:
     personas = {"one": capped(fake_openai, "one", ""), "two": capped(fake_openai, "two", "")}
     d = daemons("[users]\nmax_tokens_per_day = 30\n", personas=personas)
