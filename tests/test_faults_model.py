@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import socket
 
+import pytest
+
 from tests.support import SSE
 from tests.support.fakeopenai import Turn, fake_persona
 
@@ -24,6 +26,14 @@ def outcome(d, events: list[SSE]) -> tuple[dict, list[dict]]:
     return user, [m for m in stored if m["reply_to"] == user_id]
 
 
+#: Why a test that reads the turn's log lines runs its daemon on local actors.
+READS_THE_TURNS_LOG = (
+    "reads the turn's log lines from the test's stderr (capfd): a worker process writes to the stderr its fork "
+    "server inherited when it started, not to the one this test captures"
+)
+
+
+@pytest.mark.local_actors(READS_THE_TURNS_LOG)
 def test_a_stream_cut_before_the_model_finished_is_stored_interrupted(daemons, fake_openai, capfd) -> None:
     d = daemons('[embedding]\nprovider = "none"\n')
     fake_openai.queue(Turn(text="a partial answer that goes on and on", close_after=3))
@@ -61,6 +71,7 @@ def test_a_body_that_is_not_a_completion_is_an_error_and_nothing_is_stored_compl
         assert replies == []
 
 
+@pytest.mark.local_actors(READS_THE_TURNS_LOG)
 def test_a_refused_connection_is_llm_unreachable_and_tried_again(daemons, fake_openai, capfd) -> None:
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
@@ -82,6 +93,7 @@ def test_a_refused_connection_is_llm_unreachable_and_tried_again(daemons, fake_o
     assert f"127.0.0.1:{port}" in logged
 
 
+@pytest.mark.local_actors(READS_THE_TURNS_LOG)
 def test_transient_failures_before_the_first_token_are_retried_honouring_retry_after(
     daemons, fake_openai, capfd
 ) -> None:
