@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from tests.support import SSE
+from tests.support import READS_THE_TURNS_LOG, SSE
 from tests.support.fakeopenai import Turn, fake_persona
 
 RETRIES = "[models]\nretries = 2\nretry_backoff_seconds = 0.05\nretry_max_wait_seconds = 5\n"
@@ -24,13 +24,6 @@ def outcome(d, events: list[SSE]) -> tuple[dict, list[dict]]:
     stored = d.messages("general")
     user = next(m for m in stored if m["id"] == user_id)
     return user, [m for m in stored if m["reply_to"] == user_id]
-
-
-#: Why a test that reads the turn's log lines runs its daemon on local actors.
-READS_THE_TURNS_LOG = (
-    "reads the turn's log lines from the test's stderr (capfd): a worker process writes to the stderr its fork "
-    "server inherited when it started, not to the one this test captures"
-)
 
 
 @pytest.mark.local_actors(READS_THE_TURNS_LOG)
