@@ -1,4 +1,4 @@
-"""The one backoff (:mod:`agentd.backoff`) and the one ``Retry-After`` parser, and the client's one
+"""The one backoff (:mod:`agentd.timing.backoff`) and the one ``Retry-After`` parser, and the client's one
 exception class per error code: what the model client, the Python client and the adapters wait
 and raise."""
 
@@ -12,11 +12,11 @@ import httpx
 import pytest
 
 from agentd._exceptions import CATALOGUE, ErrorCode
-from agentd.backoff import Backoff, delay, retry_after_seconds
 from agentd.client import errors
 from agentd.client.errors import ApiError, error_from
 from agentd.llm.errors import backoff as model_backoff
 from agentd.llm.errors import retry_after as model_retry_after
+from agentd.timing.backoff import Backoff, delay, retry_after_seconds
 
 
 def test_delays_double_up_to_the_cap_within_their_jitter() -> None:

@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from starlette.convertors import Convertor, register_url_convertor
 
 from agentd._exceptions import InvalidInput, NotFound
+from agentd.access.scopes import GLOBAL, Scope, check_identifier
 from agentd.api.responses import (
     COMMON_ERRORS,
     Forgotten,
@@ -43,7 +44,6 @@ from agentd.api.schemas import (
 from agentd.api.state import Daemon, daemon
 from agentd.memory.importer import parse_line, parse_timestamp
 from agentd.recall import known_facts
-from agentd.scopes import GLOBAL, Scope, check_identifier
 from agentd.store.memories import NewMemory
 
 router = APIRouter(tags=["memory"], responses=COMMON_ERRORS)
