@@ -306,8 +306,11 @@ def daemons(
         thread.start()
         wait_for(lambda: server.started or not thread.is_alive(), 30, "the server to start")
         assert thread.is_alive(), "the server thread died at start"
-        if runs:  # agentd serve listens while its workers start; a test begins once every one answers
-            wait_for(lambda: server.runtime.health(timeout=5.0)["healthy"], 120, "the worker processes to start")
+        if runs:
+            # agentd serve listens while its workers start (turns queue meanwhile); a test begins once every
+            # worker has built its runtime and loaded its models, as one that has answered a turn has (a
+            # worker still starting answers learning_idle False, one not yet forked does not answer).
+            wait_for(lambda: server.runtime.learning_idle(5.0), 120, "the worker processes to be ready")
         client = httpx.Client(base_url=server.url, timeout=60, headers=headers or {})
         running = Running(server, app, client, thread, home)
         started.append(running)
