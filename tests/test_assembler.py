@@ -15,12 +15,13 @@ from agentd.app import App
 from agentd.config import ModelsConfig
 from agentd.llm import litellm_module
 from agentd.llm.tokens import counter_for
-from agentd.memory.ranking import MemoryHit
 from agentd.prompt.assembler import ContextAssembler, HistoryItem, Project, PromptRequest, Snippet
 from agentd.prompt.builder import ContextBuilder
 from agentd.prompt.render import MEMORIES_HEADING
 from agentd.prompt.tokens import PER_MESSAGE
 from agentd.prompt.windows import Window, WindowMap
+from agentd.search import SearchQuery
+from agentd.search.ranking import MemoryHit
 from agentd.store.memories import Memory
 
 MODEL = "offline"
@@ -59,7 +60,7 @@ def real_count(messages: list[dict[str, str]], tools: list[dict[str, object]] | 
     return int(litellm_module().token_counter(model="offline/agentd", messages=messages, tools=tools or None))
 
 
-def test_seed_001_memories_come_before_history_and_appear_in_the_context() -> None:
+def test_memories_come_before_history_and_appear_in_the_context() -> None:
     ctx = assemble(
         request(memories=[hit("User prefers Go over Rust for this project", "fact")], history=history(4)), 4000
     )
@@ -73,7 +74,7 @@ def test_seed_001_memories_come_before_history_and_appear_in_the_context() -> No
     assert ctx.budget.history_messages == 4
 
 
-def test_seed_001_a_short_budget_keeps_fewer_and_the_newest_history_messages() -> None:
+def test_a_short_budget_keeps_fewer_and_the_newest_history_messages() -> None:
     full = assemble(request(history=history(30)), 100_000)
     short = assemble(request(history=history(30)), 600)
     assert full.budget.history_messages == 30
@@ -297,7 +298,9 @@ def test_builder_reads_the_persona_project_and_the_channel_override(app: App, tm
 
 def test_memories_recalled_for_the_channel_appear_in_the_built_prompt(app: App) -> None:
     app.memory.add("buddy", GLOBAL, "User likes Python", "preference")
-    hits = app.memory.search("What programming language should I learn?", Reach("buddy", "general"), limit=3)
+    hits = app.memory.search(
+        SearchQuery("What programming language should I learn?", Reach("buddy", "general"), limit=3)
+    ).hits
     ctx = app.builder.build(
         app.personas["buddy"], "general", "What programming language should I learn?", memories=hits
     )

@@ -13,7 +13,7 @@ import pytest
 
 from agentd._exceptions import EmbedderTimeout
 from agentd.embedders.guard import GuardedEmbedder, waiting_since
-from agentd.relevance import DEFAULT_WORDS, UNCALIBRATED
+from agentd.embedders.calibration import DEFAULT_WORDS, UNCALIBRATED
 
 DIMENSION = 4
 

@@ -1,12 +1,12 @@
 """agentd's packages import one way, bottom up:
 
 * layer 0: the root modules ``config``, ``personas`` and ``_exceptions`` (the two files an operator
-  writes and the error catalogue, read by every layer) and ``relevance``; the packages ``text`` (words,
+  writes and the error catalogue, read by every layer); the packages ``text`` (words,
   quoting), ``files`` (shipped and cached files), ``timing`` (backoff, recurrence), ``observe`` (log,
   metrics, traces), ``web``, ``_compat``; and ``access.scopes``;
-* layer 1: ``store``, ``llm``, ``embedders``, ``client``;
-* layer 2: ``prompt``, ``memory``, ``recall``, ``skills``, ``mcp.client``, ``access`` (identity,
-  visibility), ``spend`` (usage, caps), ``timing.schedules``;
+* layer 1: ``store``, ``llm``, ``embedders`` (with each model's calibration), ``client``;
+* layer 2: ``search``, ``prompt``, ``memory``, ``recall``, ``skills``, ``mcp.client``, ``access``
+  (identity, visibility), ``spend`` (usage, caps), ``timing.schedules``;
 * layer 3: ``runtime``, and ``app`` (the wiring; at the root, so a command that builds parts imports
   no runtime);
 * layer 4: ``api``, ``cli``, ``adapters``, ``mcp.server``; layer 5: ``__main__``.
@@ -32,11 +32,18 @@ PACKAGE = REPO / "agentd"
 #: Each unit's layer (a package, a root module, or a part of a package named ``package.part``); a unit may
 #: import its own layer (without cycles) and the ones below.
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(["_exceptions", "config", "relevance", "personas", "web", "_compat"], 0),
+    **dict.fromkeys(["_exceptions", "config", "personas", "web", "_compat"], 0),
     **dict.fromkeys(["text", "files", "timing", "observe", "access.scopes"], 0),
     **dict.fromkeys(["store", "llm", "embedders", "client"], 1),
     # recall imports memory and prompt (same layer; the cycle test keeps them from importing it back).
-    **dict.fromkeys(["prompt", "memory", "recall", "skills", "mcp.client", "access", "spend", "timing.schedules"], 2),
+    **dict.fromkeys(
+        ["prompt", "memory", "recall", "skills", "mcp.client", "access", "spend", "timing.schedules", "ops"], 2
+    ),
+    # search sits here too: memory, recall, prompt and skills import it, and the cycle test keeps it from
+    # importing any of them (it needs only store and embedders; an embedder's calibration is embedders/').
+    "search": 2,
+    # The operations' models and their building blocks import nothing above layer 1: a client can use them.
+    **dict.fromkeys(["ops.models", "ops.fields"], 1),
     # mcp/__init__.py is a docstring: it imports nothing.
     "mcp": 0,
     **dict.fromkeys(["app", "runtime"], 3),
@@ -131,7 +138,7 @@ def test_no_import_cycles_between_packages() -> None:
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
-@pytest.mark.parametrize("package", ["config", "access.scopes", "text", "relevance", "_exceptions", "files", "_compat"])
+@pytest.mark.parametrize("package", ["config", "access.scopes", "text", "_exceptions", "files", "_compat"])
 def test_the_bottom_layer_imports_nothing_above_it(package: str) -> None:
     assert all(LAYERS[dep] == 0 for dep in import_graph().get(package, ())), import_graph()[package]
 
@@ -263,12 +270,16 @@ def _top_level_imports(path: Path) -> set[str]:
     ``<file>``: their text names the repository's directories, so those lines are kept whole."""
     found: set[str] = set()
     text = path.read_text(encoding="utf-8")
+    # A relative import (``from .test_x import y``) is named from the file's own package.
+    package = path.parent.relative_to(REPO).parts if path.is_relative_to(REPO) else (path.parent.name,)
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module)
-            found |= {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.level or node.module):
+            base = package[: len(package) - node.level + 1] if node.level else ()
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found.add(module)
+            found |= {f"{module}.{a.name}" for a in node.names}
     found |= {f"<file> {line.strip()}" for line in text.splitlines() if "spec_from_file_location(" in line}
     found |= {f"<file> {line.strip()}" for line in text.splitlines() if "sys.path.insert(" in line}
     return found
@@ -302,15 +313,18 @@ def test_tests_bench_and_testkit_import_only_what_they_may(tree: str) -> None:
 
 def test_the_crossing_check_sees_a_test_importing_a_test_and_a_bench_file(tmp_path: Path) -> None:
     """The check above reads what these lines import as the crossings they are."""
-    path = tmp_path / "t.py"
+    path = tmp_path / "tests" / "t.py"
+    path.parent.mkdir()
     path.write_text(
         "from tests.test_serve import Serve\nimport tests.support\n"
+        "from .test_api import client\nfrom . import test_web\n"
         "spec = spec_from_file_"  # split: this file's own text is checked too
         'location("x", REPO / "bench" / "locomo.py")\n'
     )
     found = _top_level_imports(path)
     assert "tests.test_serve" in found
     assert "tests.support" in found
+    assert {"tests.test_api", "tests.test_web"} <= found  # relative imports, named from the package
     assert any(name.startswith("<file>") and '"bench"' in name for name in found)
 
 

@@ -19,10 +19,12 @@ from agentd.app import App
 from agentd.config import Config, MemoryConfig
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory import MemoryService, NewMemory
-from agentd.memory.subjects import indexed_text
+from agentd.search import SearchQuery
+from agentd.search.subjects import indexed_text
 from agentd.store import Store, migrate, vectors
 from agentd.store.engine import create_engine
 from agentd.store.pgvectors import PgVectors
+from testkit.bulk import bulk
 from tests.conftest import PostgresDatabases
 from tests.support.fakeopenai import FakeOpenAI
 
@@ -63,7 +65,7 @@ def test_a_search_sees_only_its_persona_channel_user_and_global(app: App) -> Non
         Reach("buddy", everywhere=True): {"global", "channel:a", "channel:b", "user:x", "user:y"},
     }
     for reach, allowed in cases.items():
-        hits = app.memory.search(QUERY, reach, limit=10, min_relevance=0.0)
+        hits = app.memory.search(SearchQuery(QUERY, reach, limit=10, min_relevance=0.0)).hits
         assert {str(h.memory.scope) for h in hits} == allowed, reach
         assert {h.memory.persona for h in hits} == {"buddy"}, reach
 
@@ -92,7 +94,7 @@ def test_a_multi_scope_search_merges_partitions_into_one_exact_top_k(app: App, e
 
     qvec = embedder.embed_queries([QUERY])[0]
     ids = list(stored)
-    # A user's memory is embedded without a subject naming the user (agentd/memory/subjects.py).
+    # A user's memory is embedded without a subject naming the user (agentd/search/subjects.py).
     sims = embedder.embed([indexed_text(stored[i], app.memory.get(i).scope) for i in ids]) @ qvec
     k = 4
     expected = [ids[j] for j in np.argsort(-sims, kind="stable")[:k]]
@@ -214,7 +216,7 @@ def test_forget_removes_the_bit_vector_too(app: App) -> None:
     with app.store.read() as conn:
         assert _ids(conn, vectors.COARSE) == _ids(conn, vectors.TABLE) == set(ids) - {ids[2]}
         assert _bits_match_floats(conn)
-    hits = app.memory.search(gone.text, Reach("buddy", everywhere=True), limit=10, min_relevance=0.0)
+    hits = app.memory.search(SearchQuery(gone.text, Reach("buddy", everywhere=True), limit=10, min_relevance=0.0)).hits
     assert ids[2] not in {h.memory.id for h in hits}
 
 
@@ -234,10 +236,11 @@ def test_reembed_rebuilds_the_bit_table_for_the_new_model(
         assert vectors.table_dimension(conn, vectors.COARSE) == vectors.table_dimension(conn) == 64
         assert len(_ids(conn, vectors.COARSE)) == 3
         assert _bits_match_floats(conn)
-    hits = service.search("python", Reach("buddy", everywhere=True), min_relevance=0.0)
+    hits = service.search(SearchQuery("python", Reach("buddy", everywhere=True), min_relevance=0.0)).hits
     assert hits[0].memory.text == "User likes Python"
 
 
+@pytest.mark.slow  # the litellm embedder starts a process (the fast tier refuses one)
 def test_a_store_bound_to_another_dimension_keeps_its_bit_table_in_step(
     tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -253,9 +256,9 @@ def test_a_store_bound_to_another_dimension_keeps_its_bit_table_in_step(
     with store.read() as conn:
         assert vectors.table_dimension(conn, vectors.COARSE) == 64
         assert _bits_match_floats(conn)
-    assert service.search("python", Reach("buddy", everywhere=True), min_relevance=0.0)[0].memory.text == (
-        "User likes Python"
-    )
+    assert service.search(SearchQuery("python", Reach("buddy", everywhere=True), min_relevance=0.0)).hits[
+        0
+    ].memory.text == ("User likes Python")
     store.close()
 
 
@@ -333,7 +336,7 @@ def _hnsw_used(conn: sa.Connection, query: np.ndarray) -> bool:
 def test_a_bulk_fill_on_postgresql_leaves_rows_vectors_and_words_consistent_and_searchable(
     postgres: PostgresDatabases, embedder: LocalEmbedder
 ) -> None:
-    """``Store.bulk``: memories added in one transaction while the HNSW graph is dropped, then built
+    """``testkit.bulk``: memories added in one transaction while the HNSW graph is dropped, then built
     once over every vector: each memory has its row, vector and words; duplicates are found as
     such; scoped and persona-wide searches (the latter through the graph) find what was added;
     a failed fill leaves the store and its graph as they were."""
@@ -351,7 +354,7 @@ def test_a_bulk_fill_on_postgresql_leaves_rows_vectors_and_words_consistent_and_
     items += [NewMemory("p", Scope.parse(scope), "fact", text) for scope, text in facts]
     items.append(NewMemory("p", Scope.parse(facts[1][0]), "fact", facts[1][1]))  # repeated within the fill
     vecs = np.vstack([filler, embedder.embed([t for _, t in facts]), embedder.embed([facts[1][1]])])
-    with store.bulk() as conn:
+    with bulk(store) as conn:
         placed = store.memories.add(conn, items[:700], vecs[:700])
         placed += store.memories.add(conn, items[700:], vecs[700:])
     ids = [mid for mid, _ in placed]
@@ -377,10 +380,14 @@ def test_a_bulk_fill_on_postgresql_leaves_rows_vectors_and_words_consistent_and_
         assert [m for m, _ in store.words.search(conn, ["lisbon"], "p", ["channel:c2"], 5)] == [ids[1501]]
         assert [m for m, _ in store.words.search(conn, ["filler"], "q", [], 2000)] == ids[1:1500:2]
         assert store.words.search(conn, ["lisbon"], "p", ["channel:c1"], 5) == []
-    scoped = service.search("Where does the user's sister live?", Reach("p", channel="c2"), limit=3, min_relevance=0.0)
+    scoped = service.search(
+        SearchQuery("Where does the user's sister live?", Reach("p", channel="c2"), limit=3, min_relevance=0.0)
+    ).hits
     assert scoped[0].memory.id == ids[1501]
     assert {str(h.memory.scope) for h in scoped} <= {"global", "channel:c2"}
-    everywhere = service.search("When does the team deploy?", Reach("p", everywhere=True), limit=3, min_relevance=0.0)
+    everywhere = service.search(
+        SearchQuery("When does the team deploy?", Reach("p", everywhere=True), limit=3, min_relevance=0.0)
+    ).hits
     assert everywhere[0].memory.id == ids[1502]
     assert {h.memory.persona for h in everywhere} == {"p"}
 
@@ -388,7 +395,7 @@ def test_a_bulk_fill_on_postgresql_leaves_rows_vectors_and_words_consistent_and_
         pass
 
     def fill_and_fail() -> None:
-        with store.bulk() as conn:
+        with bulk(store) as conn:
             store.memories.add(conn, [NewMemory("p", GLOBAL, "fact", "never kept")], embedder.embed(["never kept"]))
             raise Interrupted
 
