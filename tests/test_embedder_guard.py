@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from agentd._exceptions import EmbedderTimeout
-from agentd.embedders.guard import GuardedEmbedder, waiting_since
 from agentd.embedders.calibration import DEFAULT_WORDS, UNCALIBRATED
+from agentd.embedders.guard import GuardedEmbedder, waiting_since
 
 DIMENSION = 4
 
