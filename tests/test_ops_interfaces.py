@@ -18,7 +18,7 @@ from tests.support import Running
 BUDDY = """
 name = "buddy"
 model = "offline"
-max_tokens = 256
+max_reply_tokens = 256
 channels = ["general", "dm-*"]
 skills = ["schedule"]
 owners = ["carol"]
