@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentd._exceptions import EmbedderNotConfigured, InvalidInput, NotFound
+from agentd._exceptions import InvalidInput, NotFound
 from agentd.access.scopes import Reach, Scope, is_blank
 from agentd.config import MemoryConfig
 from agentd.embedders import Embedder
@@ -24,6 +24,7 @@ from agentd.embedders.guard import GuardedEmbedder, guarded
 from agentd.memory.importer import ImportReport, parse_line, read_lines
 from agentd.search import Searcher, SearchQuery, SearchResult
 from agentd.search.eligibility import eligible
+from agentd.search.engine import required
 from agentd.search.fusion import Fusion
 from agentd.search.intent import has_content
 from agentd.search.subjects import indexed_text
@@ -322,12 +323,7 @@ class MemoryService:
     # -- internals -----------------------------------------------------------------
 
     def _require_embedder(self) -> GuardedEmbedder:
-        if self._embedder is None:
-            raise EmbedderNotConfigured(
-                'no embedding model is configured ([embedding] provider = "none"); '
-                'semantic memory search needs one: set provider = "local" or "litellm"'
-            )
-        return self._embedder
+        return required(self._embedder)
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         """The passages' vectors, a text repeated in the batch embedded once (an import may repeat one

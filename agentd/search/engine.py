@@ -65,6 +65,16 @@ def _ms(since: float) -> float:
     return (time.perf_counter() - since) * 1000
 
 
+def required(embedder: GuardedEmbedder | None) -> GuardedEmbedder:
+    """``embedder``, or :class:`EmbedderNotConfigured` saying how to configure one."""
+    if embedder is None:
+        raise EmbedderNotConfigured(
+            'no embedding model is configured ([embedding] provider = "none"); '
+            'semantic memory search needs one: set provider = "local" or "litellm"'
+        )
+    return embedder
+
+
 class Searcher:
     """Searches one store's memories with one embedder and the ``[memory]`` settings."""
 
@@ -320,12 +330,7 @@ class Searcher:
         return hits[:limit]
 
     def _require_embedder(self) -> GuardedEmbedder:
-        if self._embedder is None:
-            raise EmbedderNotConfigured(
-                'no embedding model is configured ([embedding] provider = "none"); '
-                'semantic memory search needs one: set provider = "local" or "litellm"'
-            )
-        return self._embedder
+        return required(self._embedder)
 
 
 def with_mode(searcher: Searcher, mode: SearchMode) -> Searcher:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentd._exceptions import InvalidInput, NotFound, SkillExecutionFailed, SkillInvalidInput
-from agentd.ops.base import PERSONA, OpContext, Request, parse, tool_schema
+from agentd.ops.base import PERSONA, OpContext, Parts, Request, parse, tool_schema
 
 if TYPE_CHECKING:
     from agentd.config import Config
@@ -67,8 +67,13 @@ def _given(part: T | None, name: str) -> T:
 
 def op_context(deps: SkillDeps, caller: SkillCaller) -> OpContext:
     """The persona acting in its conversation: for its user, in its channel."""
+    return persona_context(SkillParts(deps), caller)
+
+
+def persona_context(parts: Parts, caller: SkillCaller) -> OpContext:
+    """The persona acting in its conversation, over ``parts``: for its user, in its channel."""
     return OpContext(
-        SkillParts(deps),
+        parts,
         role=PERSONA,
         name=caller.persona,
         persona=caller.persona,
@@ -102,4 +107,4 @@ def as_tool_error(work: Callable[[], T]) -> T:
         raise SkillInvalidInput(str(exc)) from exc
 
 
-__all__ = ["SkillParts", "arguments", "as_tool_error", "op_context", "tool_definition"]
+__all__ = ["SkillParts", "arguments", "as_tool_error", "op_context", "persona_context", "tool_definition"]

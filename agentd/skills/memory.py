@@ -22,7 +22,8 @@ from agentd._exceptions import (
     SkillInvalidInput,
 )
 from agentd.ops import memory as ops
-from agentd.ops.base import PERSONA, OpContext, Request, parse, tool_schema
+from agentd.ops.base import OpContext, Request, parse, tool_schema
+from agentd.skills.acting import persona_context
 from agentd.skills.registry import SkillCaller, SkillDeps, function_tool
 
 if TYPE_CHECKING:
@@ -62,17 +63,7 @@ class ConversationParts:
 
 def _context(memory: MemoryService, caller: SkillCaller) -> OpContext:
     """The persona acting in its conversation."""
-    return OpContext(
-        ConversationParts(memory),
-        PERSONA,
-        caller.persona,
-        persona=caller.persona,
-        user=caller.user,
-        channel=caller.channel,
-        shared_channel=caller.shared_channel,
-        message_id=caller.message_id,
-        via="skill",
-    )
+    return persona_context(ConversationParts(memory), caller)
 
 
 @contextmanager
