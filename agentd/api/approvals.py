@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 
 from agentd._exceptions import Forbidden
 from agentd.api.keys import Principal, Role
-from agentd.api.responses import COMMON_ERRORS, error_responses
+from agentd.schemas.responses import COMMON_ERRORS, error_responses
 from agentd.api.roles import Policy, allow, caller_of, check_channel
 from agentd.api.schemas import MAX_ID, MAX_NAME
 from agentd.api.state import Daemon, daemon

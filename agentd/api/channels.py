@@ -12,7 +12,7 @@ from agentd._exceptions import InvalidInput
 from agentd.api.chat import SSE_DOC
 from agentd.api.keys import Principal, Role
 from agentd.api.redact import reduced
-from agentd.api.responses import COMMON_ERRORS, ChannelList, MessagePage, PostAccepted, error_responses
+from agentd.schemas.responses import COMMON_ERRORS, ChannelList, MessagePage, PostAccepted, error_responses
 from agentd.api.roles import Policy, allow, caller_of
 from agentd.api.schemas import MAX_ID, ChannelPost
 from agentd.api.sse import HEADERS, MEDIA_TYPE

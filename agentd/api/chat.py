@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from agentd.api.responses import COMMON_ERRORS, error_responses
+from agentd.schemas.responses import COMMON_ERRORS, error_responses
 from agentd.api.roles import Policy, allow, caller_of, check_channel
 from agentd.api.schemas import ChatRequest
 from agentd.api.sse import HEADERS, MEDIA_TYPE, EventBridge, frame

@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse
 from starlette.convertors import Convertor, register_url_convertor
 
 from agentd._exceptions import InvalidInput, NotFound
-from agentd.api.responses import (
+from agentd.schemas.responses import (
     COMMON_ERRORS,
     Forgotten,
     ImportResponse,

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 
 from agentd._exceptions import NotFound
-from agentd.api.responses import UsageResponse, error_responses
+from agentd.schemas.responses import UsageResponse, error_responses
 from agentd.api.roles import Policy, allow
 from agentd.api.schemas import MAX_NAME
 from agentd.api.state import Daemon, daemon

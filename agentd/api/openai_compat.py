@@ -38,7 +38,7 @@ from agentd._exceptions import InvalidInput, NotFound
 from agentd.api.client_messages import Earlier, reconcile
 from agentd.api.errors import seconds_until
 from agentd.api.openai_errors import openai_error
-from agentd.api.responses import openai_error_responses
+from agentd.schemas.responses import openai_error_responses
 from agentd.api.roles import Policy, allow, caller_of, check_channel
 from agentd.api.sse import HEADERS, KEEPALIVE, MEDIA_TYPE, EventBridge
 from agentd.api.state import Daemon, daemon

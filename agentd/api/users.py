@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query
 from starlette.concurrency import run_in_threadpool
 
-from agentd.api.responses import COMMON_ERRORS, UserExport, UserForgotten, error_responses
+from agentd.schemas.responses import COMMON_ERRORS, UserExport, UserForgotten, error_responses
 from agentd.api.roles import Policy, allow
 from agentd.api.schemas import MAX_NAME
 from agentd.api.state import Daemon, daemon

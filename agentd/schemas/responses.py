@@ -1,10 +1,14 @@
-"""What the API answers: one typed model per response, so ``/docs`` shows what comes back.
+"""What the API answers: one typed model per response, so ``/docs`` shows what comes back, and
+the classes :mod:`agentd.client` returns (the same classes: one shape per answer).
 
 Field names are snake_case across the API. The one exception is the memory
 service's ``/v1/memory/context`` answer, whose fields (``memoriesUsed``,
 ``tokensUsed``, ``tokenBudget``) are a published contract kept as they are.
 Errors have one shape, :class:`ErrorResponse`, with a code from the catalogue
 (:class:`agentd.ErrorCode`).
+
+A client reads answers of daemons newer than itself: a field it does not know is ignored
+(``extra="ignore"``), never an error.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from agentd._exceptions import CATALOGUE, ErrorCode
 
 
 class _Out(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    """An answer: frozen, and tolerant of fields a newer daemon adds (a client ignores them)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
 
 class ErrorDetail(_Out):
