@@ -12,11 +12,11 @@ from agentd._exceptions import InvalidInput
 from agentd.api.chat import SSE_DOC
 from agentd.api.keys import Principal, Role
 from agentd.api.redact import reduced
-from agentd.schemas.responses import COMMON_ERRORS, ChannelList, MessagePage, PostAccepted, error_responses
 from agentd.api.roles import Policy, allow, caller_of
 from agentd.api.schemas import MAX_ID, ChannelPost
 from agentd.api.sse import HEADERS, MEDIA_TYPE
 from agentd.api.state import Daemon, daemon
+from agentd.schemas.responses import COMMON_ERRORS, ChannelList, MessagePage, PostAccepted, error_responses
 from agentd.scopes import IDENTIFIER_PATTERN, check_identifier
 
 router = APIRouter(tags=["channels"], responses=COMMON_ERRORS)

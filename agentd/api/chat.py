@@ -10,13 +10,13 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from agentd.schemas.responses import COMMON_ERRORS, error_responses
 from agentd.api.roles import Policy, allow, caller_of, check_channel
 from agentd.api.schemas import ChatRequest
 from agentd.api.sse import HEADERS, MEDIA_TYPE, EventBridge, frame
 from agentd.api.state import Daemon, daemon
 from agentd.runtime import Accepted
 from agentd.runtime.events import Triggered
+from agentd.schemas.responses import COMMON_ERRORS, error_responses
 
 router = APIRouter(tags=["chat"], responses=COMMON_ERRORS)
 

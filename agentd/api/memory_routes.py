@@ -19,17 +19,6 @@ from fastapi.responses import JSONResponse
 from starlette.convertors import Convertor, register_url_convertor
 
 from agentd._exceptions import InvalidInput, NotFound
-from agentd.schemas.responses import (
-    COMMON_ERRORS,
-    Forgotten,
-    ImportResponse,
-    KnownFactsResponse,
-    MemoryAdded,
-    MemoryHistory,
-    MemoryList,
-    SearchResponse,
-    error_responses,
-)
 from agentd.api.roles import Policy, allow
 from agentd.api.schemas import (
     MAX_ID,
@@ -43,6 +32,17 @@ from agentd.api.schemas import (
 from agentd.api.state import Daemon, daemon
 from agentd.memory.importer import parse_line, parse_timestamp
 from agentd.recall import known_facts
+from agentd.schemas.responses import (
+    COMMON_ERRORS,
+    Forgotten,
+    ImportResponse,
+    KnownFactsResponse,
+    MemoryAdded,
+    MemoryHistory,
+    MemoryList,
+    SearchResponse,
+    error_responses,
+)
 from agentd.scopes import GLOBAL, Scope, check_identifier
 from agentd.store.memories import NewMemory
 

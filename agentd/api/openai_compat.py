@@ -38,7 +38,6 @@ from agentd._exceptions import InvalidInput, NotFound
 from agentd.api.client_messages import Earlier, reconcile
 from agentd.api.errors import seconds_until
 from agentd.api.openai_errors import openai_error
-from agentd.schemas.responses import openai_error_responses
 from agentd.api.roles import Policy, allow, caller_of, check_channel
 from agentd.api.sse import HEADERS, KEEPALIVE, MEDIA_TYPE, EventBridge
 from agentd.api.state import Daemon, daemon
@@ -46,6 +45,7 @@ from agentd.caps import SpendCaps
 from agentd.identity import acting_user
 from agentd.runtime import Done, Error, Event, HistoryContext, MemoryContext, TokenDelta
 from agentd.runtime.acting import check_acting
+from agentd.schemas.responses import openai_error_responses
 from agentd.scopes import check_identifier, unseen_character
 
 #: The key check, the Host check, the body limit, bad input (400, as OpenAI answers it), an

@@ -17,11 +17,11 @@ from starlette.concurrency import run_in_threadpool
 
 from agentd._exceptions import Forbidden, InvalidInput
 from agentd.api.keys import Principal, Role
-from agentd.schemas.responses import COMMON_ERRORS, _Out, error_responses
 from agentd.api.roles import Policy, allow, caller_of
 from agentd.api.schemas import MAX_ID, MAX_NAME, Identifier, PersonaName, Text, _Body
 from agentd.api.state import Daemon, daemon
 from agentd.schedules import ScheduleRequest, cancel, get, listing, make
+from agentd.schemas.responses import COMMON_ERRORS, _Out, error_responses
 from agentd.scopes import IDENTIFIER_PATTERN
 
 router = APIRouter(tags=["schedules"], responses=COMMON_ERRORS)
