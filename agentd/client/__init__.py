@@ -12,6 +12,11 @@
             elif event.event == "token_delta":
                 print(event.data["text"], end="", flush=True)
 
+Answers are the models the API serves them as (:mod:`agentd.schemas.responses`: ``Health``,
+``PersonaOut``, ``PostAccepted``, ``MessageOut``, ``MemoryAdded``, ``MemoryOut``, ``MemoryHitOut``,
+``KnownFactsResponse``, ``BudgetResponse``); a field a newer daemon adds is ignored. Each error
+code raises its own class (:mod:`agentd.client.errors`).
+
 Channel adapters use :meth:`AgentdClient.post` and :meth:`AgentdClient.follow`
 (which resumes with ``Last-Event-ID`` after a dropped connection or a daemon
 restart). :class:`AsyncAgentdClient` has the same calls for asyncio.
@@ -20,7 +25,7 @@ restart). :class:`AsyncAgentdClient` has the same calls for asyncio.
 from agentd.client.aio import AsyncAgentdClient, AsyncFeed
 from agentd.client.backoff import Backoff
 from agentd.client.errors import ApiError, DaemonUnreachable
-from agentd.client.models import Memory, Posted, StreamEvent
+from agentd.client.models import StreamEvent
 from agentd.client.sync import DEFAULT_URL, AgentdClient, Feed
 
 __all__ = [
@@ -32,7 +37,5 @@ __all__ = [
     "Backoff",
     "DaemonUnreachable",
     "Feed",
-    "Memory",
-    "Posted",
     "StreamEvent",
 ]
