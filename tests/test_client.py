@@ -30,7 +30,6 @@ from agentd.schemas.responses import (
     BudgetResponse,
     Health,
     KnownFactsResponse,
-    MemoryAdded,
     MemoryHitOut,
     MemoryOut,
     MessageOut,
@@ -52,12 +51,11 @@ def test_every_call_of_the_blocking_client(daemons, fake_openai) -> None:
         assert all(isinstance(p, PersonaOut) for p in personas)
         assert [p.name for p in personas] == ["fake"]
         assert client.bindings() == {"general": ["fake"]}
-        added = client.add_memory("fake", "Alice's favorite color is blue", user="alice", category="pref")
-        assert isinstance(added, MemoryAdded)
-        assert added.created
-        memory = added.memory
+        memory, created = client.add_memory("fake", "Alice's favorite color is blue", user="alice", category="pref")
+        assert isinstance(memory, MemoryOut)
+        assert created is True
         assert (memory.scope, memory.category, memory.persona) == ("user:alice", "pref", "fake")
-        assert client.add_memory("fake", "Alice's favorite color is blue", user="alice").created is False
+        assert client.add_memory("fake", "Alice's favorite color is blue", user="alice") == (memory, False)
         found = client.search_memories("What is my favorite color?", user="alice", persona="fake")
         assert all(isinstance(hit, MemoryHitOut) for hit in found)
         assert [m.id for m in found] == [memory.id]
@@ -194,22 +192,22 @@ def test_fields_a_newer_daemon_adds_are_ignored(daemons, fake_openai) -> None:
     with AgentdClient(d.url, transport=newer) as client:
         assert client.health().status == "ok"
         assert [p.name for p in client.personas()] == ["fake"]
-        added = client.add_memory("fake", "Bob keeps bees", user="bob")
-        assert added.created
-        assert [h.id for h in client.search_memories("does bob keep bees?", user="bob")] == [added.memory.id]
+        memory, created = client.add_memory("fake", "Bob keeps bees", user="bob")
+        assert created
+        assert [h.id for h in client.search_memories("does bob keep bees?", user="bob")] == [memory.id]
         assert client.memory_context("bob", "bees?", persona="fake").memoriesUsed == 1
-        assert client.list_memories("fake") == [added.memory]
+        assert client.list_memories("fake") == [memory]
         posted = client.post("general", "bob", "hello")
         wait_for(lambda: len(client.messages("general")) == 2, 60, "the reply")
         assert client.messages("general")[0].id == posted.id
         assert client.budget("fake", "general").persona == "fake"
-        assert client.forget_memory(added.memory.id) == added.memory
+        assert client.forget_memory(memory.id) == memory
         with pytest.raises(errors.NotFoundError):
-            client.forget_memory(added.memory.id)
+            client.forget_memory(memory.id)
     assert newer.added >= 12
     # Nothing of the new field is kept: the models are the API's own.
-    assert NEW_FIELD not in added.model_dump()
-    assert NEW_FIELD not in added.memory.model_dump()
+    assert NEW_FIELD not in memory.model_dump()
+    assert not hasattr(memory, NEW_FIELD)
 
 
 def test_a_feed_resumes_and_ends_as_its_program_says() -> None:
@@ -263,6 +261,17 @@ def test_a_refused_post_is_posted_again_after_retry_after() -> None:
     program.send(None)
     with pytest.raises(DaemonUnreachable):
         program.send(unreachable("http://x", httpx.ReadTimeout("slow")))
+
+
+def test_the_old_names_of_answers_still_work_and_say_what_replaces_them() -> None:
+    import agentd.client
+
+    with pytest.warns(DeprecationWarning, match="agentd.schemas.responses.MemoryOut"):
+        assert agentd.client.Memory is MemoryOut
+    with pytest.warns(DeprecationWarning, match="PostAccepted"):
+        assert agentd.client.Posted is PostAccepted
+    with pytest.raises(AttributeError):
+        agentd.client.Nothing  # noqa: B018
 
 
 def test_the_wheel_ships_py_typed() -> None:
@@ -388,8 +397,7 @@ def test_the_asyncio_client(daemons, fake_openai) -> None:
             assert health.status == "ok"
             assert [p.name for p in await client.personas()] == ["fake"]
             assert await client.bindings() == {"general": ["fake"]}
-            added = await client.add_memory("fake", "Async Alice likes tea", user="alice")
-            memory = added.memory
+            memory, _ = await client.add_memory("fake", "Async Alice likes tea", user="alice")
             names = [e.event async for e in client.chat("fake", "general", "alice", "hello")]
             feed = client.follow("general", last_event_id="0", reconnect=False)
             replayed = []

@@ -101,8 +101,8 @@ def add_memory(
     user: str | None,
     channel: str | None,
     metadata: dict[str, Any] | None,
-) -> Call[MemoryAdded]:
-    """``POST /v1/memories``."""
+) -> Call[tuple[MemoryOut, bool]]:
+    """``POST /v1/memories``: the memory, and whether it was new (False: an identical one was stored)."""
     body = _drop_none(
         {
             "persona": persona,
@@ -114,7 +114,12 @@ def add_memory(
             "metadata": metadata,
         }
     )
-    return Call("POST", "/v1/memories", MemoryAdded.model_validate, json=body, ok=(200, 201))
+    return Call("POST", "/v1/memories", _added, json=body, ok=(200, 201))
+
+
+def _added(answer: Any) -> tuple[MemoryOut, bool]:
+    added = MemoryAdded.model_validate(answer)
+    return added.memory, added.created
 
 
 def search(

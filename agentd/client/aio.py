@@ -34,7 +34,6 @@ from agentd.schemas.responses import (
     BudgetResponse,
     Health,
     KnownFactsResponse,
-    MemoryAdded,
     MemoryHitOut,
     MemoryOut,
     MessageOut,
@@ -201,8 +200,8 @@ class AsyncAgentdClient:
         user: str | None = None,
         channel: str | None = None,
         metadata: dict[str, Any] | None = None,
-    ) -> MemoryAdded:
-        """Store a memory: the memory, and ``created`` (False: an identical one was stored already)."""
+    ) -> tuple[MemoryOut, bool]:
+        """Store a memory: the memory, and whether it was new (False: an identical one was stored already)."""
         return await self._call(_calls.add_memory(persona, text, category, scope, user, channel, metadata))
 
     async def search_memories(

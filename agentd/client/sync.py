@@ -33,7 +33,6 @@ from agentd.schemas.responses import (
     BudgetResponse,
     Health,
     KnownFactsResponse,
-    MemoryAdded,
     MemoryHitOut,
     MemoryOut,
     MessageOut,
@@ -206,9 +205,9 @@ class AgentdClient:
         user: str | None = None,
         channel: str | None = None,
         metadata: dict[str, Any] | None = None,
-    ) -> MemoryAdded:
+    ) -> tuple[MemoryOut, bool]:
         """Store a memory (global unless ``scope``, ``user`` or ``channel``): the memory, and
-        ``created`` (False: an identical one was stored already)."""
+        whether it was new (False: an identical one was stored already)."""
         return self._call(_calls.add_memory(persona, text, category, scope, user, channel, metadata))
 
     def search_memories(
