@@ -213,7 +213,7 @@ def test_fields_a_newer_daemon_adds_are_ignored(daemons, fake_openai) -> None:
 def test_a_feed_resumes_and_ends_as_its_program_says() -> None:
     """The feed's program alone (no I/O): it resumes after the last id, after a backoff, when a
     stream ends or its connection fails; an error answer below 500 ends it."""
-    feed = FeedState("general", None, reconnect=True)
+    feed = FeedState("general", None, reconnect=True, stop=threading.Event())
     program = following(feed)
     assert program.send(None) == Open("GET", "/v1/channels/general/events", {})
     assert program.send(httpx.Response(200)) == NEXT
@@ -237,7 +237,7 @@ def test_a_feed_resumes_and_ends_as_its_program_says() -> None:
     with pytest.raises(errors.NotFoundError):
         program.send(refused)
 
-    once = following(FeedState("general", "7", reconnect=False))
+    once = following(FeedState("general", "7", reconnect=False, stop=threading.Event()))
     assert once.send(None) == Open("GET", "/v1/channels/general/events", {"Last-Event-ID": "7"})
     with pytest.raises(DaemonUnreachable):
         once.send(dropped)

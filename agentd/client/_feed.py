@@ -10,6 +10,7 @@ with are decided here, once.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Protocol
 
 from httpx_sse import ServerSentEvent
 
@@ -20,21 +21,40 @@ from agentd.client.errors import ApiError, DaemonUnreachable, error_from
 from agentd.client.models import StreamEvent
 
 
-class FeedState:
-    """Where a feed is: the last ``message`` id seen, whether it reconnects, its backoff."""
+class Flag(Protocol):
+    """What closes a feed: a :class:`threading.Event` (blocking) or an :class:`asyncio.Event`."""
 
-    def __init__(self, channel: str, last_event_id: str | None, reconnect: bool) -> None:
+    def is_set(self) -> bool:
+        """True once set."""
+        ...
+
+    def set(self) -> None:
+        """Set it."""
+        ...
+
+
+class FeedState:
+    """Where a feed is: the last ``message`` id seen, whether it reconnects, its backoff, and
+    whether it was closed (``stop``: the flag that says so)."""
+
+    def __init__(self, channel: str, last_event_id: str | None, reconnect: bool, stop: Flag) -> None:
         self.channel = channel
         #: The id of the last event with one (``message`` events): the next connection resumes after it.
         self.last_event_id = last_event_id
         self._reconnect = reconnect
         self.backoff = Backoff()
         self._opened = False
+        self._stop = stop
 
     @property
     def closed(self) -> bool:
-        """True once the feed was closed (the blocking and the asyncio feed say how)."""
-        return False
+        """True once :meth:`close` was called."""
+        return self._stop.is_set()
+
+    def close(self) -> None:
+        """Stop: at once when called between two events (in the loop's body), else at the next event
+        or wait (an open connection ends with its next read)."""
+        self._stop.set()
 
     def connecting(self) -> dict[str, str]:
         """A connection is about to be opened: the headers that resume the feed where it was."""

@@ -269,18 +269,9 @@ class AsyncFeed(FeedState):
     """An async-iterable channel feed that resumes where it left off (``last_event_id``)."""
 
     def __init__(self, client: AsyncAgentdClient, channel: str, last_event_id: str | None, reconnect: bool) -> None:
-        super().__init__(channel, last_event_id, reconnect)
+        self._closing = asyncio.Event()
+        super().__init__(channel, last_event_id, reconnect, self._closing)
         self._client = client
-        self._closed = asyncio.Event()
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` was called."""
-        return self._closed.is_set()
-
-    def close(self) -> None:
-        """Stop: at once when called between two events (in the loop's body), else at the next event or wait."""
-        self._closed.set()
 
     def __aiter__(self) -> AsyncIterator[StreamEvent]:
-        return _Steps(self._client, self._closed).stream(following(self))
+        return _Steps(self._client, self._closing).stream(following(self))

@@ -280,19 +280,9 @@ class Feed(FeedState):
     id of the last ``message`` event seen; ``close()`` (from any thread) ends it."""
 
     def __init__(self, client: AgentdClient, channel: str, last_event_id: str | None, reconnect: bool) -> None:
-        super().__init__(channel, last_event_id, reconnect)
+        self._closing = threading.Event()
+        super().__init__(channel, last_event_id, reconnect, self._closing)
         self._client = client
-        self._closed = threading.Event()
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` was called."""
-        return self._closed.is_set()
-
-    def close(self) -> None:
-        """Stop: at once when called between two events (in the loop's body), else at the next event
-        or wait (the open connection ends with its next read)."""
-        self._closed.set()
 
     def __iter__(self) -> Iterator[StreamEvent]:
-        return _Steps(self._client, self._closed).stream(following(self))
+        return _Steps(self._client, self._closing).stream(following(self))
