@@ -325,7 +325,7 @@ class StoreError(AgentdError):
 
 
 class AlreadyAnswered(StoreError):
-    """A complete reply to this user message is stored already (another daemon answered it first)."""
+    """A complete reply to this user message is stored already (another process answered it first)."""
 
     def __init__(self, user_message_id: int) -> None:
         self.user_message_id = user_message_id

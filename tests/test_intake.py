@@ -279,3 +279,27 @@ def test_replies_finished_together_share_transactions_each_with_its_record_and_s
                 )
             ).scalars()
             assert list(notes) == [f"note {message.id}"]
+
+
+def test_a_message_two_processes_answer_keeps_one_complete_reply_and_stays_answered(app: App) -> None:
+    """Two writers (a worker whose daemon was killed, and the restarted daemon) answer one message:
+    the first reply is stored, the second is refused (AlreadyAnswered) on SQLite as on PostgreSQL,
+    and the first writer's turn ending late ("resume": pending) does not take the answer back."""
+    from agentd._exceptions import AlreadyAnswered
+    from agentd.prompt.budget import ContextBudget
+    from agentd.runtime.messages import TurnState
+    from agentd.runtime.pipeline.record import ContextRecord, HistoryInfo, Reply, RetrievalInfo
+
+    orphan, restarted = TurnWriter(app.store, app.builder), TurnWriter(app.store, app.builder)
+    quick = app.personas["quick"]
+    (asked,) = restarted.accept_many([incoming(restarted, app, "room", "q1")])
+    budget = ContextBudget("offline", "cl100k_base", 32768, "builtin", 64, *([0] * 14), False, False)
+    record = ContextRecord("q1", RetrievalInfo("ok", 1.0, "q1"), (), budget, (), HistoryInfo(), {})
+    first = restarted.answered(quick, "room", asked.id, Reply("the answer", record, None))
+    with pytest.raises(AlreadyAnswered):
+        orphan.answered(quick, "room", asked.id, Reply("the same answer again", record, None))
+    orphan.ended("quick", "room", asked.id, "q1", TurnState.INTERRUPTED, "the same", resume=True)
+    with app.store.read() as conn:
+        replies = app.store.messages.after(conn, "room", asked.id)
+        assert [(m.id, m.status) for m in replies if m.status == "complete"] == [(first.reply_id, "complete")]
+        assert app.store.messages.get(conn, asked.id).status == "answered"  # type: ignore[union-attr]

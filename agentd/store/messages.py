@@ -61,6 +61,7 @@ _REPLIES = sa.select(_M).where(_M.c.reply_to.in_(_B("ids", expanding=True)), _M.
 _REPLIES_IN = _REPLIES.where(_M.c.status == _B("status"))
 _STATUSES = sa.select(_M.c.id, _M.c.status).where(_M.c.id.in_(_B("ids", expanding=True)))
 _SET_STATUS = sa.update(_M).where(_M.c.id == _B("mid")).values(status=_B("new_status"))
+_SET_STATUS_UNLESS = _SET_STATUS.where(_M.c.status != _B("unless"))
 _INSERT = sa.insert(_M)
 _INSERT_MANY = sa.insert(_M).returning(_M.c.id, sort_by_parameter_order=True)
 _COUNT_MORE = sa.update(_C).where(_C.c.name == _B("c")).values(message_count=_C.c.message_count + _B("n"))
@@ -276,9 +277,10 @@ class MessageRepo:
             found.update((int(mid), str(status)) for mid, status in conn.execute(_STATUSES, {"ids": chunk}))
         return found
 
-    def set_status(self, conn: sa.Connection, message_id: int, status: str) -> None:
-        """Change a message's status."""
-        conn.execute(_SET_STATUS, {"mid": message_id, "new_status": status})
+    def set_status(self, conn: sa.Connection, message_id: int, status: str, *, unless: str | None = None) -> None:
+        """Change a message's status (``unless`` it is in that status now)."""
+        params = {"mid": message_id, "new_status": status}
+        conn.execute(_SET_STATUS if unless is None else _SET_STATUS_UNLESS, {**params, "unless": unless})
 
     def set_statuses(self, conn: sa.Connection, message_ids: Sequence[int], status: str) -> None:
         """Change several messages' status, in one statement."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from agentd._exceptions import AlreadyAnswered
 from agentd.caps import day_of
 from agentd.observe import tracing
 from agentd.personas import Persona
@@ -73,6 +74,8 @@ class Stored:
     reply_id: int
     triggered: tuple[Called, ...] = ()
     stopped: tuple[str, ...] = ()
+    #: Not stored: the message had a complete reply already (another process answered it first).
+    refused: bool = False
 
 
 @dataclass(frozen=True)
@@ -336,7 +339,10 @@ class TurnWriter:
         transaction shared with the other replies stored at the same time (group commit)."""
         tokens, counter = self._builder.count_message(persona, reply.text)
         answer = _Answer(persona.name, persona.model, channel, user_message_id, reply, tokens, counter, user, pass_on)
-        return self._replies.submit(answer, None)
+        stored = self._replies.submit(answer, None)
+        if stored.refused:
+            raise AlreadyAnswered(user_message_id)
+        return stored
 
     def _pass_on(self, conn: Connection, answer: _Answer, reply_id: int | None) -> Stored:
         """Store the triggers a reply passes on (see :meth:`_triggers`)."""
@@ -373,21 +379,42 @@ class TurnWriter:
             if self._store.capabilities.shared_by_daemons:
                 # One at a time (batches of one there): a reply another daemon stored first is refused.
                 return [self._store_reply(conn, a, r) for a, r in zip(answers, records, strict=True)]
-            rows: list[dict[str, Any]] = []
-            at: list[int] = []
-            for a in answers:
-                at.append(len(rows))
-                rows.append(a.reply_row())
-                if a.reply.user_history_summary is not None:
-                    rows.append(a.summary_row())
-            stored = self._store.messages.add_many(conn, rows)
-            replies = [stored[i].id for i in at]
-            self._store.contexts.add_many(
-                conn, [a.context(mid, r) for a, mid, r in zip(answers, replies, records, strict=True)]
-            )
-            self._store.messages.set_statuses(conn, [a.user_message_id for a in answers], "answered")
-            self._store.spend.add(conn, [a.spent(day_of(datetime.now(UTC))) for a in answers])
-            return [self._pass_on(conn, a, mid) for a, mid in zip(answers, replies, strict=True)]
+            # At most one complete reply per message, as PostgreSQL's unique index ensures there: a
+            # worker process whose daemon was killed may finish a turn the restarted daemon resumed.
+            # Writers queue on BEGIN IMMEDIATE, so what this reads cannot change before the commit.
+            taken = set(self._store.messages.replies_to(conn, [a.user_message_id for a in answers], "complete"))
+            fresh: list[int] = []
+            for i, a in enumerate(answers):
+                if a.user_message_id not in taken:
+                    taken.add(a.user_message_id)
+                    fresh.append(i)
+            stored = self._store_batch(conn, [answers[i] for i in fresh], [records[i] for i in fresh])
+            results = [Stored(0, refused=True)] * len(answers)
+            for i, one in zip(fresh, stored, strict=True):
+                results[i] = one
+            return results
+
+    def _store_batch(
+        self, conn: Connection, answers: Sequence[_Answer], records: Sequence[dict[str, Any]]
+    ) -> list[Stored]:
+        """Store replies (none of whose messages has a complete reply yet) in a few statements."""
+        if not answers:
+            return []
+        rows: list[dict[str, Any]] = []
+        at: list[int] = []
+        for a in answers:
+            at.append(len(rows))
+            rows.append(a.reply_row())
+            if a.reply.user_history_summary is not None:
+                rows.append(a.summary_row())
+        stored = self._store.messages.add_many(conn, rows)
+        replies = [stored[i].id for i in at]
+        self._store.contexts.add_many(
+            conn, [a.context(mid, r) for a, mid, r in zip(answers, replies, records, strict=True)]
+        )
+        self._store.messages.set_statuses(conn, [a.user_message_id for a in answers], "answered")
+        self._store.spend.add(conn, [a.spent(day_of(datetime.now(UTC))) for a in answers])
+        return [self._pass_on(conn, a, mid) for a, mid in zip(answers, replies, strict=True)]
 
     def _store_reply(self, conn: Connection, answer: _Answer, record: dict[str, Any]) -> Stored:
         reply_id = self._store.messages.add(conn, **answer.reply_row(), channel_exists=True).id
@@ -448,7 +475,9 @@ class TurnWriter:
                     request_id=request_id,
                     channel_exists=True,
                 ).id
-            self._store.messages.set_status(conn, user_message_id, status)
+            # Never back from answered: a turn cut in a worker whose daemon was killed ends after the
+            # restarted daemon has answered its message.
+            self._store.messages.set_status(conn, user_message_id, status, unless="answered")
             queued = None if resume or pass_on is None else replace(pass_on, called=())
             triggered = self._triggers(conn, channel, persona, partial, queued, None).triggered
         return partial_id, triggered

@@ -342,11 +342,12 @@ class Responder:
                 "reply",
             )
         except AlreadyAnswered:
-            # Another daemon answered this message first (several daemons on one PostgreSQL):
-            # its reply stands, this one is dropped, and the turn ends without a second answer.
+            # Another process answered this message first (several daemons on one PostgreSQL, or a
+            # worker whose daemon was killed, and the restarted daemon): its reply stands, this one
+            # is dropped, and the turn ends without a second answer.
             log.warning("turn_already_answered")
             metrics.turn_ended(self._persona.name, TurnState.INTERRUPTED)
-            turn.sink(Error(ErrorCode.INTERRUPTED, "another daemon answered this message first", turn.message_id))
+            turn.sink(Error(ErrorCode.INTERRUPTED, "another process answered this message first", turn.message_id))
             return Outcome(None, text, False, prepared)
         except StoreError as exc:
             return self._unstored(turn, exc, log, prepared)

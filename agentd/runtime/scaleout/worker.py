@@ -55,7 +55,10 @@ def serve_worker(config: Config, index: int, count: int, conn: Connection) -> No
             try:
                 message = conn.recv()
             except (EOFError, OSError):
-                worker.log.warning("worker_orphaned")  # the daemon is gone: stop as it would have asked
+                # The daemon is gone: cut the turns at once (they stay pending, and the daemon answers
+                # them when it starts again; finishing them here would race its answers).
+                worker.log.warning("worker_orphaned")
+                grace = 0.0
                 break
             if isinstance(message, Answer):
                 worker.answer(message)
