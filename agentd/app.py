@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from agentd.embedders import Embedder
     from agentd.embedders.guard import GuardedEmbedder
-    from agentd.mcp.tools import McpToolbox
+    from agentd.mcp.client.tools import McpToolbox
     from agentd.memory import MemoryService
     from agentd.personas import Personas
     from agentd.prompt.builder import ContextBuilder
@@ -215,8 +215,8 @@ class App:
         server is started on first use, once per process, and stopped by :meth:`close`."""
         if not any(p.mcp_servers for p in self.personas.values()):
             return None
-        from agentd.mcp.servers import ToolServers
-        from agentd.mcp.tools import McpToolbox
+        from agentd.mcp.client.servers import ToolServers
+        from agentd.mcp.client.tools import McpToolbox
 
         return McpToolbox(ToolServers(self.config.mcp, self.config.base_dir))
 

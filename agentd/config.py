@@ -40,7 +40,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from agentd._exceptions import ConfigError
-from agentd.scopes import IDENTIFIER_PATTERN, IDENTIFIER_RULE
+from agentd.access.scopes import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 
 ENV_PREFIX = "AGENTD_"
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
@@ -252,7 +252,7 @@ class EpisodesConfig(_Section):
     #: Relevance below which an episode is not recalled (unset: ``[memory] min_score``).
     min_score: float | None = Field(default=None, ge=0.0, le=1.0)
     #: A channel named one of these followed by a user's id (``dm-alice``) is that user's direct
-    #: channel, unless config or its first post says otherwise (agentd/visibility.py):
+    #: channel, unless config or its first post says otherwise (agentd/access/visibility.py):
     #: their user memories are recalled there, and its episodes are the user's own, recalled in
     #: any of their direct channels and never in a group channel.
     direct_prefixes: list[str] = Field(default_factory=lambda: ["dm-"])
@@ -914,7 +914,7 @@ def load_config(
     elif cfg_path is not None and (base_dir / "personas").is_dir():
         personas_dir = (base_dir / "personas").resolve()
     else:
-        from agentd.shipped import example_personas
+        from agentd.files.shipped import example_personas
 
         personas_dir = example_personas()
     return Config(

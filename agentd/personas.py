@@ -46,7 +46,7 @@ from agentd._exceptions import ConfigError, NotFound
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
-#: How a persona's MCP tools are named to its model (agentd.mcp.tools.offered_name).
+#: How a persona's MCP tools are named to its model (agentd.mcp.client.tools.offered_name).
 MCP_PREFIX = "mcp__"
 #: The approval settings a tool policy takes.
 APPROVALS = ("never", "required")
@@ -265,8 +265,8 @@ def _tool_policies(path: Path, raw: _PersonaFile, offered: Collection[str]) -> t
 def _routines(path: Path, entries: list[_RoutineEntry]) -> tuple[Routine, ...]:
     """The routines, each checked as a schedule is (its cron, timezone and channel)."""
     from agentd._exceptions import InvalidInput
-    from agentd.recurrence import check_cron, zone
-    from agentd.scopes import check_identifier
+    from agentd.access.scopes import check_identifier
+    from agentd.timing.recurrence import check_cron, zone
 
     found: dict[str, Routine] = {}
     for i, entry in enumerate(entries):

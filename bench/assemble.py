@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agentd.access.scopes import GLOBAL  # noqa: E402
 from agentd.config import load_config  # noqa: E402
 from agentd.llm.models import max_input_tokens  # noqa: E402
 from agentd.llm.tokens import counter_for  # noqa: E402
@@ -28,7 +29,6 @@ from agentd.memory.ranking import MemoryHit  # noqa: E402
 from agentd.personas import Persona  # noqa: E402
 from agentd.prompt.builder import ContextBuilder  # noqa: E402
 from agentd.prompt.windows import WindowMap  # noqa: E402
-from agentd.scopes import GLOBAL  # noqa: E402
 from agentd.store import Store  # noqa: E402
 from agentd.store.memories import Memory  # noqa: E402
 

@@ -26,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agentd.caps import SpendCaps, day_of  # noqa: E402
 from agentd.config import load_config  # noqa: E402
 from agentd.personas import Persona, Personas  # noqa: E402
+from agentd.spend.caps import SpendCaps, day_of  # noqa: E402
 from agentd.store import Store  # noqa: E402
 from agentd.store.spend import Spent  # noqa: E402
 

@@ -156,7 +156,7 @@ def fill(template: str, rng: random.Random) -> str:
 
 
 def write_home(home: Path, turn_slots: int = 0, workers: str = "auto", niceness: int | None = None) -> Path:
-    from agentd.shipped import example_personas
+    from agentd.files.shipped import example_personas
 
     personas = home / "personas"
     personas.mkdir(parents=True)
@@ -205,9 +205,9 @@ def seed_cached(
 
 def seed(config: Path, channels: list[str], history: int, memories: int, rng: random.Random) -> None:
     """``history`` messages in each channel and ``memories`` global memories for buddy."""
+    from agentd.access.scopes import GLOBAL
     from agentd.app import App
     from agentd.config import load_config
-    from agentd.scopes import GLOBAL
     from agentd.store.memories import NewMemory
     from agentd.store.schema import channels as chans
     from agentd.store.schema import messages as msgs

@@ -60,11 +60,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-from agentd.cache import cache_dir  # noqa: E402
+from agentd.access.scopes import Reach, Scope  # noqa: E402
 from agentd.config import MemoryConfig  # noqa: E402
 from agentd.embedders.local import DEFAULT_MODEL, MODELS, LocalEmbedder  # noqa: E402
+from agentd.files.cache import cache_dir  # noqa: E402
 from agentd.memory import MemoryService, NewMemory  # noqa: E402
-from agentd.scopes import Reach, Scope  # noqa: E402
 from agentd.store import Store  # noqa: E402
 from testkit.embedcache import CachedEmbedder  # noqa: E402
 from testkit.fusiondump import Recorder, write  # noqa: E402

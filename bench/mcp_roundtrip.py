@@ -43,9 +43,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agentd.access.scopes import GLOBAL, Scope  # noqa: E402
 from agentd.app import App  # noqa: E402
 from agentd.config import load_config  # noqa: E402
-from agentd.scopes import GLOBAL, Scope  # noqa: E402
 from agentd.store.memories import NewMemory  # noqa: E402
 
 PERSONA = """

@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from everyday_signals import Pairs  # noqa: E402
 
+from agentd.access.scopes import Scope  # noqa: E402
 from agentd.embedders.local import LocalEmbedder  # noqa: E402
 from agentd.embedders.reranker import CrossEncoder  # noqa: E402
 from agentd.memory.intent import asks_of_asker  # noqa: E402
@@ -40,7 +41,6 @@ from agentd.memory.ranking import Ranked  # noqa: E402
 from agentd.memory.rerank import mixed_order  # noqa: E402
 from agentd.memory.subjects import reread_text  # noqa: E402
 from agentd.relevance import sigmoid  # noqa: E402
-from agentd.scopes import Scope  # noqa: E402
 from testkit.everyday import load_everyday  # noqa: E402
 
 POOLS = (6, 8, 10, 12)

@@ -42,11 +42,11 @@ def main() -> None:
     )
     args = parser.parse_args()
 
+    from agentd.access.scopes import Reach
     from agentd.app import App
     from agentd.config import load_config
     from agentd.memory.episodes import Episodes
     from agentd.recall.retrieval import Retriever
-    from agentd.scopes import Reach
 
     rng = random.Random(args.seed)
     home = Path(tempfile.mkdtemp(prefix="agentd-retrieval-"))

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from agentd.app import App  # noqa: E402
 from agentd.config import load_config  # noqa: E402
 from agentd.llm.chat import LitellmChat  # noqa: E402
-from agentd.log import configure  # noqa: E402
+from agentd.observe.log import configure  # noqa: E402
 from agentd.runtime import Done, Error, Runtime  # noqa: E402
 
 TEXTS = [

@@ -59,11 +59,11 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agentd.access.scopes import GLOBAL, Reach, Scope  # noqa: E402
 from agentd.config import MemoryConfig  # noqa: E402
 from agentd.embedders import normalize  # noqa: E402
 from agentd.embedders.local import DEFAULT_MODEL, MODELS, LocalEmbedder  # noqa: E402
 from agentd.memory import MemoryService, NewMemory  # noqa: E402
-from agentd.scopes import GLOBAL, Reach, Scope  # noqa: E402
 from agentd.store import Store, lexical, pgtext, pgvectors  # noqa: E402
 from testkit.pgembedded import EmbeddedPostgres  # noqa: E402
 

@@ -92,7 +92,7 @@ def main() -> None:
     from agentd.config import load_config
     from agentd.embedders.local import LocalEmbedder
     from agentd.llm import offline
-    from agentd.log import configure
+    from agentd.observe.log import configure
     from agentd.runtime import Runtime
 
     clock = CpuClock()
@@ -118,7 +118,7 @@ def main() -> None:
         app = App(config)
         runtime = Runtime(app)
         if args.user_memories:
-            from agentd.scopes import Scope
+            from agentd.access.scopes import Scope
 
             for u in range(3):
                 for _ in range(args.user_memories):

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agentd.api.server import DaemonServer  # noqa: E402
 from agentd.app import App  # noqa: E402
 from agentd.config import load_config  # noqa: E402
-from agentd.log import configure  # noqa: E402
+from agentd.observe.log import configure  # noqa: E402
 
 PERSONA = """name = "buddy"
 model = "offline"

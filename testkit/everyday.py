@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentd.access.scopes import Reach, Scope
 from agentd.config import MemoryConfig
 from agentd.embedders import Embedder
 from agentd.memory import MemoryService
-from agentd.scopes import Reach, Scope
 from agentd.store import Store
 from agentd.store.schema import utcnow
 

@@ -18,12 +18,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from agentd.cache import cache_dir
+from agentd.access.scopes import Reach, Scope
 from agentd.config import MemoryConfig
 from agentd.embedders import Embedder
 from agentd.embedders.local import DEFAULT_MODEL, MODELS, LocalEmbedder
+from agentd.files.cache import cache_dir
 from agentd.memory import MemoryService, NewMemory
-from agentd.scopes import Reach, Scope
 from agentd.store import Store
 from testkit.embedcache import CachedEmbedder
 from testkit.fusiondump import Recorder, write
@@ -412,7 +412,7 @@ def run_real(
     """Replay each conversation through the runtime, let episodic memory index it, ask; return the report."""
     from agentd.app import App
     from agentd.config import LoggingConfig, load_config
-    from agentd.log import configure
+    from agentd.observe.log import configure
     from agentd.runtime import Runtime
 
     configure(LoggingConfig(level="warning", format="console"))

@@ -14,12 +14,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from agentd.access.scopes import Reach, Scope
 from agentd.config import HistoryConfig, MemoryConfig
 from agentd.embedders import Embedder
 from agentd.embedders.local import MODELS, LocalEmbedder
 from agentd.memory import MemoryService
 from agentd.recall.earlier import EarlierExchanges, seeded_query
-from agentd.scopes import Reach, Scope
 from agentd.store import Store
 from agentd.store.schema import utcnow
 from testkit.everyday import DEFAULT_EVERYDAY, evaluate_everyday, everyday_report, load_everyday

@@ -53,7 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """Log as the daemon does, at warning level, so test output stays readable. The xdist controller
     starts the PostgreSQL server its workers share (while they start)."""
     from agentd.config import LoggingConfig
-    from agentd.log import configure
+    from agentd.observe.log import configure
 
     configure(LoggingConfig(level="warning", format="console"))
     workers = len(config.getoption("tx", None) or [])
@@ -219,7 +219,7 @@ def agentd_cli(
 
 @contextmanager
 def _logging_restored() -> Iterator[None]:
-    """Undo a command's ``agentd.log.configure`` (global: structlog's setup and the root logger)."""
+    """Undo a command's ``agentd.observe.log.configure`` (global: structlog's setup and the root logger)."""
     import logging
 
     import structlog

@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 from agentd._exceptions import ConfigError
+from agentd.access.scopes import GLOBAL
 from agentd.api import DaemonServer
 from agentd.app import App
 from agentd.config import load_config
-from agentd.scopes import GLOBAL
 from tests.conftest import write_home
 from tests.support import follow, wait_for
 from tests.support.fakeopenai import Turn, embedding_config, fake_persona

@@ -8,8 +8,8 @@ import math
 
 import pytest
 
+from agentd.access.scopes import Scope
 from agentd.recall.known_facts import KNOWN_FACTS_HEADING
-from agentd.scopes import Scope
 
 pytestmark = pytest.mark.both_backends
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
+from agentd.access.scopes import GLOBAL
 from agentd.app import App
 from agentd.config import load_config
-from agentd.scopes import GLOBAL
 from tests.support import read_sse, wait_for
 from tests.support.fakeopenai import FakeOpenAI, Turn, fake_persona
 

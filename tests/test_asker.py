@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import pytest
 
+from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.app import App
 from agentd.memory.intent import asks_of_asker
-from agentd.scopes import GLOBAL, Reach, Scope
 from tests.support.fakeopenai import Turn
 
 CAROL = Reach("buddy", "dm-carol", "carol")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentd import ContextOverflow
+from agentd.access.scopes import GLOBAL, Reach
 from agentd.app import App
 from agentd.config import ModelsConfig
 from agentd.llm import litellm_module
@@ -20,7 +21,6 @@ from agentd.prompt.builder import ContextBuilder
 from agentd.prompt.render import MEMORIES_HEADING
 from agentd.prompt.tokens import PER_MESSAGE
 from agentd.prompt.windows import Window, WindowMap
-from agentd.scopes import GLOBAL, Reach
 from agentd.store.memories import Memory
 
 MODEL = "offline"

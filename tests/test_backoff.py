@@ -1,4 +1,4 @@
-"""The one backoff (:mod:`agentd.backoff`) and the one ``Retry-After`` parser: what the model client,
+"""The one backoff (:mod:`agentd.timing.backoff`) and the one ``Retry-After`` parser: what the model client,
 the Python client and the adapters wait (the client's exception classes: tests/test_client.py)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from email.utils import format_datetime
 
 import httpx
 
-from agentd.backoff import Backoff, delay, retry_after_seconds
 from agentd.client.errors import error_from
 from agentd.llm.errors import backoff as model_backoff
 from agentd.llm.errors import retry_after as model_retry_after
+from agentd.timing.backoff import Backoff, delay, retry_after_seconds
 
 
 def test_delays_double_up_to_the_cap_within_their_jitter() -> None:

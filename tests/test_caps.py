@@ -22,7 +22,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from agentd.caps import SpendCaps, day_of
+from agentd.spend.caps import SpendCaps, day_of
 from agentd.store.spend import Spent
 from tests.conftest import agentd_cli
 from tests.support import wait_for

@@ -206,7 +206,7 @@ def test_a_database_locked_by_another_writer_is_one_line(user: Path) -> None:
 def test_logs_are_json_lines_unless_a_person_is_watching() -> None:
     """The default format is auto: JSON when stderr is not a terminal, the console when it is."""
     from agentd.config import LoggingConfig
-    from agentd.log import renders_json
+    from agentd.observe.log import renders_json
 
     with open(os.devnull, "w") as piped:
         assert renders_json(LoggingConfig(), piped)

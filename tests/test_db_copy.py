@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.config import MemoryConfig
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory import MemoryService
-from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.store import Store
 from tests.conftest import agentd_cli
 from tests.support.pgserver import PostgresDatabases

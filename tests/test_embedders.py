@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agentd.access.scopes import GLOBAL, Reach
 from agentd.app import App, build_embedder
 from agentd.config import load_config
 from agentd.embedders.local import DEFAULT_MODEL, MINILM, LocalEmbedder
 from agentd.memory import MemoryService
-from agentd.scopes import GLOBAL, Reach
 
 from .conftest import write_home
 

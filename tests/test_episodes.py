@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from agentd._exceptions import ConfigError
+from agentd.access.scopes import Reach, Scope
 from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory.episodes import Episodes
 from agentd.runtime import Done, MemoryContext, Runtime
-from agentd.scopes import Reach, Scope
 from agentd.store.memories import Memory
 from tests.conftest import agentd_cli, write_home
 from tests.support import wait_for

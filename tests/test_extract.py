@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from agentd._exceptions import InvalidInput
+from agentd.access.scopes import Scope
 from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory.extract import parse_decisions
 from agentd.runtime import Done, Runtime
-from agentd.scopes import Scope
 from agentd.store.memories import Memory
 from tests.conftest import agentd_cli, write_home
 from tests.support import wait_for
@@ -122,7 +122,7 @@ def test_add_update_delete_and_none_keep_the_users_facts_current(
 
 
 def _reach() -> Any:
-    from agentd.scopes import Reach
+    from agentd.access.scopes import Reach
 
     return Reach("fake", "dm-alice", "alice")
 

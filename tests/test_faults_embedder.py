@@ -20,7 +20,7 @@ import httpx
 import numpy as np
 import pytest
 
-from agentd.scopes import GLOBAL, Reach
+from agentd.access.scopes import GLOBAL, Reach
 from agentd.store import vectors
 from tests.conftest import agentd_cli
 from tests.support import wait_for

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from agentd import InvalidInput
+from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.app import App
 from agentd.config import MemoryConfig
 from agentd.memory.dates import query_dates
 from agentd.memory.fusion import Fusion
 from agentd.memory.query import counts, named_words
 from agentd.relevance import WordWeights
-from agentd.scopes import GLOBAL, Reach, Scope
 
 pytestmark = pytest.mark.both_backends
 

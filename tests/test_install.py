@@ -62,7 +62,7 @@ def user(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 def test_the_installed_package_is_the_wheel_with_its_files(installed: Path, user: tuple[Path, dict[str, str]]) -> None:
     work, env = user
     code = (
-        "import json, agentd, agentd.shipped as s, agentd.store.migrate as m;"
+        "import json, agentd, agentd.files.shipped as s, agentd.store.migrate as m;"
         "print(json.dumps([agentd.__file__, str(s.example_config()), str(s.example_personas()),"
         " str(m.migrations_dir())]))"
     )

@@ -221,7 +221,7 @@ def test_replies_finished_together_share_transactions_each_with_its_record_and_s
     import sqlalchemy as sa
 
     from agentd.prompt.budget import ContextBudget
-    from agentd.runtime.pipeline.record import ContextRecord, HistoryInfo, Reply, RetrievalInfo
+    from agentd.runtime.pipeline.record import ContextRecord, FinishedReply, HistoryInfo, RetrievalInfo
     from agentd.store.schema import messages
 
     writer = TurnWriter(app.store, app.builder)
@@ -250,7 +250,7 @@ def test_replies_finished_together_share_transactions_each_with_its_record_and_s
         )
         start.wait(30)
         stored[message.id] = writer.answered(
-            quick, message.channel, message.id, Reply(f"re: {message.content}", record, f"note {message.id}")
+            quick, message.channel, message.id, FinishedReply(f"re: {message.content}", record, f"note {message.id}")
         ).reply_id
 
     threads = [threading.Thread(target=answer, args=(m,)) for m in asked]
@@ -288,16 +288,16 @@ def test_a_message_two_processes_answer_keeps_one_complete_reply_and_stays_answe
     from agentd._exceptions import AlreadyAnswered
     from agentd.prompt.budget import ContextBudget
     from agentd.runtime.messages import TurnState
-    from agentd.runtime.pipeline.record import ContextRecord, HistoryInfo, Reply, RetrievalInfo
+    from agentd.runtime.pipeline.record import ContextRecord, FinishedReply, HistoryInfo, RetrievalInfo
 
     orphan, restarted = TurnWriter(app.store, app.builder), TurnWriter(app.store, app.builder)
     quick = app.personas["quick"]
     (asked,) = restarted.accept_many([incoming(restarted, app, "room", "q1")])
     budget = ContextBudget("offline", "cl100k_base", 32768, "builtin", 64, *([0] * 14), False, False)
     record = ContextRecord("q1", RetrievalInfo("ok", 1.0, "q1"), (), budget, (), HistoryInfo(), {})
-    first = restarted.answered(quick, "room", asked.id, Reply("the answer", record, None))
+    first = restarted.answered(quick, "room", asked.id, FinishedReply("the answer", record, None))
     with pytest.raises(AlreadyAnswered):
-        orphan.answered(quick, "room", asked.id, Reply("the same answer again", record, None))
+        orphan.answered(quick, "room", asked.id, FinishedReply("the same answer again", record, None))
     orphan.ended("quick", "room", asked.id, "q1", TurnState.INTERRUPTED, "the same", resume=True)
     with app.store.read() as conn:
         replies = app.store.messages.after(conn, "room", asked.id)

@@ -17,9 +17,9 @@ import json
 from collections import Counter
 from typing import Any
 
+from agentd.access.scopes import Scope
 from agentd.api.keys import KeyBook
 from agentd.prompt.builder import NO_REPLY
-from agentd.scopes import Scope
 from tests.conftest import agentd_cli
 from tests.support import SSE, Running, follow, read_sse, wait_for
 from tests.support.fakeopenai import FakeOpenAI, Turn, fake_persona

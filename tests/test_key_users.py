@@ -15,8 +15,8 @@ import json
 import sqlite3
 from typing import Any
 
+from agentd.access.scopes import Scope
 from agentd.api.keys import KeyBook, owned_users
-from agentd.scopes import Scope
 from tests.conftest import agentd_cli, write_home
 from tests.support import Running, read_sse
 

@@ -1,8 +1,21 @@
-"""agentd's packages import one way: api/cli → runtime → recall → prompt, memory, skills, visibility → store,
-llm, embedders → config, scopes, words, text, relevance, _exceptions; no two packages import
-each other (directly or around a cycle), no two files either, and runtime/'s parts import down
-its own layers. Every import counts: module level, inside functions,
-and for type checking only."""
+"""agentd's packages import one way, bottom up:
+
+* layer 0: the root modules ``config``, ``personas`` and ``_exceptions`` (the two files an operator
+  writes and the error catalogue, read by every layer) and ``relevance``; the packages ``text`` (words,
+  quoting), ``files`` (shipped and cached files), ``timing`` (backoff, recurrence), ``observe`` (log,
+  metrics, traces), ``web``, ``_compat``; and ``access.scopes``;
+* layer 1: ``store``, ``llm``, ``embedders``, ``client``;
+* layer 2: ``prompt``, ``memory``, ``recall``, ``skills``, ``mcp.client``, ``access`` (identity,
+  visibility), ``spend`` (usage, caps), ``timing.schedules``;
+* layer 3: ``runtime``, and ``app`` (the wiring; at the root, so a command that builds parts imports
+  no runtime);
+* layer 4: ``api``, ``cli``, ``adapters``, ``mcp.server``; layer 5: ``__main__``.
+
+A package has one layer unless LAYERS names its parts (``mcp.client``, ``mcp.server``): then each part
+(a sub-package or a module) is a unit of its own, with its own layer, and the package's ``__init__`` is
+the unit named after the package. No two units import each other (directly or around a cycle), no two
+files either, and runtime/'s parts import down its own layers. Every import counts: module level,
+inside functions, and for type checking only."""
 
 from __future__ import annotations
 
@@ -16,42 +29,41 @@ from tests.conftest import REPO
 
 PACKAGE = REPO / "agentd"
 
-#: Each package's layer; a package may import its own layer (without cycles) and the ones below.
+#: Each unit's layer (a package, a root module, or a part of a package named ``package.part``); a unit may
+#: import its own layer (without cycles) and the ones below.
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(
-        [
-            "_exceptions",
-            "config",
-            "identity",
-            "cache",
-            "scopes",
-            "words",
-            "text",
-            "relevance",
-            "personas",
-            "log",
-            "shipped",
-            "web",
-        ]
-        + ["observe", "backoff", "recurrence", "_compat", "schemas"],
-        0,
-    ),
+    **dict.fromkeys(["_exceptions", "config", "relevance", "personas", "web", "_compat"], 0),
+    **dict.fromkeys(["text", "files", "timing", "observe", "access.scopes", "schemas"], 0),
     **dict.fromkeys(["store", "llm", "embedders", "client"], 1),
     # recall imports memory and prompt (same layer; the cycle test keeps them from importing it back).
-    **dict.fromkeys(["prompt", "memory", "recall", "skills", "mcp", "visibility", "usage", "caps", "schedules"], 2),
+    **dict.fromkeys(["prompt", "memory", "recall", "skills", "mcp.client", "access", "spend", "timing.schedules"], 2),
+    # mcp/__init__.py is a docstring: it imports nothing.
+    "mcp": 0,
     **dict.fromkeys(["app", "runtime"], 3),
-    **dict.fromkeys(["api", "cli", "adapters", "mcpserver"], 4),
+    **dict.fromkeys(["api", "cli", "adapters", "mcp.server"], 4),
     "__main__": 5,
 }
 
 
+def unit_of(module: str) -> str:
+    """The layered unit of a dotted name below ``agentd`` (``mcp.server.tools`` → ``mcp.server``,
+    ``store.vectors`` → ``store``): the longest prefix LAYERS names, else the top-level name."""
+    parts = module.split(".")
+    for end in range(len(parts), 1, -1):
+        if ".".join(parts[:end]) in LAYERS:
+            return ".".join(parts[:end])
+    return parts[0]
+
+
 def _package_of(path: Path) -> str:
-    rel = path.relative_to(PACKAGE)
-    return rel.parts[0].removesuffix(".py") if len(rel.parts) > 1 or rel.name != "__init__.py" else "__init__"
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return unit_of(".".join(parts)) if parts else "__init__"
 
 
 def _imported(path: Path) -> set[str]:
-    """The agentd packages ``path`` imports (``agentd.store.vectors`` → ``store``)."""
+    """The agentd units ``path`` imports (``agentd.store.vectors`` → ``store``, ``agentd.mcp.server.http``
+    → ``mcp.server``), its own left out."""
     found: set[str] = set()
     own = _package_of(path)
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -60,12 +72,15 @@ def _imported(path: Path) -> set[str]:
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module]
-            if node.module == "agentd":
-                names += [f"agentd.{a.name}" for a in node.names]
+            # ``from agentd.mcp import server`` imports the unit ``mcp.server``.
+            if node.module.split(".")[0] == "agentd":
+                names += [f"{node.module}.{a.name}" for a in node.names]
         for name in names:
             parts = name.split(".")
-            if parts[0] == "agentd" and len(parts) > 1 and parts[1] != own:
-                found.add(parts[1])
+            if parts[0] == "agentd" and len(parts) > 1:
+                unit = unit_of(".".join(parts[1:]))
+                if unit != own:
+                    found.add(unit)
     found.discard("__version__")
     return found
 
@@ -77,7 +92,7 @@ def import_graph() -> dict[str, set[str]]:
         package = _package_of(path)
         if package == "__init__":
             continue
-        graph[package] |= {p for p in _imported(path) if p in LAYERS or (PACKAGE / p).exists()}
+        graph[package] |= {p for p in _imported(path) if p in LAYERS or (PACKAGE / p.replace(".", "/")).exists()}
     return graph
 
 
@@ -117,7 +132,7 @@ def test_no_import_cycles_between_packages() -> None:
 
 
 @pytest.mark.parametrize(
-    "package", ["config", "scopes", "words", "text", "relevance", "_exceptions", "shipped", "_compat", "schemas"]
+    "package", ["config", "access.scopes", "text", "relevance", "_exceptions", "files", "_compat", "schemas"]
 )
 def test_the_bottom_layer_imports_nothing_above_it(package: str) -> None:
     assert all(LAYERS[dep] == 0 for dep in import_graph().get(package, ())), import_graph()[package]
@@ -326,3 +341,41 @@ def test_the_backend_check_finds_a_backend_check(tmp_path: Path) -> None:
     path = tmp_path / "probe.py"
     path.write_text('if store.backend == "sqlite":\n    pass\nif conn.dialect.name == "postgresql":\n    pass\n')
     assert len(backend_checks(path)) == 4
+
+
+# -- one name per class ------------------------------------------------------------------------------
+
+#: The client (agentd/client/) mirrors the daemon over the wire and imports none of it: its exception
+#: classes are named after the catalogue's (agentd/_exceptions.py), one per error code, and its models
+#: after the daemon's shapes (``Memory``), on purpose. The rest of agentd names each class once.
+MIRRORS = PACKAGE / "client"
+
+
+def class_definitions(paths: list[Path]) -> dict[str, list[str]]:
+    """Class name → where each class of that name is defined (``path:line``), over ``paths``."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for path in paths:
+        where = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                found[node.name].append(f"{where}:{node.lineno}")
+    return found
+
+
+def test_each_class_name_is_defined_once() -> None:
+    """Two classes of one name (two ``Caller``s, two ``Reply``s) make a reader ask which is meant:
+    each class in agentd has a name of its own that says what it is."""
+    paths = [p for p in sorted(PACKAGE.rglob("*.py")) if not p.is_relative_to(MIRRORS)]
+    repeated = {name: where for name, where in class_definitions(paths).items() if len(where) > 1}
+    assert not repeated, "class names defined more than once (rename one):\n" + "\n".join(
+        f"{name}: {', '.join(where)}" for name, where in sorted(repeated.items())
+    )
+
+
+def test_the_class_check_sees_a_repeated_name(tmp_path: Path) -> None:
+    """The check above finds a class defined in two files."""
+    (tmp_path / "a.py").write_text("class Reply:\n    pass\n")
+    (tmp_path / "b.py").write_text("class Other:\n    class Reply:\n        pass\n")
+    found = class_definitions([tmp_path / "a.py", tmp_path / "b.py"])
+    assert len(found["Reply"]) == 2
+    assert len(found["Other"]) == 1

@@ -16,8 +16,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from agentd.access.scopes import Scope
 from agentd.api.keys import KeyBook
-from agentd.scopes import Scope
 from tests.support import Running
 
 

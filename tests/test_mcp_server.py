@@ -16,10 +16,10 @@ import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 
+from agentd.access.scopes import GLOBAL, Scope
 from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
-from agentd.scopes import GLOBAL, Scope
 from tests.conftest import REPO, write_home
 
 TOOLS = {"remember", "recall", "forget", "memory_context", "list_memories", "chat"}

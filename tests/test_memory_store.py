@@ -12,11 +12,11 @@ import pytest
 import sqlalchemy as sa
 
 from agentd import EmbedderNotConfigured, EmbeddingMismatch, InvalidInput, NotFound, StoreError
+from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.app import App
 from agentd.config import Config
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory import MemoryService
-from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.store import Store
 from agentd.store.memories import NewMemory
 from tests.conftest import newest_migration

@@ -6,10 +6,10 @@ import ast
 import json
 from pathlib import Path
 
+from agentd.access.scopes import GLOBAL, Reach
 from agentd.config import MemoryConfig
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory import MemoryService
-from agentd.scopes import GLOBAL, Reach
 from agentd.store import Store, migrate
 from agentd.store.engine import create_engine
 from tests.conftest import REPO, PostgresDatabases, newest_migration

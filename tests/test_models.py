@@ -159,6 +159,7 @@ def test_the_key_variables_are_the_ones_litellm_checks(provider: str, monkeypatc
     assert set(missing) == set(KEY_VARIABLES[provider]) == set(key_variables(model) or ())
 
 
+@pytest.mark.slow  # litellm starts a process when it streams
 def test_a_persona_with_api_base_needs_no_key_variable(
     fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import openai
 import pytest
 
-from agentd.scopes import Scope
+from agentd.access.scopes import Scope
 from tests.conftest import agentd_cli
 from tests.support import Running
 from tests.support.fakeopenai import Turn, fake_persona

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
@@ -19,7 +20,6 @@ from agentd.prompt.budget import ContextBudget
 from agentd.prompt.render import MEMORIES_HEADING, PROFILE_HEADING
 from agentd.prompt.windows import Window
 from agentd.runtime import Done, Event, MemoryContext, Runtime
-from agentd.scopes import GLOBAL, Reach, Scope
 from tests.conftest import agentd_cli, write_home
 
 OFFLINE = """

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory.intent import analyse, has_content
-from agentd.scopes import GLOBAL, Reach, Scope
-from agentd.skills import Caller, RecallSkill
+from agentd.skills import RecallSkill, SkillCaller
 from tests.conftest import agentd_cli, write_home
 
 ALICE = Reach("buddy", "general", "alice")
@@ -33,7 +33,7 @@ def texts(hits) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 def recall(app: App, arguments: dict[str, object], user: str = "alice") -> dict[str, object]:
-    return RecallSkill(app.memory).run(arguments, Caller("buddy", "general", user))
+    return RecallSkill(app.memory).run(arguments, SkillCaller("buddy", "general", user))
 
 
 # -- the contracts ---------------------------------------------------------------------------------------------

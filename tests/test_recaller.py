@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.recall import Recaller, RecallRequest, RecallStatus
 from agentd.recall.retrieval import Retriever
-from agentd.scopes import GLOBAL, Reach, Scope
 from tests.conftest import write_home
 
 PERSONA = """

@@ -8,9 +8,9 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
+from agentd.access.scopes import GLOBAL, Reach
 from agentd.app import App
 from agentd.memory.dates import query_dates, relative_dates
-from agentd.scopes import GLOBAL, Reach
 
 BUDDY = Reach("buddy", "general", "alice")
 TUESDAY = date(2023, 3, 28)

@@ -15,6 +15,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from agentd._exceptions import EmbedderError
+from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.config import MemoryConfig
 from agentd.embedders.local import LocalEmbedder
 from agentd.embedders.reranker import shared_cross_encoder
@@ -22,7 +23,6 @@ from agentd.memory import MemoryService
 from agentd.memory import service as service_module
 from agentd.memory.ranking import Ranked
 from agentd.memory.rerank import mixed_order
-from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.store import Store
 
 DANA = Reach("buddy", "dm-dana", "dana")

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
+from agentd.access.scopes import GLOBAL, Scope
 from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.llm.chat import ChatModel, LitellmChat, ModelSettings, ModelTurn
 from agentd.runtime import Done, Error, Event, MemoryContext, Runtime, TokenDelta, ToolCall, ToolResult
-from agentd.scopes import GLOBAL, Scope
 from tests.conftest import write_home
 from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, embedding_config, fake_persona
 
@@ -351,7 +351,7 @@ def test_seed_002_cooking_memories_rank_higher_for_food_recipes(make_app, runtim
 def test_seed_002_tool_definitions_and_recall_without_an_embedder(make_app, fake_openai) -> None:
     from agentd import SkillExecutionFailed
     from agentd.memory import MemoryService
-    from agentd.skills import Caller, RecallSkill, build_registry
+    from agentd.skills import RecallSkill, SkillCaller, build_registry
 
     app = make_app()
     registry = build_registry(app.personas["fake"], app.memory, app.personas)
@@ -365,7 +365,7 @@ def test_seed_002_tool_definitions_and_recall_without_an_embedder(make_app, fake
     no_embedder = MemoryService(app.store, None, app.config.memory, ["fake"])
     assert build_registry(app.personas["fake"], no_embedder, app.personas).names() == []
     with pytest.raises(SkillExecutionFailed, match="embedding model"):
-        RecallSkill(no_embedder).run({"query": "x"}, Caller("fake", "general", "alice"))
+        RecallSkill(no_embedder).run({"query": "x"}, SkillCaller("fake", "general", "alice"))
 
 
 # -- the supervisor and actors --------------------------------------------------------------------------------

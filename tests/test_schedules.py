@@ -195,7 +195,7 @@ def test_routines_in_a_persona_file_are_kept_in_step_with_it(daemons) -> None:
 def test_routines_follow_their_persona_file_at_each_start(tmp_path) -> None:
     from agentd.app import App
     from agentd.config import load_config
-    from agentd.schedules import listing, sync_routines
+    from agentd.timing.schedules import listing, sync_routines
 
     entry = '\n[[routines]]\nname = "plan"\ncron = "0 9 * * 1-5"\nchannel = "general"\nprompt = "{}"\n'
     home = write_home(tmp_path, QUIET, {"buddy": OFFLINE + entry.format("Post the plan.")})
@@ -338,13 +338,13 @@ def test_the_schedule_tools_act_for_the_asking_user_only(app) -> None:
     """A user lists and cancels only their own schedules; bad input is the tool's InvalidInput."""
     from agentd._exceptions import SkillInvalidInput
     from agentd.skills import build_registry
-    from agentd.skills.registry import Caller
+    from agentd.skills.registry import SkillCaller
 
     buddy = app.personas["buddy"]
     tools = build_registry(buddy.__class__(**{**buddy.__dict__, "skills": ("schedule",)}), None, app.personas,
                            config=app.config, store=app.store)  # fmt: skip
     assert tools.names() == ["cancel_schedule", "list_schedules", "schedule"]
-    alice, bob = Caller("buddy", "general", "alice"), Caller("buddy", "general", "bob")
+    alice, bob = SkillCaller("buddy", "general", "alice"), SkillCaller("buddy", "general", "bob")
     made = tools.execute("schedule", {"text": "Reminder: stretch", "in_minutes": 5}, alice)["scheduled"]
     assert (made["user"], made["channel"], made["created_by"]) == ("alice", "general", "user:alice")
     assert [s["id"] for s in tools.execute("list_schedules", {}, alice)["schedules"]] == [made["id"]]
@@ -368,7 +368,7 @@ def test_a_recurring_schedule_fires_at_each_occurrence_and_never_a_burst(tmp_pat
     from agentd.config import load_config
     from agentd.runtime import Runtime
     from agentd.runtime.scheduler import Scheduler
-    from agentd.schedules import ScheduleRequest, get, make
+    from agentd.timing.schedules import ScheduleRequest, get, make
 
     home = write_home(tmp_path, QUIET + "[schedules]\nmax_lateness_seconds = 600\n", PERSONAS)
     app = App(load_config(home, environ={}))

@@ -7,12 +7,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.app import App
 from agentd.memory.fusion import Evidence, Fusion
 from agentd.memory.ranking import rank
 from agentd.memory.subjects import indexed_text, names_of
 from agentd.relevance import Calibration, Recency
-from agentd.scopes import GLOBAL, Reach, Scope
 
 QUESTION = "What programming language should I learn?"
 

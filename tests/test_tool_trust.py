@@ -24,7 +24,7 @@ from agentd._exceptions import ConfigError
 from agentd.personas import load_persona_file
 from agentd.runtime.pipeline.record import ContextRecord
 from agentd.skills import SKILL_TOOLS
-from agentd.text import LINE_BREAKS
+from agentd.text.quoting import LINE_BREAKS
 from tests.conftest import REPO, agentd_cli, write_home
 from tests.support import SSE, Running, read_sse, wait_for
 from tests.support.fakeopenai import FakeOpenAI, Turn, fake_persona

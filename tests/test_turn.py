@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
+from agentd.access.scopes import Scope
 from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.runtime import Done, Event, HistoryContext, MemoryContext, Runtime
 from agentd.runtime.pipeline.record import ContextRecord
-from agentd.scopes import Scope
 from tests.conftest import write_home
 
 OFFLINE = """

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import pytest
 
 from agentd._exceptions import InvalidInput
-from agentd.scopes import check_identifier
+from agentd.access.scopes import check_identifier
 from tests.support import Running
 
 #: Zero-width space and joiner, direction marks, an override, an isolate, the BOM, a bell, DEL, a tag.

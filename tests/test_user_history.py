@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from agentd.access.scopes import Scope
 from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.recall.earlier import EarlierExchanges, condense, seeded_query
 from agentd.runtime import Done, Event, HistoryContext, MemoryContext, Runtime
-from agentd.scopes import Scope
 from tests.conftest import agentd_cli, write_home
 
 OFFLINE = """

@@ -14,12 +14,12 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config as AlembicConfig
 
+from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.app import App
 from agentd.config import Config, MemoryConfig
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory import MemoryService, NewMemory
 from agentd.memory.subjects import indexed_text
-from agentd.scopes import GLOBAL, Reach, Scope
 from agentd.store import Store, migrate, vectors
 from agentd.store.engine import create_engine
 from agentd.store.pgvectors import PgVectors

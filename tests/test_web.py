@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from agentd.access.scopes import Scope
 from agentd.config import login_name
-from agentd.scopes import Scope
 from tests.conftest import BUDDY, REPO
 from tests.support import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS, wait_for
 from tests.support.fakeopenai import Turn

@@ -331,7 +331,7 @@ def test_log_lines_of_several_processes_on_one_stderr_stay_whole(tmp_path: Path)
 
     code = (
         "from agentd.config import LoggingConfig\n"
-        "from agentd.log import configure, get_logger\n"
+        "from agentd.observe.log import configure, get_logger\n"
         "configure(LoggingConfig(level='info', format='json'))\n"
         "log = get_logger('t')\n"
         "for i in range(3000): log.info('turn', n=i, text='x' * 300)\n"

@@ -48,7 +48,7 @@ from agentd._exceptions import NetworkRefused, NetworkUnavailable
 from agentd.adapters.split import split_text
 from agentd.adapters.state import AdapterState
 from agentd.client import ApiError, AsyncAgentdClient, AsyncFeed, Backoff, DaemonUnreachable
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
 from agentd.schemas.responses import PersonaOut
 
 #: Messages the adapter posted in a room whose sender it keeps (the room's replies address them).

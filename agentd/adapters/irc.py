@@ -29,7 +29,7 @@ _PREFIX_ROOM = 1 + 63
 
 
 @dataclass(frozen=True)
-class Message:
+class IrcLine:
     """One parsed IRC line: ``:prefix COMMAND params... :trailing``."""
 
     command: str
@@ -42,7 +42,7 @@ class Message:
         return self.prefix.split("!", 1)[0]
 
     @classmethod
-    def parse(cls, line: str) -> Message:
+    def parse(cls, line: str) -> IrcLine:
         """Parse one line (without CR LF); IRCv3 tags are skipped."""
         if line.startswith("@"):
             line = line.partition(" ")[2]
@@ -87,7 +87,7 @@ class FloodControl:
             await asyncio.sleep((1.0 - self._tokens) * self.interval)
 
 
-class Voice:
+class IrcVoice:
     """One persona's own IRC connection, in a room bound to several personas: its replies are
     said with its nick, and a private message to its nick reaches it (its own private channel
     with the sender). The bot's connection hears the rooms; a voice only speaks there."""
@@ -143,9 +143,9 @@ class Voice:
                 raise ConnectionError("the server closed the connection")
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
             if line:
-                await self._handle(Message.parse(line), backoff)
+                await self._handle(IrcLine.parse(line), backoff)
 
-    async def _handle(self, msg: Message, backoff: Backoff) -> None:
+    async def _handle(self, msg: IrcLine, backoff: Backoff) -> None:
         if msg.command == "PING":
             await self._send("PONG", *(msg.params or ("agentd",)))
         elif msg.command == "001":
@@ -184,7 +184,7 @@ class IrcAdapter(Adapter):
     """agentd on IRC: answers in rooms when addressed (``NICK: ...`` or a persona's name,
     or every message with ``respond_all``) and in private messages (a private channel
     per user). In a room bound to several personas each persona speaks with its own nick
-    (:class:`Voice`; ``nicks`` names them, default the persona's name)."""
+    (:class:`IrcVoice`; ``nicks`` names them, default the persona's name)."""
 
     network = "irc"
 
@@ -230,7 +230,7 @@ class IrcAdapter(Adapter):
         self.nicks = dict(nicks or {})
         self.use_voices = voices
         #: persona -> its own connection (in rooms bound to several personas).
-        self.voices: dict[str, Voice] = {}
+        self.voices: dict[str, IrcVoice] = {}
 
     def tls_context(self) -> ssl.SSLContext | None:
         """The TLS context of a connection (``None``: plain TCP)."""
@@ -255,7 +255,7 @@ class IrcAdapter(Adapter):
             for persona in self.room_personas(self.channel_for_room(room)):
                 voice = self.voices.get(persona)
                 if voice is None:
-                    voice = self.voices[persona] = Voice(self, persona, self.nicks.get(persona, persona))
+                    voice = self.voices[persona] = IrcVoice(self, persona, self.nicks.get(persona, persona))
                     self._spawn(voice.run())
                 voice.rooms.add(room)
 
@@ -325,9 +325,9 @@ class IrcAdapter(Adapter):
                 raise ConnectionError("the server closed the connection")
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
             if line:
-                await self._handle(Message.parse(line), backoff)
+                await self._handle(IrcLine.parse(line), backoff)
 
-    async def _handle(self, msg: Message, backoff: Backoff) -> None:
+    async def _handle(self, msg: IrcLine, backoff: Backoff) -> None:
         if msg.command == "PING":
             await self._send("PONG", *(msg.params or ("agentd",)))
         elif msg.command == "001":  # welcome: registered

@@ -21,7 +21,7 @@ after a lost answer is one event (the homeserver deduplicates per device, and
 the device id is kept across logins).
 
 Personas of their own (``[adapters.matrix.personas.NAME]``): a persona given a Matrix
-account is a :class:`Voice`, logged in with its own client. In a room its replies are
+account is a :class:`MatrixVoice`, logged in with its own client. In a room its replies are
 sent by its account (no ``NAME:`` in front); the bot's sync still reads every room, once,
 and ignores what the personas' accounts say there, so nothing is posted twice. A voice
 reads only its own direct rooms: a direct message to it is answered by that persona,
@@ -178,7 +178,7 @@ class PersonaAccount:
     password: str | None = None
 
 
-class Voice:
+class MatrixVoice:
     """One persona's own Matrix account: it sends that persona's replies in rooms (joining a room
     the first time it speaks there) and reads its own direct rooms, whose messages reach that
     persona only. Rooms are read by the bot's sync: a voice reads no other timeline."""
@@ -349,7 +349,7 @@ class MatrixAdapter(Adapter):
         self.net.setdefault("encrypted", [])
         self.net.setdefault("voices", {})
         #: persona -> its own account (the others speak through the bot's).
-        self.voices = {name: Voice(self, name, account) for name, account in (accounts or {}).items()}
+        self.voices = {name: MatrixVoice(self, name, account) for name, account in (accounts or {}).items()}
         self._api: ClientAPI | None = None
         self._typing: dict[str, int] = {}
         self._typing_changed: dict[str, asyncio.Event] = {}
@@ -370,7 +370,7 @@ class MatrixAdapter(Adapter):
         """Whether ``user_id`` is this adapter's (the bot's or a persona's own account)."""
         return user_id == self.user_id or any(v.user_id == user_id for v in self.voices.values())
 
-    def voice_for(self, reply: Reply) -> Voice | None:
+    def voice_for(self, reply: Reply) -> MatrixVoice | None:
         """The persona's own account that sends ``reply`` (``None``: the bot's): in a room, or in
         that persona's own direct channel."""
         voice = self.voices.get(reply.persona or "")

@@ -15,8 +15,8 @@ import time
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agentd.log import get_logger
 from agentd.observe import metrics
+from agentd.observe.log import get_logger
 
 log = get_logger("agentd.access")
 

@@ -36,14 +36,14 @@ from agentd.api.openai_errors import OpenAIErrorShape
 from agentd.api.roles import PRINCIPAL_KEY
 from agentd.api.state import Daemon
 from agentd.api.traces import TraceRequests
-from agentd.log import get_logger
 from agentd.observe import tracing
+from agentd.observe.log import get_logger
 
 if TYPE_CHECKING:
-    from agentd.mcpserver.http import McpEndpoint
-    from agentd.mcpserver.tools import Caller
+    from agentd.mcp.server.http import McpEndpoint
+    from agentd.mcp.server.tools import McpCaller
 
-#: The path of MCP over Streamable HTTP (agentd.mcpserver.http.PATH).
+#: The path of MCP over Streamable HTTP (agentd.mcp.server.http.PATH).
 MCP_PATH = "/mcp"
 
 log = get_logger("agentd.api")
@@ -64,9 +64,9 @@ same keys; each tool admits the roles of its HTTP twin.
 """
 
 
-def _caller_in(scope: Scope) -> Caller | None:
+def _caller_in(scope: Scope) -> McpCaller | None:
     """The caller the door put in a request's scope."""
-    found: Caller | None = scope.get(PRINCIPAL_KEY)
+    found: McpCaller | None = scope.get(PRINCIPAL_KEY)
     return found
 
 
@@ -80,8 +80,8 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
     resume = cfg.runtime.resume_pending if resume_pending is None else resume_pending
 
     def mcp_endpoint() -> McpEndpoint:
-        from agentd.mcpserver.http import McpEndpoint
-        from agentd.mcpserver.tools import Tools
+        from agentd.mcp.server.http import McpEndpoint
+        from agentd.mcp.server.tools import Tools
 
         return McpEndpoint(Tools(d.app, lambda: d.runtime), _caller_in, d.embedding_work)
 
@@ -126,7 +126,7 @@ def create_api(d: Daemon, *, resume_pending: bool | None = None, bind_host: str 
         monitoring,
     ):
         api.include_router(module.router)
-    # MCP over Streamable HTTP (agentd.mcpserver.http), behind the same door as every route.
+    # MCP over Streamable HTTP (agentd.mcp.server.http), behind the same door as every route.
     api.router.routes.append(Route(MCP_PATH, endpoint=mcp, methods=["GET", "POST", "DELETE"]))
     # The last added runs first: the Host, then the key, are checked before any body is read;
     # CatchAll is innermost, around the routes.

@@ -16,13 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from agentd._exceptions import Forbidden
+from agentd.access.scopes import IDENTIFIER_PATTERN
 from agentd.api.keys import Principal, Role
 from agentd.api.roles import Policy, allow, caller_of, check_channel
 from agentd.api.schemas import MAX_ID, MAX_NAME
 from agentd.api.state import Daemon, daemon
 from agentd.runtime.acting import check_acting
 from agentd.schemas.responses import COMMON_ERRORS, error_responses
-from agentd.scopes import IDENTIFIER_PATTERN
 from agentd.skills.approvals import STATES, decide, get_approval, list_approvals, owns
 from agentd.store.tools import Approval
 

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from agentd._exceptions import InvalidInput
+from agentd.access.scopes import IDENTIFIER_PATTERN, check_identifier
 from agentd.api.chat import SSE_DOC
 from agentd.api.keys import Principal, Role
 from agentd.api.redact import reduced
@@ -17,7 +18,6 @@ from agentd.api.schemas import MAX_ID, ChannelPost
 from agentd.api.sse import HEADERS, MEDIA_TYPE
 from agentd.api.state import Daemon, daemon
 from agentd.schemas.responses import COMMON_ERRORS, ChannelList, MessagePage, PostAccepted, error_responses
-from agentd.scopes import IDENTIFIER_PATTERN, check_identifier
 
 router = APIRouter(tags=["channels"], responses=COMMON_ERRORS)
 #: A channel name in a path.

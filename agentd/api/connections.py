@@ -34,7 +34,7 @@ from typing import Any
 import h11
 
 from agentd._compat.uvicorn import HookedH11
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
 
 log = get_logger("agentd.api")
 

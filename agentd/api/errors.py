@@ -30,9 +30,9 @@ from agentd._exceptions import (
     ShuttingDown,
     http_status,
 )
+from agentd.access.scopes import IDENTIFIER_PATTERN, IDENTIFIER_RULE, unseen_character
 from agentd.api.schemas import CATEGORY_PATTERN, PERSONA_PATTERN, SCOPE_PATTERN, TEXT_PATTERN
-from agentd.log import get_logger
-from agentd.scopes import IDENTIFIER_PATTERN, IDENTIFIER_RULE, unseen_character
+from agentd.observe.log import get_logger
 
 log = get_logger("agentd.api")
 

@@ -36,7 +36,7 @@ from anyio import to_thread
 from agentd._exceptions import ErrorCode, ShuttingDown, TooManyFollowers
 from agentd.api.redact import for_followers
 from agentd.api.sse import KEEPALIVE, frame
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
 from agentd.runtime import Done, Error, Event, MemoryContext
 from agentd.runtime.messages import Turn
 from agentd.store import Store

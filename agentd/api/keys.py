@@ -27,7 +27,7 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
 from agentd._exceptions import InvalidInput, NotFound
-from agentd.scopes import check_identifier
+from agentd.access.scopes import check_identifier
 from agentd.store import Store
 from agentd.store.keys import StoredKey
 

@@ -1,4 +1,4 @@
-"""``/mcp``: agentd's MCP server over Streamable HTTP (:mod:`agentd.mcpserver.http`), loaded on first use.
+"""``/mcp``: agentd's MCP server over Streamable HTTP (:mod:`agentd.mcp.server.http`), loaded on first use.
 
 The ``mcp`` SDK takes a second or more to import; a daemon that is never asked for
 MCP never pays it, and one that is pays it on the first ``/mcp`` request (off the
@@ -32,7 +32,7 @@ from agentd.api.errors import error_body
 from agentd.api.feed import ChannelHub
 from agentd.api.keys import Principal, Role
 from agentd.api.roles import PRINCIPAL_KEY
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
 
 log = get_logger("agentd.api")
 
@@ -46,7 +46,7 @@ class LazyMcp:
     """The ASGI app of ``/mcp``: builds the endpoint with ``factory`` on the first request."""
 
     def __init__(self, factory: Callable[[], Any], hub: ChannelHub) -> None:
-        """``factory``: builds the :class:`~agentd.mcpserver.http.McpEndpoint` (imports the SDK);
+        """``factory``: builds the :class:`~agentd.mcp.server.http.McpEndpoint` (imports the SDK);
         ``hub``: counts the ``GET`` streams with the channel feeds, and ends them at shutdown."""
         self._factory = factory
         self._hub = hub

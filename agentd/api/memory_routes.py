@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from starlette.convertors import Convertor, register_url_convertor
 
 from agentd._exceptions import InvalidInput, NotFound
+from agentd.access.scopes import GLOBAL, Scope, check_identifier
 from agentd.api.roles import Policy, allow
 from agentd.api.schemas import (
     MAX_ID,
@@ -43,7 +44,6 @@ from agentd.schemas.responses import (
     SearchResponse,
     error_responses,
 )
-from agentd.scopes import GLOBAL, Scope, check_identifier
 from agentd.store.memories import NewMemory
 
 router = APIRouter(tags=["memory"], responses=COMMON_ERRORS)

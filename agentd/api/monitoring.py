@@ -16,10 +16,10 @@ from agentd._exceptions import NotFound
 from agentd.api.roles import Policy, allow
 from agentd.api.schemas import MAX_NAME
 from agentd.api.state import Daemon, daemon
-from agentd.caps import SpendCaps
 from agentd.observe import metrics
 from agentd.schemas.responses import UsageResponse, error_responses
-from agentd.usage import usage_report
+from agentd.spend.caps import SpendCaps
+from agentd.spend.usage import usage_report
 
 router = APIRouter()
 

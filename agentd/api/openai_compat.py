@@ -5,7 +5,7 @@ ChatOpenAI, litellm) talks to agentd's personas through these routes:
 
 * ``model`` names the persona; ``GET /v1/models`` lists them.
 * ``user`` (else ``safety_identifier``, else who the caller is: the default user on a
-  loopback daemon without keys, the key's user with keys; :mod:`agentd.identity`) is the memory user.
+  loopback daemon without keys, the key's user with keys; :mod:`agentd.access.identity`) is the memory user.
 * The channel is ``metadata.channel``, by default ``dm-<user>`` (a private channel
   per user). ``metadata.disable_memory = "true"`` skips automatic retrieval.
 * The last message must be the user's: it is the new message, stored and
@@ -35,18 +35,18 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from agentd._exceptions import InvalidInput, NotFound
+from agentd.access.identity import acting_user
+from agentd.access.scopes import check_identifier, unseen_character
 from agentd.api.client_messages import Earlier, reconcile
 from agentd.api.errors import seconds_until
 from agentd.api.openai_errors import openai_error
 from agentd.api.roles import Policy, allow, caller_of, check_channel
 from agentd.api.sse import HEADERS, KEEPALIVE, MEDIA_TYPE, EventBridge
 from agentd.api.state import Daemon, daemon
-from agentd.caps import SpendCaps
-from agentd.identity import acting_user
 from agentd.runtime import Done, Error, Event, HistoryContext, MemoryContext, TokenDelta
 from agentd.runtime.acting import check_acting
 from agentd.schemas.responses import openai_error_responses
-from agentd.scopes import check_identifier, unseen_character
+from agentd.spend.caps import SpendCaps
 
 #: The key check, the Host check, the body limit, bad input (400, as OpenAI answers it), an
 #: unknown model, an unwritable store or a stopping daemon, a bug, a turn's timeout.

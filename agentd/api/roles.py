@@ -20,8 +20,8 @@ from typing import Any
 from fastapi import Depends, Request
 
 from agentd._exceptions import Forbidden, UnauthorizedCaller
+from agentd.access.scopes import DELEGATION_MARK
 from agentd.api.keys import Principal, Role
-from agentd.scopes import DELEGATION_MARK
 
 #: The scope key the door stores the caller under.
 PRINCIPAL_KEY = "agentd.principal"

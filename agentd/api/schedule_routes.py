@@ -3,7 +3,7 @@
 Admin and service keys. An admin key sees and changes every schedule; a service key acts for
 one user, named in the body (``POST``) or the ``user`` query parameter (the others), and sees
 and cancels only that user's schedules (another's is 404, as if it did not exist). The checks
-are :mod:`agentd.schedules`' (the CLI's and the ``schedule`` skill's too): a bad ``at``,
+are :mod:`agentd.timing.schedules`' (the CLI's and the ``schedule`` skill's too): a bad ``at``,
 ``cron`` or ``timezone`` is 422 naming the field and why.
 """
 
@@ -16,13 +16,13 @@ from pydantic import ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from agentd._exceptions import Forbidden, InvalidInput
+from agentd.access.scopes import IDENTIFIER_PATTERN
 from agentd.api.keys import Principal, Role
 from agentd.api.roles import Policy, allow, caller_of
 from agentd.api.schemas import MAX_ID, MAX_NAME, Identifier, PersonaName, Text, _Body
 from agentd.api.state import Daemon, daemon
-from agentd.schedules import ScheduleRequest, cancel, get, listing, make
 from agentd.schemas.responses import COMMON_ERRORS, _Out, error_responses
-from agentd.scopes import IDENTIFIER_PATTERN
+from agentd.timing.schedules import ScheduleRequest, cancel, get, listing, make
 
 router = APIRouter(tags=["schedules"], responses=COMMON_ERRORS)
 

@@ -5,7 +5,7 @@ camelCase names (``userId``, ``tokenBudget``, ``minScore``) are accepted as
 aliases on the memory routes, so clients written against that contract work.
 
 What the API enforces is declared here, so the OpenAPI schema says it: channel
-and user ids (:data:`~agentd.scopes.IDENTIFIER_PATTERN`), texts that are not
+and user ids (:data:`~agentd.access.scopes.IDENTIFIER_PATTERN`), texts that are not
 blank and hold no NUL (:data:`TEXT_PATTERN`), scopes, categories, ranges. Limits
 that come from the configuration (``memory.max_text_chars``) are filled into the
 published schema by :func:`agentd.api.openapi.published`. No string anywhere in
@@ -19,8 +19,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from agentd.access.scopes import CONTROL_OR_FORMAT, IDENTIFIER_PATTERN, INVISIBLE, WHITESPACE
 from agentd.config import MAX_MESSAGE_CHARS
-from agentd.scopes import CONTROL_OR_FORMAT, IDENTIFIER_PATTERN, INVISIBLE, WHITESPACE
 
 #: Most memories one import request may carry.
 MAX_IMPORT = 10_000

@@ -31,7 +31,7 @@ from agentd.api.schemas import HTTP_LINE_LIMIT
 from agentd.api.state import Daemon
 from agentd.app import App
 from agentd.llm.chat import ChatModel
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
 from agentd.runtime import Runtime
 from agentd.store.walkeeper import WalKeeper
 

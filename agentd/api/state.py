@@ -11,13 +11,13 @@ from anyio import CapacityLimiter, to_thread
 from fastapi import Request
 
 from agentd._exceptions import InvalidInput
+from agentd.access.scopes import check_identifier
 from agentd.api.addressing import addressed_to
 from agentd.api.feed import ChannelHub
 from agentd.api.keys import KeyBook
 from agentd.app import App
 from agentd.embedders.guard import waiting_since
 from agentd.runtime import Runtime
-from agentd.scopes import check_identifier
 
 T = TypeVar("T")
 

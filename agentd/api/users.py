@@ -7,12 +7,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query
 from starlette.concurrency import run_in_threadpool
 
+from agentd.access.scopes import IDENTIFIER_PATTERN
 from agentd.api.roles import Policy, allow
 from agentd.api.schemas import MAX_NAME
 from agentd.api.state import Daemon, daemon
 from agentd.memory.people import export_user, forget_user
 from agentd.schemas.responses import COMMON_ERRORS, UserExport, UserForgotten, error_responses
-from agentd.scopes import IDENTIFIER_PATTERN
 
 router = APIRouter(tags=["users"], responses=COMMON_ERRORS)
 #: A user id in a path.

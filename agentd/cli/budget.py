@@ -7,13 +7,13 @@ from concurrent.futures import ThreadPoolExecutor
 import click
 from rich.table import Table
 
+from agentd.access.scopes import check_identifier
 from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
 from agentd.prompt.budget import ContextBudget
 from agentd.runtime.pipeline.turn import TurnPreparer
 from agentd.runtime.rooms import room_of
-from agentd.scopes import check_identifier
 
 BAR_WIDTH = 30
 

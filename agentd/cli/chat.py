@@ -15,7 +15,7 @@ from agentd.cli.output import err, out, print_json_line
 from agentd.cli.waiting import Waiting, model_wait
 from agentd.llm.models import missing_credentials
 from agentd.llm.offline import is_offline
-from agentd.log import configure
+from agentd.observe.log import configure
 from agentd.personas import Persona
 from agentd.runtime import Done, Error, Event, HistoryContext, MemoryContext, Runtime, TokenDelta, ToolCall, ToolResult
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from agentd.shipped import example_config, example_personas
+from agentd.files.shipped import example_config, example_personas
 
 
 @click.command()

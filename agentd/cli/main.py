@@ -144,7 +144,7 @@ def pass_app(f: F) -> F:
         if app is None:
             from agentd.app import App
             from agentd.config import load_config
-            from agentd.log import configure
+            from agentd.observe.log import configure
 
             config = load_config(root.params.get("config_path"))
             configure(config.logging)

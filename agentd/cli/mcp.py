@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
+from agentd.access.identity import acting_user
+from agentd.access.scopes import check_identifier
 from agentd.app import App
 from agentd.cli.main import pass_app
-from agentd.identity import acting_user
-from agentd.scopes import check_identifier
 
 
 @click.command()
@@ -23,8 +23,8 @@ def mcp(app: App, persona: str | None, user: str | None, channel: str | None) ->
     daemon's (it may be running); each call follows the HTTP API's scope and visibility rules
     for --persona, --user and --channel.
     """
-    from agentd.mcpserver.stdio import serve_stdio
-    from agentd.mcpserver.tools import Session
+    from agentd.mcp.server.stdio import serve_stdio
+    from agentd.mcp.server.tools import Session
 
     if persona is not None:
         persona = app.personas[persona].name

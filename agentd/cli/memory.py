@@ -11,10 +11,10 @@ import click
 from rich.table import Table
 
 from agentd._exceptions import InvalidInput
+from agentd.access.scopes import GLOBAL, Reach, Scope, check_identifier
 from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import err, out, print_json, progress_bar
-from agentd.scopes import GLOBAL, Reach, Scope, check_identifier
 
 
 def _scope(channel: str | None, user: str | None, global_: bool, required: bool) -> Scope | None:

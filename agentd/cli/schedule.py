@@ -1,6 +1,6 @@
 """``agentd schedule``: make, list and cancel schedules in the database (a running daemon fires them).
 
-The checks are :mod:`agentd.schedules`' (the API's and the ``schedule`` skill's): a bad time, cron
+The checks are :mod:`agentd.timing.schedules`' (the API's and the ``schedule`` skill's): a bad time, cron
 expression or timezone exits with 2 and names the field. A running daemon notices a schedule made
 here within ``[schedules] rescan_seconds``.
 """
@@ -12,8 +12,8 @@ import click
 from agentd.app import App
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
-from agentd.schedules import STATES, ScheduleRequest, cancel, listing, make
 from agentd.store.schedules import Schedule
+from agentd.timing.schedules import STATES, ScheduleRequest, cancel, listing, make
 
 
 @click.group()

@@ -24,7 +24,7 @@ def _start(app: App, what: str) -> threading.Thread:
     code must not be cut off at exit."""
 
     def preload() -> None:
-        from agentd.log import get_logger
+        from agentd.observe.log import get_logger
 
         log = get_logger("agentd.serve")
         try:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
+from agentd.access.scopes import check_identifier
 from agentd.app import App
-from agentd.caps import TOKENS, CapStatus, SpendCaps
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
-from agentd.scopes import check_identifier
-from agentd.usage import UsageReport, usage_report
+from agentd.spend.caps import TOKENS, CapStatus, SpendCaps
+from agentd.spend.usage import UsageReport, usage_report
 
 
 def usage_table(report: UsageReport) -> Table:

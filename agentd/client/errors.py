@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import httpx
 
 from agentd._exceptions import AgentdError, ErrorCode
-from agentd.backoff import retry_after_seconds
+from agentd.timing.backoff import retry_after_seconds
 
 
 class ApiError(AgentdError):

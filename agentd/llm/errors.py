@@ -30,8 +30,8 @@ from agentd._exceptions import (
     LLMTruncated,
     LLMUnreachable,
 )
-from agentd.backoff import delay, retry_after_seconds
 from agentd.llm import litellm_module
+from agentd.timing.backoff import delay, retry_after_seconds
 
 #: HTTP statuses worth another try: the server is overloaded or briefly away.
 TRANSIENT_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})

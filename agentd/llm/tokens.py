@@ -19,7 +19,7 @@ side of the model's own by well under 2%. tests/test_models.py checks the counts
 against litellm's.
 
 Parsing a BPE file in Python takes about 0.1 s of every start, so the parsed table is
-kept in agentd's cache directory (:mod:`agentd.cache`) as a marshal file per
+kept in agentd's cache directory (:mod:`agentd.files.cache`) as a marshal file per
 encoding, tagged with tiktoken's version and the BPE file's size and modification
 time; the encoding is built from it with tiktoken's public ``tiktoken.Encoding``.
 A missing, stale or unreadable cache file falls back to tiktoken's own loading and
@@ -88,7 +88,7 @@ _CACHE_FORMAT = 1
 
 def cache_path(name: str) -> Path:
     """Where the parsed table of encoding ``name`` is cached."""
-    from agentd.cache import cache_dir
+    from agentd.files.cache import cache_dir
 
     return cache_dir() / "tiktoken" / f"{name}.marshal"
 
@@ -110,7 +110,7 @@ def _cache_tag(name: str) -> tuple[Any, ...]:
 
 def _from_cache(name: str, tag: tuple[Any, ...]) -> dict[str, Any] | None:
     """The encoding's constructor arguments from the cache file, or None if it is not usable."""
-    from agentd.cache import read_bytes
+    from agentd.files.cache import read_bytes
 
     data = read_bytes(cache_path(name))
     if data is None:
@@ -134,7 +134,7 @@ def _from_cache(name: str, tag: tuple[Any, ...]) -> dict[str, Any] | None:
 
 def _to_cache(tag: tuple[Any, ...], constructor: dict[str, Any]) -> None:
     """Keep the constructor arguments for the next start (skipped if they do not fit the format)."""
-    from agentd.cache import write_atomic
+    from agentd.files.cache import write_atomic
 
     ranks: dict[bytes, int] = constructor["mergeable_ranks"]
     tokens = sorted(ranks, key=ranks.__getitem__)

@@ -1,7 +1,3 @@
-"""MCP servers whose tools personas use (``[mcp.servers.NAME]``, a persona's ``mcp_servers``).
-
-:class:`~agentd.mcp.servers.ToolServers` keeps their connections;
-:class:`~agentd.mcp.tools.McpToolbox` turns their tools into skills, so they are
-offered, counted in the budget, called and recorded as every skill is. agentd's own
-MCP server is :mod:`agentd.mcpserver`.
-"""
+"""MCP, both ways: the MCP servers whose tools personas use (:mod:`agentd.mcp.client`) and agentd as
+an MCP server (:mod:`agentd.mcp.server`). The two are layered apart (tests/test_layers.py): the client
+is a model's toolbox under the runtime, the server an interface over it."""

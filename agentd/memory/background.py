@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
 from agentd.store import Store
 
 log = get_logger("agentd.background")

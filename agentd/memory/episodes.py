@@ -2,7 +2,7 @@
 
 An *episode* is one exchange (a user's message and the persona's reply) stored
 as a memory of category ``episode`` in an episodes scope
-(:meth:`agentd.scopes.Scope.episodes`): ``episodes:channel:NAME`` for a group
+(:meth:`agentd.access.scopes.Scope.episodes`): ``episodes:channel:NAME`` for a group
 channel, ``episodes:user:ID`` for a direct channel (``[episodes]
 direct_prefixes``), so a user's direct exchanges are recalled in any of their
 direct channels and never in a group one. Memory search never looks in episodes
@@ -31,11 +31,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from agentd._exceptions import InvalidInput, NotFound
+from agentd.access.scopes import Scope, root_channel
 from agentd.config import EpisodesConfig
-from agentd.log import get_logger
 from agentd.memory.intent import has_content
 from agentd.memory.service import MemoryService
-from agentd.scopes import Scope, root_channel
+from agentd.observe.log import get_logger
 from agentd.store import Store
 from agentd.store.lexical import CONTEXT_KEY
 from agentd.store.memories import NewMemory
@@ -136,7 +136,7 @@ class Episodes:
 
     def is_direct(self, channel: str, user: str | None, conn: Connection | None = None) -> bool:
         """Whether ``channel`` is ``user``'s direct channel, decided as visibility decides it
-        (agentd/visibility.py): by config (``[channels.NAME] visibility``), else as
+        (agentd/access/visibility.py): by config (``[channels.NAME] visibility``), else as
         declared for that user by whoever posted first (an adapter's private message, the web
         page, the OpenAI endpoint's default channel), else by its name (``[episodes]
         direct_prefixes``: ``dm-alice`` is alice's). ``conn``: a read transaction to use (else

@@ -33,14 +33,14 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from agentd._exceptions import BudgetExceeded, InvalidInput, NotFound
-from agentd.caps import SpendCaps, day_of
+from agentd.access.scopes import Reach, Scope
 from agentd.config import MemoryConfig
 from agentd.llm.chat import ChatModel, ModelSettings, Usage
-from agentd.log import get_logger
 from agentd.memory.episodes import Exchange, exchanges
 from agentd.memory.service import MemoryService
 from agentd.memory.subjects import indexed_text
-from agentd.scopes import Reach, Scope
+from agentd.observe.log import get_logger
+from agentd.spend.caps import SpendCaps, day_of
 from agentd.store import Store
 from agentd.store.memories import Memory, NewMemory
 from agentd.store.spend import Spent

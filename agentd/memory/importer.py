@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentd._exceptions import InvalidInput
-from agentd.scopes import Scope
+from agentd.access.scopes import Scope
 from agentd.store.memories import NewMemory
 
 FIELDS = frozenset({"text", "persona", "scope", "category", "metadata", "created_at"})

@@ -19,7 +19,7 @@ text". Three kinds of message break that question, whatever the model:
 Everything else is a **topic** query and goes to hybrid search as before.
 
 The decision is made on words, in :func:`analyse`: a query's *topic words* are
-its content words (:func:`agentd.words.is_content`) minus conversational words
+its content words (:func:`agentd.text.words.is_content`) minus conversational words
 that carry no subject (greetings, thanks, acknowledgements, laughter, fillers,
 pronoun-like "one"/"thing", ordinals, time words), minus the words that ask
 about memory itself (know, remember, told, …), about tastes (like, favourite,
@@ -56,7 +56,7 @@ from typing import Literal
 
 import regex
 
-from agentd.words import is_content, words
+from agentd.text.words import is_content, words
 
 IntentKind = Literal["topic", "about_user", "none"]
 #: What a topic query asks of the asker: a decision or advice for them, something about them, or neither.
@@ -178,7 +178,7 @@ def base_word(token: str) -> str:
 
 
 def plain_words(text: str) -> list[str]:
-    """The words of ``text`` (:func:`agentd.words.words`) with contractions and possessives cut."""
+    """The words of ``text`` (:func:`agentd.text.words.words`) with contractions and possessives cut."""
     return [w for w in (base_word(t) for t in words(text)) if w]
 
 
@@ -196,7 +196,7 @@ def has_content(text: str) -> bool:
     """True when ``text`` has a content word that is not a greeting or filler ("a", "ok", "?" have none).
 
     On every search result, so it stops at the first content word (a run of CJK, which
-    :func:`agentd.words.words` would cut into bigrams, is content either way).
+    :func:`agentd.text.words.words` would cut into bigrams, is content either way).
     """
     for match in _WORD.finditer(text.casefold()):
         word = base_word(match.group())

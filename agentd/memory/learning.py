@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agentd.caps import SpendCaps
 from agentd.config import Config
 from agentd.llm.chat import ChatModel, ModelSettings
 from agentd.llm.offline import is_offline
@@ -21,6 +20,7 @@ from agentd.memory.extract import JOB as EXTRACT_JOB
 from agentd.memory.extract import Extractor
 from agentd.memory.service import MemoryService
 from agentd.personas import Personas
+from agentd.spend.caps import SpendCaps
 from agentd.store import Store
 
 

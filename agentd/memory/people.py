@@ -13,8 +13,8 @@ import hashlib
 from typing import Any
 
 from agentd._exceptions import InvalidInput
-from agentd.log import get_logger
-from agentd.scopes import check_identifier, unseen_character
+from agentd.access.scopes import check_identifier, unseen_character
+from agentd.observe.log import get_logger
 from agentd.store import Store
 from agentd.store.people import Erased
 

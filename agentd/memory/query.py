@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import regex
 
-from agentd.words import content_words, dedupe, is_content
+from agentd.text.words import content_words, dedupe, is_content
 
 #: At most this many terms are sent (bounds the work of one query; long pasted
 #: texts keep their first words).

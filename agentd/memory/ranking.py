@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
+from agentd.access.scopes import Scope
 from agentd.memory.fusion import Evidence, Fusion, best_bm25
 from agentd.relevance import Calibration, Recency, sigmoid
-from agentd.scopes import Scope
 from agentd.store.memories import Memory
 
 #: The relevance of a memory recalled because of what the query asks rather than its words:

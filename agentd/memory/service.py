@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentd._exceptions import EmbedderError, EmbedderNotConfigured, InvalidInput, NotFound
+from agentd.access.scopes import Reach, Scope, is_blank
 from agentd.config import MemoryConfig
 from agentd.embedders import Embedder
 from agentd.embedders.guard import GuardedEmbedder, guarded
 from agentd.embedders.reranker import CrossEncoder, shared_cross_encoder
-from agentd.log import get_logger
 from agentd.memory.dates import query_dates
 from agentd.memory.fusion import Fusion
 from agentd.memory.importer import ImportReport, parse_line, read_lines
@@ -29,8 +29,8 @@ from agentd.memory.query import lexical_terms
 from agentd.memory.ranking import INTENT_RELEVANCE, Bar, MemoryHit, Ranked, rank
 from agentd.memory.rerank import mixed_order
 from agentd.memory.subjects import indexed_text, names_of, reread_text
+from agentd.observe.log import get_logger
 from agentd.relevance import DEFAULT_WORDS, Recency
-from agentd.scopes import Reach, Scope, is_blank
 from agentd.store import Store
 from agentd.store.jobs import Revision
 from agentd.store.lexical import CONTEXT_KEY
@@ -80,7 +80,7 @@ class QueryVector:
 
 @dataclass(frozen=True)
 class Ineligible:
-    """A memory a search found but could not use here (:meth:`agentd.scopes.Reach.eligible`)."""
+    """A memory a search found but could not use here (:meth:`agentd.access.scopes.Reach.eligible`)."""
 
     id: int
     scope: str
@@ -606,7 +606,7 @@ class MemoryService:
         return hits
 
     def eligible(self, reach: Reach, memories: Sequence[Memory]) -> list[Memory]:
-        """The ``memories`` that may be used in ``reach`` (see :meth:`agentd.scopes.Reach.eligible`)."""
+        """The ``memories`` that may be used in ``reach`` (see :meth:`agentd.access.scopes.Reach.eligible`)."""
         if reach.shared_channel is None:
             return list(memories)
         with self._store.read() as conn:

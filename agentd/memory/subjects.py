@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from agentd.scopes import Scope
+from agentd.access.scopes import Scope
 
 #: What separates the parts of a user id: a network prefix (``libera:bob``), dots, dashes, underscores.
 _ID_PARTS = re.compile(r"[:._\-@+/]+")

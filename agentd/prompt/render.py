@@ -1,7 +1,7 @@
 """How recalled memories and project files are written into the prompt.
 
 Every memory becomes exactly one list item of ``## Recalled Memories``, its text
-a one-line JSON string literal (:func:`agentd.text.quote`), so nothing inside a
+a one-line JSON string literal (:func:`agentd.text.quoting.quote`), so nothing inside a
 memory can open a section, fake a role or close the quote.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from agentd.text import quote
+from agentd.text.quoting import quote
 
 MEMORIES_HEADING = "## Recalled Memories"
 #: The heading of the user's profile section (``[memory] profile_tokens``).

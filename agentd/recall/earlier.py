@@ -42,8 +42,8 @@ from agentd.config import HistoryConfig
 from agentd.memory.intent import PHATIC
 from agentd.prompt.assembler import Snippet
 from agentd.store import Store
-from agentd.text import quote
-from agentd.words import content_words, dedupe, is_content, words
+from agentd.text.quoting import quote
+from agentd.text.words import content_words, dedupe, is_content, words
 
 #: How many seeds are harvested ("the first five" de-duplicated words).
 SEED_COUNT = 5
@@ -52,7 +52,7 @@ _GRAPHEME = regex.compile(r"\X")
 
 
 @dataclass(frozen=True)
-class Exchange:
+class RecalledExchange:
     """One recalled exchange: the user's message and the reply to it (if any), condensed."""
 
     message_id: int
@@ -73,7 +73,7 @@ class Exchange:
 class EarlierRecall:
     """What earlier-exchange recall found: exchanges newest first, the seeds, how many messages it inspected."""
 
-    exchanges: tuple[Exchange, ...] = ()
+    exchanges: tuple[RecalledExchange, ...] = ()
     seeds: tuple[str, ...] = ()
     inspected: int = 0
 
@@ -164,7 +164,7 @@ class EarlierExchanges:
         for msg_id, content in summarised:
             reply = replies.get(msg_id)
             exchanges.append(
-                Exchange(
+                RecalledExchange(
                     message_id=msg_id,
                     user_text=condense(content, cfg.snippet_rune_limit),
                     reply_id=reply.id if reply else None,
@@ -199,7 +199,7 @@ def _short_words(text: str) -> tuple[str, ...]:
 
 
 def _words(text: str) -> tuple[str, ...]:
-    """:func:`agentd.words.words` of ``text``, kept for short texts."""
+    """:func:`agentd.text.words.words` of ``text``, kept for short texts."""
     return _short_words(text) if len(text) <= _KEPT_CHARS else tuple(words(text))
 
 

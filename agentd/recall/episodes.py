@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentd.access.scopes import Reach
 from agentd.memory.episodes import Episodes
 from agentd.memory.ranking import MemoryHit
 from agentd.memory.service import QueryVector
-from agentd.scopes import Reach
 
 if TYPE_CHECKING:
     import numpy as np

@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentd.access.scopes import Reach
 from agentd.memory.ranking import MemoryHit
 from agentd.memory.service import MemoryService
-from agentd.scopes import Reach
-from agentd.text import one_line
+from agentd.text.quoting import one_line
 
 #: The first line of the block (the memory service's /context contract).
 KNOWN_FACTS_HEADING = "## Known Facts (from memory)"

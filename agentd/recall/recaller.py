@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from agentd.access.scopes import Reach
 from agentd.config import Config
 from agentd.memory.episodes import Episodes
 from agentd.memory.ranking import MemoryHit
@@ -26,7 +27,6 @@ from agentd.memory.service import MemoryService
 from agentd.recall.earlier import EarlierExchanges, EarlierRecall, seeded_query
 from agentd.recall.retrieval import Retrieval, Retriever
 from agentd.recall.status import RecallStatus
-from agentd.scopes import Reach
 from agentd.store import Store
 from agentd.store.memories import Memory
 

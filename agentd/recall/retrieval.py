@@ -8,15 +8,15 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
 from agentd._exceptions import AgentdError
-from agentd.log import get_logger
+from agentd.access.scopes import Reach
 from agentd.memory import MemoryHit, MemoryService
 from agentd.memory.episodes import Episodes
 from agentd.memory.intent import Asker
 from agentd.memory.service import Ineligible, QueryVector
 from agentd.observe import tracing
+from agentd.observe.log import get_logger
 from agentd.recall import episodes as episode_search
 from agentd.recall.status import RecallStatus
-from agentd.scopes import Reach
 
 log = get_logger("agentd.retrieval")
 

@@ -17,7 +17,7 @@ from typing import Protocol
 from agentd._exceptions import Forbidden
 
 
-class Caller(Protocol):
+class ActingCaller(Protocol):
     """A caller that may act for some users (the daemon's key principal, MCP's session caller)."""
 
     @property
@@ -35,7 +35,7 @@ class Caller(Protocol):
         ...
 
 
-def check_acting(caller: Caller | None, user: str) -> None:
+def check_acting(caller: ActingCaller | None, user: str) -> None:
     """Refuse (403 ``forbidden``) a caller that may not speak for ``user``; ``None`` is the operator."""
     if caller is not None and not caller.may_act_as(user):
         raise Forbidden(

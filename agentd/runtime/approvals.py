@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from agentd._exceptions import StoreError
 from agentd.app import App
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
 from agentd.runtime.messages import Sink, Turn, resumed_turn
 from agentd.runtime.pipeline.approval import AWAITING, HELD
 from agentd.store.messages import Message

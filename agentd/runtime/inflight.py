@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
 from agentd.runtime.events import Done, Error, Event
 from agentd.runtime.messages import Sink, Turn
 

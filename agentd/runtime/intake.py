@@ -42,12 +42,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agentd._exceptions import ErrorCode, InvalidInput, Overloaded, ShuttingDown, StoreError
+from agentd.access.scopes import DELEGATION_MARK, check_identifier
+from agentd.access.visibility import VISIBILITIES
 from agentd.app import App
 from agentd.llm.chat import ChatModel
-from agentd.log import get_logger
 from agentd.memory.learning import Learning
 from agentd.observe import metrics, tracing
-from agentd.runtime.acting import Caller, check_acting
+from agentd.observe.log import get_logger
+from agentd.runtime.acting import ActingCaller, check_acting
 from agentd.runtime.admission import Admission, Ticket
 from agentd.runtime.approvals import ApprovalDesk
 from agentd.runtime.dispatch import DispatcherFactory, Parts
@@ -59,9 +61,7 @@ from agentd.runtime.pipeline.record import Incoming
 from agentd.runtime.pipeline.runner import TurnRunner
 from agentd.runtime.pipeline.turn import PreparedTurn
 from agentd.runtime.rooms import answerers, room_of
-from agentd.scopes import DELEGATION_MARK, check_identifier
 from agentd.store.messages import Message
-from agentd.visibility import VISIBILITIES
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -145,7 +145,7 @@ class Intake:
         disable_tools: bool = False,
         at: datetime | None = None,
         visibility: str | None = None,
-        caller: Caller | None = None,
+        caller: ActingCaller | None = None,
     ) -> Accepted:
         """Validate and store a user message, then hand it to its actor.
 

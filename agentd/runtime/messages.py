@@ -231,5 +231,5 @@ class IdleCheck:
 
 
 @dataclass(frozen=True)
-class Health:
+class HealthCheck:
     """Edge → supervisor (ask): the state of every actor."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from agentd.app import App
 from agentd.llm.chat import ChatModel
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
 from agentd.runtime.actors.local import LocalActors
 from agentd.runtime.dispatch import Dispatcher, Parts
 from agentd.runtime.inflight import Listener
@@ -63,7 +63,7 @@ class Runtime(Intake):
         daemon does, once it answers the pending messages; only this process schedules, never a
         worker process)."""
         from agentd.runtime.scheduler import Scheduler
-        from agentd.schedules import sync_routines
+        from agentd.timing.schedules import sync_routines
 
         changed = sync_routines(self.app.store, self.app.personas)
         if changed:

@@ -2,7 +2,7 @@
 
 It sleeps until the earliest due time (or ``[schedules] rescan_seconds``, whichever comes first:
 a schedule made outside this daemon, by the CLI or another daemon, is noticed within that);
-a schedule made or cancelled in this process wakes it at once (:func:`agentd.schedules.on_change`).
+a schedule made or cancelled in this process wakes it at once (:func:`agentd.timing.schedules.on_change`).
 There is no polling faster than that: 10,000 schedules a day away cost what none do.
 
 A firing is one transaction (:meth:`~agentd.runtime.intake.Intake.fire`): the due schedule is
@@ -31,15 +31,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from agentd._exceptions import AgentdError, InvalidInput
-from agentd.log import get_logger
 from agentd.observe import metrics
-from agentd.recurrence import next_occurrence
+from agentd.observe.log import get_logger
 from agentd.runtime.admission import Ticket
 from agentd.runtime.intake import Intake
 from agentd.runtime.pipeline.record import Incoming
-from agentd.schedules import on_change
 from agentd.store.messages import Message
 from agentd.store.schedules import Schedule
+from agentd.timing.recurrence import next_occurrence
+from agentd.timing.schedules import on_change
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection

@@ -14,9 +14,9 @@ from agentd.personas import Persona, Personas
 from agentd.skills import delegate, memory, schedule
 from agentd.skills.memory import RecallSkill, RememberSkill
 from agentd.skills.registry import (
-    Caller,
     DelegateRunner,
     Skill,
+    SkillCaller,
     SkillDeps,
     SkillFactory,
     SkillRegistry,
@@ -68,7 +68,7 @@ def build_registry(
 __all__ = [
     "SKILLS",
     "SKILL_TOOLS",
-    "Caller",
+    "SkillCaller",
     "DelegateRunner",
     "RecallSkill",
     "RememberSkill",

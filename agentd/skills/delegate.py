@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentd._exceptions import SkillExecutionFailed, SkillInvalidInput
-from agentd.skills.registry import Caller, DelegateRunner, SkillDeps, function_tool
+from agentd.skills.registry import DelegateRunner, SkillCaller, SkillDeps, function_tool
 
 
 class DelegateSkill:
@@ -31,7 +31,7 @@ class DelegateSkill:
             ["persona", "task"],
         )
 
-    def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
+    def run(self, arguments: dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
         """Validate, refuse cycles, and run the subagent."""
         persona = arguments.get("persona")
         task = arguments.get("task")

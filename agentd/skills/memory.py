@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agentd._exceptions import EmbedderNotConfigured, InvalidInput, NotFound, SkillExecutionFailed, SkillInvalidInput
-from agentd.scopes import GLOBAL, Reach, Scope
-from agentd.skills.registry import Caller, SkillDeps, function_tool
+from agentd.access.scopes import GLOBAL, Reach, Scope
+from agentd.skills.registry import SkillCaller, SkillDeps, function_tool
 
 if TYPE_CHECKING:
     from agentd.memory import MemoryService
@@ -51,7 +51,7 @@ class RememberSkill:
             ["text"],
         )
 
-    def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
+    def run(self, arguments: dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
         """Store the memory; a duplicate is reported, not stored twice."""
         text = arguments.get("text")
         if not isinstance(text, str) or not text.strip():
@@ -100,7 +100,7 @@ class RecallSkill:
             ["query"],
         )
 
-    def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
+    def run(self, arguments: dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
         """Embed the query, search this conversation's reach, return results best first."""
         query = arguments.get("query")
         if not isinstance(query, str) or not query.strip():

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Caller:
+class SkillCaller:
     """Who is calling a skill, and from where."""
 
     persona: str
@@ -51,7 +51,7 @@ class SkillDeps:
 class DelegateRunner(Protocol):
     """Runs a persona on a task in a child channel and returns its answer."""
 
-    def run_subagent(self, persona: str, task: str, caller: Caller) -> dict[str, Any]:
+    def run_subagent(self, persona: str, task: str, caller: SkillCaller) -> dict[str, Any]:
         """The subagent's answer (``{"persona", "channel", "answer", ...}``)."""
         ...
 
@@ -65,7 +65,7 @@ class Skill(Protocol):
         """The OpenAI ``tools`` entry."""
         ...
 
-    def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
+    def run(self, arguments: dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
         """Do the work; raise :class:`SkillInvalidInput` or :class:`SkillExecutionFailed`."""
         ...
 
@@ -127,13 +127,13 @@ class SkillRegistry:
         """Every skill's definition, in name order (stable, so prompts are deterministic)."""
         return [self._skills[n].definition() for n in self.names()]
 
-    def execute(self, name: str, arguments: str | dict[str, Any], ctx: Caller) -> dict[str, Any]:
+    def execute(self, name: str, arguments: str | dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
         """Run one tool call (a span, ``execute_tool NAME``); every failure is a :class:`~agentd.SkillError`."""
         attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
         with tracing.span(f"execute_tool {name}", attributes):
             return self._execute(name, arguments, ctx)
 
-    def _execute(self, name: str, arguments: str | dict[str, Any], ctx: Caller) -> dict[str, Any]:
+    def _execute(self, name: str, arguments: str | dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
         skill = self._skills.get(name)
         if skill is None:
             raise SkillInvalidInput(f"unknown tool {name!r}; available: {', '.join(self.names()) or 'none'}")

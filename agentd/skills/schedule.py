@@ -2,7 +2,7 @@
 
 Three tools: ``schedule`` (create: ``at`` or ``in_minutes`` for one time, ``cron`` + ``timezone``
 for a recurrence), ``list_schedules`` and ``cancel_schedule``. Each is scoped to the user of the
-turn: a user lists and cancels only their own. The checks are :mod:`agentd.schedules`' (the API's
+turn: a user lists and cancels only their own. The checks are :mod:`agentd.timing.schedules`' (the API's
 and the CLI's), so a bad time, cron or timezone is refused with the same words, as an
 ``InvalidInput`` tool result the model can read and correct.
 """
@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from agentd._exceptions import InvalidInput, NotFound, SkillInvalidInput
-from agentd.skills.registry import Caller, SkillDeps, function_tool
+from agentd.skills.registry import SkillCaller, SkillDeps, function_tool
 
 if TYPE_CHECKING:
     from agentd.config import Config
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 MAX_MINUTES = 366 * 24 * 60
 
 
-def _user(ctx: Caller) -> str:
+def _user(ctx: SkillCaller) -> str:
     if not ctx.user or ctx.user.startswith("schedule:"):
         raise SkillInvalidInput("schedules belong to a user, and this conversation has none")
     return ctx.user
@@ -59,9 +59,9 @@ class ScheduleTool(_Base):
             ["text"],
         )
 
-    def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
+    def run(self, arguments: dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
         """Create the schedule; a bad argument is ``InvalidInput`` naming it."""
-        from agentd.schedules import ScheduleRequest, make
+        from agentd.timing.schedules import ScheduleRequest, make
 
         user = _user(ctx)
         at: str | datetime | None = arguments.get("at")
@@ -98,9 +98,9 @@ class ListSchedulesTool(_Base):
             [],
         )
 
-    def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
+    def run(self, arguments: dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
         """The user's schedules (at most 50)."""
-        from agentd.schedules import listing
+        from agentd.timing.schedules import listing
 
         state = arguments.get("state")
         try:
@@ -124,9 +124,9 @@ class CancelScheduleTool(_Base):
             ["id"],
         )
 
-    def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
+    def run(self, arguments: dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
         """Cancel it (only the user's own: another's is not found)."""
-        from agentd.schedules import cancel
+        from agentd.timing.schedules import cancel
 
         sid = arguments.get("id")
         if isinstance(sid, bool) or not isinstance(sid, int) or sid < 1:

@@ -35,7 +35,7 @@ import psycopg
 import sqlalchemy as sa
 
 from agentd._exceptions import StoreError
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
 
 log = get_logger("agentd.cluster")
 

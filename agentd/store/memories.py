@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from agentd._exceptions import StoreError
-from agentd.scopes import Scope
+from agentd.access.scopes import Scope
 from agentd.store import schema
 from agentd.store.indexes import TextIndex, VectorIndex, VectorRow, WordsRow
 from agentd.store.lexical import context_of

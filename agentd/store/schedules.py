@@ -102,7 +102,7 @@ def _schedule(row: sa.Row[Any]) -> Schedule:
 
 @dataclass(frozen=True)
 class NewSchedule:
-    """A schedule to store (already checked: :mod:`agentd.schedules`)."""
+    """A schedule to store (already checked: :mod:`agentd.timing.schedules`)."""
 
     persona: str
     channel: str

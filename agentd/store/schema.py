@@ -245,7 +245,7 @@ tool_calls = sa.Table(
 )
 
 #: Tokens spent per UTC day, persona, user and model: what the spend caps are checked against
-#: (``agentd.caps``), kept in the transaction that stores each reply and each extraction call.
+#: (``agentd.spend.caps``), kept in the transaction that stores each reply and each extraction call.
 usage_days = sa.Table(
     "usage_days",
     metadata,

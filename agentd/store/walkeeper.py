@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
 from agentd.store import Store
 
 log = get_logger("agentd.store")

@@ -14,13 +14,13 @@ from typing import Any
 import pykka
 
 from agentd._exceptions import ErrorCode, StoreError
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
 from agentd.runtime.actors.actor import PersonaActor
 from agentd.runtime.actors.supervisor import Supervisor
 from agentd.runtime.dispatch import Parts, resume_pending
 from agentd.runtime.events import Done, Error, Event
 from agentd.runtime.group_commit import MAX_BATCH
-from agentd.runtime.messages import ActorKey, Dispatch, Health, Sink, Turn, TurnState
+from agentd.runtime.messages import ActorKey, Dispatch, HealthCheck, Sink, Turn, TurnState
 
 log = get_logger("agentd.runtime")
 
@@ -62,7 +62,7 @@ class LocalActors:
     def health(self, timeout: float) -> dict[str, Any]:
         """The supervisor's account of its actors, and why this process's last write to the store
         failed (``store_failure``, until a write succeeds again)."""
-        answer = self._supervisor.ask(Health(), timeout=timeout)
+        answer = self._supervisor.ask(HealthCheck(), timeout=timeout)
         assert isinstance(answer, dict)
         failure = self._app.store.write_failure
         return {**answer, "store_failure": failure} if failure else answer

@@ -4,7 +4,7 @@ It spawns an actor on a channel's first message, stops actors idle for longer
 than ``runtime.idle_stop_seconds``, and restarts a crashed actor after a backoff
 that doubles with each crash. More than ``runtime.max_restarts`` crashes within
 ``runtime.restart_window_seconds`` mark the pair unhealthy: it is reported by
-:class:`Health` and its messages get an error instead of a restart loop.
+:class:`HealthCheck` and its messages get an error instead of a restart loop.
 
 Nothing accepted is dropped: the supervisor remembers every turn it routed until
 the actor reports it finished, and re-sends the unfinished ones, in order, to
@@ -22,20 +22,20 @@ from typing import Any
 
 import pykka
 
-from agentd import backoff
 from agentd._exceptions import ErrorCode
 from agentd.config import RuntimeConfig
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
 from agentd.runtime.messages import (
     ActorCrashed,
     ActorKey,
     Dispatch,
-    Health,
+    HealthCheck,
     IdleCheck,
     Respawn,
     Turn,
     TurnFinished,
 )
+from agentd.timing import backoff
 
 log = get_logger("agentd.supervisor")
 
@@ -98,7 +98,7 @@ class Supervisor(pykka.ThreadingActor):
             self._respawn(message.key)
         elif isinstance(message, IdleCheck):
             self._stop_idle()
-        elif isinstance(message, Health):
+        elif isinstance(message, HealthCheck):
             return self._health()
         return None
 

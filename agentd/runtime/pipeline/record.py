@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from agentd._exceptions import AlreadyAnswered
-from agentd.caps import day_of
 from agentd.observe import tracing
 from agentd.personas import Persona
 from agentd.prompt.builder import ContextBuilder
@@ -36,6 +35,7 @@ from agentd.runtime.pipeline.context_record import (
     recalled_episodes,
     recalled_memories,
 )
+from agentd.spend.caps import day_of
 from agentd.store import Store
 from agentd.store.messages import CHAIN_SOURCE, QUEUE_SOURCE, TRIGGER, Message
 from agentd.store.spend import Spent
@@ -106,7 +106,7 @@ class Incoming:
 
 
 @dataclass(frozen=True)
-class Reply:
+class FinishedReply:
     """A finished reply to store."""
 
     text: str
@@ -123,7 +123,7 @@ class _Answer:
     model: str
     channel: str
     user_message_id: int
-    reply: Reply
+    reply: FinishedReply
     tokens: int
     counter: str
     #: Whose message it answers (``None``: nobody's), for the spend caps.
@@ -329,7 +329,7 @@ class TurnWriter:
         persona: Persona,
         channel: str,
         user_message_id: int,
-        reply: Reply,
+        reply: FinishedReply,
         user: str | None = None,
         *,
         pass_on: PassOn | None = None,
@@ -491,7 +491,7 @@ __all__ = [
     "PassOn",
     "ProfileMemory",
     "RecalledMemory",
-    "Reply",
+    "FinishedReply",
     "RetrievalInfo",
     "Stored",
     "ToolUse",

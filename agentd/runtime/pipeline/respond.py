@@ -25,8 +25,8 @@ from typing import Any
 from agentd._exceptions import AgentdError, AlreadyAnswered, BudgetExceeded, ErrorCode, SkillError, StoreError
 from agentd.config import Config
 from agentd.llm.chat import ChatModel, ModelSettings, ToolCallRequest, Usage
-from agentd.log import get_logger
 from agentd.observe import metrics, tracing
+from agentd.observe.log import get_logger
 from agentd.personas import Persona
 from agentd.recall import RecallStatus
 from agentd.recall.earlier import EarlierRecall
@@ -46,13 +46,13 @@ from agentd.runtime.events import (
 from agentd.runtime.messages import Turn, TurnState
 from agentd.runtime.pipeline.approval import ApprovalBook, Decided, Gate, Progress
 from agentd.runtime.pipeline.context_record import ToolUse, context_record
-from agentd.runtime.pipeline.record import PassOn, Reply, TurnWriter
+from agentd.runtime.pipeline.record import FinishedReply, PassOn, TurnWriter
 from agentd.runtime.pipeline.retry import Unsettled, retried
 from agentd.runtime.pipeline.turn import PreparedTurn, TurnPreparer
 from agentd.runtime.rooms import called_on, room_of
-from agentd.skills import Caller, SkillRegistry
+from agentd.skills import SkillCaller, SkillRegistry
 from agentd.store.tools import Approval
-from agentd.text import data_json
+from agentd.text.quoting import data_json
 
 #: A tool result longer than this (characters) is cut before it goes back to the model.
 MAX_TOOL_RESULT_CHARS = 16_000
@@ -293,11 +293,11 @@ class Responder:
         elapsed = (time.perf_counter() - model_started) * 1000
         return Rounds(progress.usage, tuple(progress.tools), progress.rounds, elapsed, False, first_ms)
 
-    def _caller(self, turn: Turn, prepared: PreparedTurn, chain: tuple[str, ...]) -> Caller:
+    def _caller(self, turn: Turn, prepared: PreparedTurn, chain: tuple[str, ...]) -> SkillCaller:
         """Who calls the turn's tools: always the person who started the turn (a tool's answer that
         asks for another call gets no more rights than they have)."""
         shared = prepared.visibility is not None and not prepared.visibility.private_to(turn.user)
-        return Caller(
+        return SkillCaller(
             self._persona.name,
             self._channel,
             turn.user,
@@ -306,7 +306,9 @@ class Responder:
             shared_channel=self._channel if shared else None,
         )
 
-    def _apply(self, decided: Decided, progress: Progress, registry: SkillRegistry, caller: Caller, turn: Turn) -> None:
+    def _apply(
+        self, decided: Decided, progress: Progress, registry: SkillRegistry, caller: SkillCaller, turn: Turn
+    ) -> None:
         """The decided call (``progress.calls[0]``): run if approved, else the denial the model sees;
         the decision is marked used before the turn goes on."""
         call = progress.calls.pop(0)
@@ -331,7 +333,7 @@ class Responder:
         summary = next((m.content for m in ctx.messages if m.source == "user_history"), None)
         store_started = time.perf_counter()
         try:
-            reply = Reply(text, record, summary)
+            reply = FinishedReply(text, record, summary)
             pass_on = self._pass_on(turn, text)
             stored = retried(
                 lambda: self._writer.answered(
@@ -406,7 +408,7 @@ class Responder:
         turn.sink(PersonaTurnsStopped(stopped, bound, turn.message_id))
 
     def _prepare(self, turn: Turn, memory_limit: int | None, memory_budget: int | None) -> PreparedTurn:
-        """The turn prepared (under a slot), once the spend caps allow it (:mod:`agentd.caps`: checked
+        """The turn prepared (under a slot), once the spend caps allow it (:mod:`agentd.spend.caps`: checked
         before anything is recalled, so a refused turn costs one read); on failure ``memory_context``
         still goes out first."""
         try:
@@ -472,7 +474,7 @@ class Responder:
         self,
         call: ToolCallRequest,
         registry: SkillRegistry,
-        caller: Caller,
+        caller: SkillCaller,
         turn: Turn,
         tool_log: list[ToolUse],
         approval: Approval | None = None,

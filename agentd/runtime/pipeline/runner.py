@@ -24,7 +24,7 @@ from agentd.runtime.pipeline.approval import ApprovalBook
 from agentd.runtime.pipeline.record import TurnWriter
 from agentd.runtime.pipeline.respond import Responder
 from agentd.runtime.pipeline.turn import TurnPreparer
-from agentd.skills import Caller
+from agentd.skills import SkillCaller
 
 
 class TurnRunner:
@@ -59,7 +59,7 @@ class TurnRunner:
             slots=self._slots,
         )
 
-    def run_subagent(self, persona: str, task: str, caller: Caller) -> dict[str, Any]:
+    def run_subagent(self, persona: str, task: str, caller: SkillCaller) -> dict[str, Any]:
         """Run ``persona`` on ``task`` in a child channel, inline, with the subagent memory budget."""
         limit = self._config.runtime.delegate_max_depth
         chain = caller.chain or (caller.persona,)

@@ -26,8 +26,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from agentd.access.visibility import ChannelVisibility, resolve
 from agentd.app import App
-from agentd.caps import SpendCaps
 from agentd.config import Config
 from agentd.memory import MemoryService
 from agentd.memory.episodes import Episodes
@@ -41,8 +41,8 @@ from agentd.runtime.messages import NO_ROOM, RoomTurn
 from agentd.runtime.rooms import room_of
 from agentd.skills import DelegateRunner, SkillRegistry, ToolSource, build_registry
 from agentd.skills.policy import offer
+from agentd.spend.caps import SpendCaps
 from agentd.store import Store
-from agentd.visibility import ChannelVisibility, resolve
 
 #: How many of the user's messages since the last reply make up the retrieval query.
 TRIGGER_MESSAGES = 3

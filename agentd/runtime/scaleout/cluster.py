@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from agentd._exceptions import StoreError
 from agentd.config import ClusterConfig
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
 from agentd.runtime.actors.local import LocalActors
 from agentd.runtime.dispatch import Parts
 from agentd.runtime.events import Done, Error, Event, event_from_json

@@ -7,9 +7,9 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from agentd.access.scopes import root_channel
 from agentd.runtime.events import Event
 from agentd.runtime.messages import NO_ROOM, RoomTurn
-from agentd.scopes import root_channel
 
 #: Seconds the daemon waits for a worker's answer to a question (health, idle).
 ASK_TIMEOUT = 10.0

@@ -10,7 +10,7 @@ from typing import Any
 
 from agentd._exceptions import ErrorCode, StoreError
 from agentd.app import App
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
 from agentd.runtime.dispatch import Parts, resume_pending
 from agentd.runtime.events import Error, Event
 from agentd.runtime.group_commit import MAX_BATCH

@@ -15,8 +15,8 @@ from typing import Any
 
 from agentd.app import App
 from agentd.config import Config
-from agentd.log import get_logger
 from agentd.observe import tracing
+from agentd.observe.log import get_logger
 from agentd.runtime.actors.local import LocalActors
 from agentd.runtime.events import Done, Error, Event, TokenDelta
 from agentd.runtime.intake import Intake
@@ -42,7 +42,7 @@ def serve_worker(config: Config, index: int, count: int, conn: Connection) -> No
     # Before any thread starts: on Linux a thread's priority is its own, inherited by the
     # threads it starts (the runtime's, onnxruntime's).
     not_niced = _lower_priority(config.runtime.worker_niceness)
-    from agentd.log import configure
+    from agentd.observe.log import configure
 
     configure(config.logging)
     tracing.configure(config.telemetry, config.where)  # the turns' spans join the daemon's traces

@@ -58,8 +58,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from agentd.config import Config
-from agentd.log import get_logger
 from agentd.observe import tracing
+from agentd.observe.log import get_logger
 from agentd.runtime.events import Event
 from agentd.runtime.messages import Turn
 from agentd.runtime.scaleout import worker

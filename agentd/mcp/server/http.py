@@ -22,10 +22,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from agentd.access.identity import acting_user
 from agentd.config import Config
-from agentd.identity import acting_user
-from agentd.mcpserver.server import build_server
-from agentd.mcpserver.tools import Caller, Session, Tools
+from agentd.mcp.server.server import build_server
+from agentd.mcp.server.tools import McpCaller, Session, Tools
 
 #: The path the daemon serves MCP on.
 PATH = "/mcp"
@@ -33,8 +33,8 @@ PATH = "/mcp"
 FIELDS = ("persona", "user", "channel")
 
 
-def session_from(request: Request, caller: Caller, config: Config) -> Session:
-    """The session a request names, for ``caller`` (no user named: who the caller is, :mod:`agentd.identity`)."""
+def session_from(request: Request, caller: McpCaller, config: Config) -> Session:
+    """The session a request names, for ``caller`` (no user named: who the caller is, :mod:`agentd.access.identity`)."""
     found: dict[str, str | None] = {}
     for field in FIELDS:
         value = request.query_params.get(field)
@@ -50,7 +50,7 @@ class McpEndpoint:
     def __init__(
         self,
         tools: Tools,
-        caller_of: Callable[[Scope], Caller | None],
+        caller_of: Callable[[Scope], McpCaller | None],
         run_blocking: Callable[[Callable[[], dict[str, Any]]], Awaitable[dict[str, Any]]],
     ) -> None:
         """``caller_of``: the caller the door found in a request's scope."""

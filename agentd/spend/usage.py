@@ -18,8 +18,8 @@ from datetime import UTC, date, datetime
 from typing import Any, Literal
 
 from agentd._exceptions import InvalidInput
+from agentd.access.scopes import DELEGATION_MARK
 from agentd.llm.cost import cost_usd
-from agentd.scopes import DELEGATION_MARK
 from agentd.store import Store
 from agentd.store.contexts import UsageRow
 

@@ -20,7 +20,7 @@ LOCAL = "local"
 _GLOB = frozenset("*?[")
 
 
-class Caller(Protocol):
+class KeyCaller(Protocol):
     """A caller as :func:`acting_user` needs it: the key's name (and the users it was made for, if any)."""
 
     @property
@@ -29,7 +29,7 @@ class Caller(Protocol):
         ...
 
 
-def acting_user(named: str | None, caller: Caller | None, config: Config) -> str:
+def acting_user(named: str | None, caller: KeyCaller | None, config: Config) -> str:
     """``named``; else the default user for the local caller (``None`` or named :data:`LOCAL`); else the
     key's user (see the module docstring)."""
     if named:

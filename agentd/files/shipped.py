@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-_PACKAGE = Path(__file__).resolve().parent
+#: The agentd package (this module is agentd/files/shipped.py).
+_PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def shipped_path(name: str) -> Path:

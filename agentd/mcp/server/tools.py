@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd._exceptions import AgentdError, ErrorCode, Forbidden, InvalidInput, NotFound, TurnError
-from agentd.identity import acting_user
+from agentd.access.identity import acting_user
+from agentd.access.scopes import DELEGATION_MARK, GLOBAL, Scope, check_identifier, unseen_character
 from agentd.recall import known_facts
 from agentd.runtime.events import Done, Error, Event, MemoryContext, ToolCall, ToolResult
-from agentd.scopes import DELEGATION_MARK, GLOBAL, Scope, check_identifier, unseen_character
 
 if TYPE_CHECKING:
     from agentd.app import App
@@ -44,7 +44,7 @@ ADMITTED: dict[str, tuple[str, ...]] = {
 CHAT_TIMEOUT_SECONDS = 300.0
 
 
-class Caller(Protocol):
+class McpCaller(Protocol):
     """Who calls: a key's role and name, and the channels it may use (the daemon's principal)."""
 
     @property
@@ -89,7 +89,7 @@ class Session:
     persona: str | None = None
     user: str | None = None
     channel: str | None = None
-    caller: Caller = LocalCaller()
+    caller: McpCaller = LocalCaller()
 
 
 def _str(arguments: dict[str, Any], name: str, *, required: bool = False) -> str | None:
@@ -406,7 +406,7 @@ class Tools:
         counters = {c.name: c for c in (builder.counter(self._app.personas[p]) for p in personas)}
         return lambda text: max((c.count(text) for c in counters.values()), default=0)
 
-    def _check_channel(self, who: Caller, channel: str, persona: str) -> None:
+    def _check_channel(self, who: McpCaller, channel: str, persona: str) -> None:
         """As ``POST /v1/chat``: no delegation channel, an adapter's own channels, a bound channel's personas."""
         if DELEGATION_MARK in channel:
             raise Forbidden(f"{channel!r} is a delegation's internal channel: it cannot be posted to from outside")

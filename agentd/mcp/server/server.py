@@ -1,4 +1,4 @@
-"""The MCP server over :class:`~agentd.mcpserver.tools.Tools`: ``tools/list`` and ``tools/call``,
+"""The MCP server over :class:`~agentd.mcp.server.tools.Tools`: ``tools/list`` and ``tools/call``,
 whatever the transport.
 
 A failed call is a result with ``isError`` (never a protocol error): the model
@@ -18,8 +18,8 @@ from mcp.server.context import ServerRequestContext
 
 from agentd import __version__
 from agentd._exceptions import AgentdError
-from agentd.log import get_logger
-from agentd.mcpserver.tools import DEFINITIONS, Session, Tools, as_text, error_result
+from agentd.mcp.server.tools import DEFINITIONS, Session, Tools, as_text, error_result
+from agentd.observe.log import get_logger
 
 log = get_logger("agentd.mcp")
 

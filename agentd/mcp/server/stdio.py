@@ -16,8 +16,8 @@ from anyio import to_thread
 from mcp.server.stdio import stdio_server
 
 from agentd.app import App
-from agentd.mcpserver.server import build_server
-from agentd.mcpserver.tools import Session, Tools
+from agentd.mcp.server.server import build_server
+from agentd.mcp.server.tools import Session, Tools
 from agentd.runtime import Runtime
 
 #: Tool calls run at once on their own threads (each embeds or reads the store).

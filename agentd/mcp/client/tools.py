@@ -23,10 +23,10 @@ from typing import Any
 import mcp_types as types
 
 from agentd._exceptions import McpToolError
-from agentd.mcp.servers import ToolServers
+from agentd.mcp.client.servers import ToolServers
 from agentd.personas import Persona
-from agentd.skills.registry import Caller, Skill, function_tool
-from agentd.text import LINE_BREAKS
+from agentd.skills.registry import Skill, SkillCaller, function_tool
+from agentd.text.quoting import LINE_BREAKS
 
 #: Prefix of every MCP tool's name, as models see it.
 PREFIX = "mcp__"
@@ -99,7 +99,7 @@ class McpTool:
         function["function"]["parameters"] = _parameters(self._tool.input_schema)
         return function
 
-    def run(self, arguments: dict[str, Any], ctx: Caller) -> dict[str, Any]:
+    def run(self, arguments: dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
         """Call the tool (bounded in time); its text, bounded in size, or an MCP error."""
         result = self._servers.call(self._server, self._tool.name, arguments)
         limit = self._servers.config(self._server).max_result_chars

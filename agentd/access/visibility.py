@@ -9,7 +9,7 @@ visibility.
 
 In a shared channel, and in a direct channel for anyone but its user, a user's
 user-scoped memories are eligible only when they were learned in that channel
-(:meth:`agentd.scopes.Reach.eligible`).
+(:meth:`agentd.access.scopes.Reach.eligible`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from agentd.access.scopes import Reach, root_channel
 from agentd.config import Config
-from agentd.scopes import Reach, root_channel
 from agentd.store import Store
 
 Visibility = Literal["direct", "shared"]

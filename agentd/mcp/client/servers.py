@@ -43,9 +43,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from agentd._exceptions import McpServerError, McpTimeout, McpToolError, McpUnavailable
-from agentd.backoff import Backoff
 from agentd.config import McpConfig, McpServerConfig
-from agentd.log import get_logger
+from agentd.observe.log import get_logger
+from agentd.timing.backoff import Backoff
 
 log = get_logger("agentd.mcp")
 

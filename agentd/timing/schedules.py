@@ -16,12 +16,12 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from agentd._exceptions import InvalidInput, NotFound
+from agentd.access.scopes import DELEGATION_MARK, check_identifier
 from agentd.config import Config
 from agentd.personas import Personas
-from agentd.recurrence import check_cron, next_occurrence, parse_at, zone
-from agentd.scopes import DELEGATION_MARK, check_identifier
 from agentd.store import Store
 from agentd.store.schedules import STATES, NewSchedule, Schedule
+from agentd.timing.recurrence import check_cron, next_occurrence, parse_at, zone
 
 #: Called with a schedule's next due time when one is made or cancelled in this process.
 Listener = Callable[[], None]
