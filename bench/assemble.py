@@ -25,10 +25,10 @@ from agentd.access.scopes import GLOBAL  # noqa: E402
 from agentd.config import load_config  # noqa: E402
 from agentd.llm.models import max_input_tokens  # noqa: E402
 from agentd.llm.tokens import counter_for  # noqa: E402
-from agentd.memory.ranking import MemoryHit  # noqa: E402
 from agentd.personas import Persona  # noqa: E402
 from agentd.prompt.builder import ContextBuilder  # noqa: E402
 from agentd.prompt.windows import WindowMap  # noqa: E402
+from agentd.search.ranking import MemoryHit  # noqa: E402
 from agentd.store import Store  # noqa: E402
 from agentd.store.memories import Memory  # noqa: E402
 

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agentd.access.scopes import Scope  # noqa: E402
 from agentd.embedders.local import LocalEmbedder  # noqa: E402
-from agentd.memory.subjects import indexed_text  # noqa: E402
+from agentd.search.subjects import indexed_text  # noqa: E402
 from testkit.everyday import DEFAULT_EVERYDAY, EverydaySet, load_everyday  # noqa: E402
 
 GENERIC = Path(__file__).resolve().parent / "generic_questions.txt"

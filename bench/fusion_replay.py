@@ -8,9 +8,9 @@
     python bench/fusion_replay.py locomo.json --dev 0,1,2      # held-out only with --held-out
 
 Each question's record holds exactly what the search's ranking was given (testkit/fusiondump.py),
-so the replay runs agentd's own :func:`agentd.memory.ranking.rank` over it with a
-:class:`~agentd.memory.fusion.Fusion` of the given weights (default: the dump's), chosen per
-query as the search chooses them (:meth:`~agentd.memory.fusion.Fusion.for_query`), skips the
+so the replay runs agentd's own :func:`agentd.search.ranking.rank` over it with a
+:class:`~agentd.search.fusion.Fusion` of the given weights (default: the dump's), chosen per
+query as the search chooses them (:meth:`~agentd.search.fusion.Fusion.for_query`), skips the
 results without a content word as the search does, and prints the bench's own metrics: for
 LongMemEval-S, session-level recall_any, recall_all and ndcg_any at 1, 5, 10 for hybrid and,
 from the same candidates, dense and lexical alone; for LoCoMo, R@1, R@5, R@10 of the dev
@@ -36,9 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import longmemeval as lme  # noqa: E402
 
-from agentd.memory.fusion import Evidence, Fusion  # noqa: E402
-from agentd.memory.ranking import rank  # noqa: E402
-from agentd.relevance import Calibration, Recency  # noqa: E402
+from agentd.embedders.calibration import Calibration  # noqa: E402
+from agentd.search.fusion import Evidence, Fusion  # noqa: E402
+from agentd.search.ranking import Ranker  # noqa: E402
+from agentd.search.recency import Recency  # noqa: E402
 
 Rule = Callable[[str, dict[int, Evidence], Fusion], Fusion]
 
@@ -74,7 +75,7 @@ def ranked_ids(record: dict[str, Any], dump: dict[str, Any], fusion: Fusion, mod
     calibration = Calibration(*dump["calibration"])
     recency = Recency(*dump["recency"])
     now = datetime.fromisoformat(record["now"])
-    ranked = rank(candidates, created, calibration, recency, now, None, 0.0, fusion, days)
+    ranked = Ranker(calibration, recency, fusion).rank(candidates, created, now, min_relevance=0.0, days=days)
     skip = set(record["no_content"])
     return [r.id for r in ranked if r.id not in skip][: dump["limit"]]
 

@@ -26,7 +26,8 @@ Every question of categories 1-4 is then asked through ``MemoryService.search``
 - the function ``recall``, automatic retrieval, ``/context`` and the CLI use -
 with ``min_relevance=0`` and ``limit=max(k)`` (recall@k is about ranking, not
 the threshold), once per ``mode``: ``hybrid`` (the default search), ``dense``
-(vectors only) and ``lexical`` (FTS5 bm25 only). recall@k is LoCoMo's official
+(vectors only) and ``lexical`` (FTS5 bm25 only; the one-sided modes through the
+measuring seam ``agentd.search.engine.with_mode``). recall@k is LoCoMo's official
 fraction: the share of a question's evidence turns among the top k.
 
 ``--dev`` names the conversations (by index) used to develop the defaults; the

@@ -28,7 +28,8 @@ setting uses: the user turns marked ``has_answer`` and their sessions; abstentio
 questions (``_abs``) and questions without such a turn are left out.
 
 Every mode (``hybrid`` the default search, ``dense`` vectors only, ``lexical``
-full text only) is measured in one run, interleaved question by question so a
+full text only; the one-sided modes through the measuring seam
+``agentd.search.engine.with_mode``) is measured in one run, interleaved question by question so a
 busy stretch of the machine does not land on one mode. Printed: the metrics
 overall and per question type for each mode, search p50/p95 (query embedding
 included), the ingest rate; the last three lines are ``recall_any@5``,
@@ -65,6 +66,8 @@ from agentd.config import MemoryConfig  # noqa: E402
 from agentd.embedders.local import DEFAULT_MODEL, MODELS, LocalEmbedder  # noqa: E402
 from agentd.files.cache import cache_dir  # noqa: E402
 from agentd.memory import MemoryService, NewMemory  # noqa: E402
+from agentd.search import SearchQuery  # noqa: E402
+from agentd.search.engine import with_mode  # noqa: E402
 from agentd.store import Store  # noqa: E402
 from testkit.embedcache import CachedEmbedder  # noqa: E402
 from testkit.fusiondump import Recorder, write  # noqa: E402
@@ -266,13 +269,16 @@ def run(
         embedder.save()
         gc.freeze()
         for q in questions[:3]:  # warm up: page cache, lazy initialisation
-            service.search(q.text, Reach(PERSONA, channel=f"lme-{q.index}"), limit=depth, min_relevance=0.0)
+            service.search(SearchQuery(q.text, Reach(PERSONA, channel=f"lme-{q.index}"), depth, min_relevance=0.0))
+        # The default search for hybrid; the one-sided ones through the measuring seam.
+        searchers = {m: service.searcher if m == "hybrid" else with_mode(service.searcher, m) for m in modes}  # type: ignore[arg-type]
         for n, (q, ids) in enumerate(zip(questions, turn_ids, strict=True)):
             reach = Reach(PERSONA, channel=f"lme-{q.index}")
             for mode in modes[n % len(modes) :] + modes[: n % len(modes)]:
                 with recorder if dump is not None and mode == "hybrid" else ExitStack():
                     start = time.perf_counter()
-                    hits = service.search(q.text, reach, limit=depth, min_relevance=0.0, now=q.date, mode=mode)  # type: ignore[arg-type]
+                    request = SearchQuery(q.text, reach, depth, min_relevance=0.0, now=q.date)
+                    hits = searchers[mode].search(request).hits
                     results[mode].latency_ms.append((time.perf_counter() - start) * 1000)
                 score(q, ids, [h.memory.id for h in hits], results[mode])
                 if dump is not None and mode == "hybrid":

@@ -4,10 +4,10 @@
 
 For every question of the everyday set (tests/data/everyday_set.json, testkit/everyday.py) and
 every writing style, the asker's facts are ranked as automatic retrieval ranks a decision's own
-candidates (agentd/memory/rerank.py): the best ``pool`` by the e5-small-v2 cosine of the
+candidates (agentd/search/rerank.py): the best ``pool`` by the e5-small-v2 cosine of the
 question and the fact's indexed text, reordered by ``z(search) + weight x z(cross-encoder)``
-(:func:`agentd.memory.rerank.mixed_order`, on the calibrated relevance of that cosine; the
-cross-encoder reads the text :func:`agentd.memory.subjects.reread_text` gives), then the rest.
+(:func:`agentd.search.rerank.mixed_order`, on the calibrated relevance of that cosine; the
+cross-encoder reads the text :func:`agentd.search.subjects.reread_text` gives), then the rest.
 It prints the share of questions whose fact is in the first three (``[memory] top_k``), per kind
 (direct, one-step) and part (dev, held-out), for each pool and weight; ``dense`` is the search's
 order alone. The pool and weight were chosen on the dev columns only (docs/notes/recall-tuning.md,
@@ -34,13 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from everyday_signals import Pairs  # noqa: E402
 
 from agentd.access.scopes import Scope  # noqa: E402
+from agentd.embedders.calibration import sigmoid  # noqa: E402
 from agentd.embedders.local import LocalEmbedder  # noqa: E402
 from agentd.embedders.reranker import CrossEncoder  # noqa: E402
-from agentd.memory.intent import asks_of_asker  # noqa: E402
-from agentd.memory.ranking import Ranked  # noqa: E402
-from agentd.memory.rerank import mixed_order  # noqa: E402
-from agentd.memory.subjects import reread_text  # noqa: E402
-from agentd.relevance import sigmoid  # noqa: E402
+from agentd.search.intent import asks_of_asker  # noqa: E402
+from agentd.search.ranking import Ranked  # noqa: E402
+from agentd.search.rerank import mixed_order  # noqa: E402
+from agentd.search.subjects import reread_text  # noqa: E402
 from testkit.everyday import load_everyday  # noqa: E402
 
 POOLS = (6, 8, 10, 12)

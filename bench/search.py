@@ -64,6 +64,7 @@ from agentd.config import MemoryConfig  # noqa: E402
 from agentd.embedders import normalize  # noqa: E402
 from agentd.embedders.local import DEFAULT_MODEL, MODELS, LocalEmbedder  # noqa: E402
 from agentd.memory import MemoryService, NewMemory  # noqa: E402
+from agentd.search import SearchQuery  # noqa: E402
 from agentd.store import Store, lexical, pgtext, pgvectors  # noqa: E402
 from testkit.pgembedded import EmbeddedPostgres  # noqa: E402
 
@@ -204,7 +205,7 @@ def measure(
             lexical._common.clear()
             pgtext._common.clear()
         t = time.perf_counter()
-        service.search(query, reach, limit=5, min_relevance=0.0)
+        service.search(SearchQuery(query, reach, 5, min_relevance=0.0))
         samples.append((time.perf_counter() - t) * 1000)
     return percentiles(samples)
 

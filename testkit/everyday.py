@@ -29,6 +29,7 @@ from agentd.access.scopes import Reach, Scope
 from agentd.config import MemoryConfig
 from agentd.embedders import Embedder
 from agentd.memory import MemoryService
+from agentd.search import SearchQuery
 from agentd.store import Store
 from agentd.store.schema import utcnow
 
@@ -122,7 +123,7 @@ def evaluate_everyday(
             for fact in labelled.facts:
                 reach = Reach(labelled.persona, f"dm-{fact.user['id']}", fact.user["id"])
                 for question in fact.questions:
-                    hits = service.search(question, reach, limit=config.top_k, now=now)
+                    hits = service.search(SearchQuery(question, reach, config.top_k, now=now)).hits
                     found = ids[fact.key] in {h.memory.id for h in hits}
                     tally.asked[(fact.held, fact.kind)] += 1
                     tally.recalled[(fact.held, fact.kind)] += found
@@ -131,7 +132,7 @@ def evaluate_everyday(
             for user in labelled.users:
                 reach = Reach(labelled.persona, f"dm-{user['id']}", user["id"])
                 for question, part, _kind in labelled.silent:
-                    hits = service.search(question, reach, limit=config.top_k, now=now)
+                    hits = service.search(SearchQuery(question, reach, config.top_k, now=now)).hits
                     tally.silent[part] += 1
                     if hits:
                         tally.noisy[part] += 1

@@ -24,6 +24,8 @@ from agentd.embedders import Embedder
 from agentd.embedders.local import DEFAULT_MODEL, MODELS, LocalEmbedder
 from agentd.files.cache import cache_dir
 from agentd.memory import MemoryService, NewMemory
+from agentd.search import Searcher, SearchQuery
+from agentd.search.engine import with_mode
 from agentd.store import Store
 from testkit.embedcache import CachedEmbedder
 from testkit.fusiondump import Recorder, write
@@ -203,11 +205,13 @@ def ask(
     (testkit/fusiondump.py).
     """
     reach = reach_of(conv)
+    # The default search for hybrid; the one-sided ones through the measuring seam.
+    searcher = service.searcher if mode == "hybrid" else with_mode(service.searcher, mode)  # type: ignore[arg-type]
     texts = {mid: conv_text(conv, ids[0]) for mid, ids in dia.items()} if recorder is not None else {}
     for q in conv.questions:
         with recorder or ExitStack():
             t = time.perf_counter()
-            hits = service.search(q.question, reach, limit=max(ks), min_relevance=0.0, mode=mode)  # type: ignore[arg-type]
+            hits = searcher.search(SearchQuery(q.question, reach, max(ks), min_relevance=0.0)).hits
             result.latency_ms.append((time.perf_counter() - t) * 1000)
         if recorder is not None and records is not None:
             record = recorder.take(q.question, texts, conversation=conv.index, category=q.category)
@@ -313,7 +317,7 @@ def run(
         # Warm up (first query pays for page cache and lazy init).
         for c in conversations[:1]:
             for q in c.questions[:5]:
-                service.search(q.question, reach_of(c), limit=max(ks), min_relevance=0.0)
+                service.search(SearchQuery(q.question, reach_of(c), max(ks), min_relevance=0.0))
         splits: dict[str, dict[str, Result]] = {"all": {}}
         if dev is not None:
             splits = {"dev": {}, "held-out": {}, "all": {}}
@@ -382,18 +386,22 @@ def latency_pass(
     their defaults (limit ``memory.recall_limit``, threshold ``memory.min_score``); the modes
     ask for ``pool`` results with no threshold, as the recall@k pass does.
     """
-    runs: list[tuple[str, dict[str, Any]]] = [(m, {"limit": pool, "min_relevance": 0.0, "mode": m}) for m in modes]
-    runs.append(("recall", {}))
-    samples: dict[str, list[float]] = {name: [] for name, _ in runs}
+    default = service.searcher
+    runs: list[tuple[str, Searcher, dict[str, Any]]] = [
+        (m, default if m == "hybrid" else with_mode(default, m), {"limit": pool, "min_relevance": 0.0})  # type: ignore[arg-type]
+        for m in modes
+    ]
+    runs.append(("recall", default, {}))
+    samples: dict[str, list[float]] = {name: [] for name, _, _ in runs}
     turn = 0
     for _ in range(rounds):
         for conv in conversations:
             reach = reach_of(conv)
             for q in conv.questions:
                 turn += 1
-                for name, kwargs in runs[turn % len(runs) :] + runs[: turn % len(runs)]:
+                for name, searcher, kwargs in runs[turn % len(runs) :] + runs[: turn % len(runs)]:
                     t = time.perf_counter()
-                    service.search(q.question, reach, **kwargs)
+                    searcher.search(SearchQuery(q.question, reach, **kwargs))
                     samples[name].append((time.perf_counter() - t) * 1000)
     return samples
 

@@ -20,6 +20,8 @@ from agentd.embedders import Embedder
 from agentd.embedders.local import MODELS, LocalEmbedder
 from agentd.memory import MemoryService
 from agentd.recall.earlier import EarlierExchanges, seeded_query
+from agentd.search import SearchQuery
+from agentd.search.intent import Asker
 from agentd.store import Store
 from agentd.store.schema import utcnow
 from testkit.everyday import DEFAULT_EVERYDAY, evaluate_everyday, everyday_report, load_everyday
@@ -184,8 +186,8 @@ def evaluate(
                 recalled = EarlierExchanges(store, history).recall(channel, q.user, text, None)
                 text = seeded_query(text, recalled, history.seed_sparse_below)
             # As the recaller does: a query seeded from the user's earlier messages is about them.
-            asker = "about" if text != q.text else None
-            hits = service.search(text, reach, limit=config.top_k, now=now, asker=asker)
+            asker: Asker | None = "about" if text != q.text else None
+            hits = service.search(SearchQuery(text, reach, config.top_k, now=now, asker=asker)).hits
             outcomes.append(Outcome(q, tuple(keys[h.memory.id] for h in hits), reachable, config.top_k))
         return outcomes
     finally:

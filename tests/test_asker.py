@@ -1,7 +1,7 @@
 """A memory about the user answers a question that asks something of them, and no other.
 
 Automatic retrieval (``MemoryService.search`` without ``min_relevance``) reads what a
-question asks of the person asking (agentd/memory/intent.py, ``asks_of_asker``):
+question asks of the person asking (agentd/search/intent.py, ``asks_of_asker``):
 
 - a decision or advice for them ("Would a seafood paella be safe for me?"): their own
   memories compete by rank, down to ``[memory] advice_min_score``, since what constrains
@@ -20,7 +20,8 @@ import pytest
 
 from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.app import App
-from agentd.memory.intent import asks_of_asker
+from agentd.search import SearchQuery
+from agentd.search.intent import asks_of_asker
 from tests.support.fakeopenai import Turn
 
 CAROL = Reach("buddy", "dm-carol", "carol")
@@ -82,16 +83,16 @@ def test_what_a_question_asks_of_the_asker_is_read_from_its_words(question: str,
     ],
 )
 def test_a_question_that_asks_nothing_of_the_asker_recalls_none_of_their_memories(carol: App, question: str) -> None:
-    assert carol.memory.search(question, CAROL) == []
+    assert carol.memory.search(SearchQuery(question, CAROL)).hits == ()
     # A search given a threshold (the admin's, the recall skill's) still ranks them: the memory
     # that shares the word is found first.
-    found = carol.memory.search(question, CAROL, min_relevance=0.0, limit=len(FACTS))
+    found = carol.memory.search(SearchQuery(question, CAROL, min_relevance=0.0, limit=len(FACTS))).hits
     assert len(found) == len(FACTS)
 
 
 def test_memories_of_other_scopes_still_answer_any_question(carol: App) -> None:
     carol.memory.add("buddy", GLOBAL, "Row heights in the team spreadsheet are locked by the admin")
-    hits = carol.memory.search("How do I change the row heights in a spreadsheet?", CAROL)
+    hits = carol.memory.search(SearchQuery("How do I change the row heights in a spreadsheet?", CAROL)).hits
     assert texts(hits) == ["Row heights in the team spreadsheet are locked by the admin"]
 
 
@@ -103,7 +104,7 @@ def test_memories_of_other_scopes_still_answer_any_question(carol: App) -> None:
     ],
 )
 def test_a_decision_for_the_asker_weighs_their_memories_by_rank(carol: App, question: str, fact: str) -> None:
-    hits = carol.memory.search(question, CAROL, limit=carol.memory.config.top_k)
+    hits = carol.memory.search(SearchQuery(question, CAROL, limit=carol.memory.config.top_k)).hits
     assert fact in texts(hits)
     # The fact that constrains the decision shares no word with it: it is recalled below the
     # threshold a topic needs, where only the personal bar lets it in.
@@ -112,7 +113,7 @@ def test_a_decision_for_the_asker_weighs_their_memories_by_rank(carol: App, ques
 
 
 def test_a_question_about_the_asker_keeps_a_threshold(carol: App) -> None:
-    hits = carol.memory.search("What's my dog's name?", CAROL)
+    hits = carol.memory.search(SearchQuery("What's my dog's name?", CAROL)).hits
     assert texts(hits) == ["Carol has a golden retriever called Biscuit"]
     assert all(h.relevance >= carol.memory.config.personal_min_score for h in hits)
 
@@ -131,7 +132,8 @@ def test_a_direct_channel_over_post_v1_chat_shows_it_in_the_memory_context_event
 
 def test_near_misses_keep_their_own_floor_when_the_asker_s_memories_compete_by_rank(carol: App) -> None:
     carol.memory.add("buddy", GLOBAL, "Seafood platters are half price on Tuesdays")  # relevance ~0.23
-    hits, near = carol.memory.search_near("Can I have the crab cakes?", CAROL, 3, near_misses=3, near_floor=0.35)
+    result = carol.memory.search(SearchQuery("Can I have the crab cakes?", CAROL, 3, near_misses=3, near_floor=0.35))
+    hits, near = result.hits, result.near_misses
     assert "Carol is allergic to shellfish" in texts(hits)
     # Shown as near misses: only what came within the margin of the threshold, never the user's
     # memories that the personal bar already weighed.

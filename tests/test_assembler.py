@@ -15,12 +15,13 @@ from agentd.app import App
 from agentd.config import ModelsConfig
 from agentd.llm import litellm_module
 from agentd.llm.tokens import counter_for
-from agentd.memory.ranking import MemoryHit
 from agentd.prompt.assembler import ContextAssembler, HistoryItem, Project, PromptRequest, Snippet
 from agentd.prompt.builder import ContextBuilder
 from agentd.prompt.render import MEMORIES_HEADING
 from agentd.prompt.tokens import PER_MESSAGE
 from agentd.prompt.windows import Window, WindowMap
+from agentd.search import SearchQuery
+from agentd.search.ranking import MemoryHit
 from agentd.store.memories import Memory
 
 MODEL = "offline"
@@ -297,7 +298,9 @@ def test_builder_reads_the_persona_project_and_the_channel_override(app: App, tm
 
 def test_memories_recalled_for_the_channel_appear_in_the_built_prompt(app: App) -> None:
     app.memory.add("buddy", GLOBAL, "User likes Python", "preference")
-    hits = app.memory.search("What programming language should I learn?", Reach("buddy", "general"), limit=3)
+    hits = app.memory.search(
+        SearchQuery("What programming language should I learn?", Reach("buddy", "general"), limit=3)
+    ).hits
     ctx = app.builder.build(
         app.personas["buddy"], "general", "What programming language should I learn?", memories=hits
     )

@@ -79,7 +79,7 @@ def test_bad_input_exits_2_with_a_clear_line_and_changes_nothing(home: Path) -> 
         (["memory", "add", "x", "-p", "buddy", "--metadata", "{bad"], "--metadata: not valid JSON"),
         (["memory", "add", "x", "-p", "buddy", "--metadata", "[1]"], "--metadata: must be a JSON object"),
         (["memory", "add", "x", "-p", "buddy", "--user", "u", "--global"], "only one of"),
-        (["memory", "add", "x", "-p", "buddy", "--channel", "has space"], "scope.channel"),
+        (["memory", "add", "x", "-p", "buddy", "--channel", "has space"], "--channel"),
         (["memory", "search", "x", "-p", "buddy", "--channel", "has space"], "--channel"),
     ]
     for args, message in cases:

@@ -9,6 +9,7 @@ from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.config import MemoryConfig
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory import MemoryService
+from agentd.search import SearchQuery
 from agentd.store import Store
 from tests.conftest import agentd_cli
 from tests.support.pgserver import PostgresDatabases
@@ -54,7 +55,10 @@ def _fill(store: Store, embedder: LocalEmbedder) -> MemoryService:
 
 def _answers(service: MemoryService) -> list[list[tuple[int, str]]]:
     reach = Reach("buddy", channel="general", user="al")
-    return [[(h.memory.id, h.memory.text) for h in service.search(q, reach, min_relevance=0.0)] for q in QUERIES]
+    return [
+        [(h.memory.id, h.memory.text) for h in service.search(SearchQuery(q, reach, min_relevance=0.0)).hits]
+        for q in QUERIES
+    ]
 
 
 def test_copy_sqlite_to_postgresql_and_back_keeps_everything_searchable(

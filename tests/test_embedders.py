@@ -12,6 +12,7 @@ from agentd.app import App, build_embedder
 from agentd.config import load_config
 from agentd.embedders.local import DEFAULT_MODEL, MINILM, LocalEmbedder
 from agentd.memory import MemoryService
+from agentd.search import SearchQuery
 
 from .conftest import write_home
 
@@ -45,7 +46,7 @@ def test_minilm_is_selectable_with_its_own_calibration_and_word_weights(tmp_path
     app = App(config, embedder=minilm)
     try:
         app.memory.add("buddy", GLOBAL, "User likes Python", "preference")
-        [hit] = app.memory.search("What programming language should I learn?", Reach("buddy"))
+        [hit] = app.memory.search(SearchQuery("What programming language should I learn?", Reach("buddy"))).hits
         assert hit.memory.text == "User likes Python"
         assert hit.relevance > 0.5
         assert app.memory.fusion.lexical_weight == 1.5

@@ -22,6 +22,7 @@ from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory.episodes import Episodes
 from agentd.runtime import Done, MemoryContext, Runtime
+from agentd.search import SearchQuery
 from agentd.store.memories import Memory
 from tests.conftest import agentd_cli, write_home
 from tests.support import wait_for
@@ -194,7 +195,7 @@ def test_episodes_stay_in_their_channel_and_direct_exchanges_stay_with_their_use
     assert not any("PIN" in t for t in bob)
     assert any("vaccination" in t for t in bob)
     # Memory search never returns episodes.
-    hits = app.memory.search("dog Rex", Reach("talker", "dm-alice", "alice"), 10, 0.0)
+    hits = app.memory.search(SearchQuery("dog Rex", Reach("talker", "dm-alice", "alice"), 10, 0.0)).hits
     assert not [h for h in hits if h.memory.category == "episode"]
 
 

@@ -21,6 +21,7 @@ from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory.extract import parse_decisions
 from agentd.runtime import Done, Runtime
+from agentd.search import SearchQuery
 from agentd.store.memories import Memory
 from tests.conftest import agentd_cli, write_home
 from tests.support import wait_for
@@ -91,7 +92,10 @@ def test_add_update_delete_and_none_keep_the_users_facts_current(
     (berlin,) = memories_of(app, "alice")
     assert (berlin.id, berlin.text) == (paris.id, "Lives in Berlin")
     # The new text is what search finds.
-    assert app.memory.search("which city does alice live in", _reach(), 5, 0.0)[0].memory.text == "Lives in Berlin"
+    assert (
+        app.memory.search(SearchQuery("which city does alice live in", _reach(), 5, 0.0)).hits[0].memory.text
+        == "Lives in Berlin"
+    )
 
     # NONE: already known; recorded, nothing changes.
     none = {"event": "NONE", "id": 1, "text": "Lives in Berlin", "reason": "already stored"}

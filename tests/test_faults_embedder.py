@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from agentd.access.scopes import GLOBAL, Reach
+from agentd.search import SearchQuery
 from agentd.store import vectors
 from tests.conftest import agentd_cli
 from tests.support import wait_for
@@ -115,7 +116,7 @@ def test_a_store_that_already_holds_a_broken_vector_still_answers_every_search(d
         texts = [r["text"] for r in found.json()["results"]]
         assert texts
         assert texts[0] in ("User likes Python", "User likes Python a lot")
-    hits = memory.search("User likes Go", Reach("fake"), limit=5, min_relevance=0.0)
+    hits = memory.search(SearchQuery("User likes Go", Reach("fake"), limit=5, min_relevance=0.0)).hits
     assert "User likes Go" in [h.memory.text for h in hits]
     context = d.client.post("/v1/memory/context", json={"userId": "alice", "query": "User likes Python"})
     assert context.status_code == 200

@@ -12,10 +12,12 @@ from agentd import InvalidInput
 from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.app import App
 from agentd.config import MemoryConfig
-from agentd.memory.dates import query_dates
-from agentd.memory.fusion import Fusion
-from agentd.memory.query import counts, named_words
-from agentd.relevance import WordWeights
+from agentd.embedders.calibration import WordWeights
+from agentd.search import SearchQuery
+from agentd.search.dates import query_dates
+from agentd.search.engine import with_mode
+from agentd.search.fusion import Fusion
+from agentd.search.query import counts, named_words
 
 pytestmark = pytest.mark.both_backends
 
@@ -66,7 +68,12 @@ def test_hybrid_finds_names_and_dates_that_embeddings_blur(app: App) -> None:
     ]
 
     def top1(query: str, mode: str) -> str:
-        return app.memory.search(query, BUDDY, limit=1, min_relevance=0.0, mode=mode)[0].memory.text  # type: ignore[arg-type]
+        return (
+            with_mode(app.memory.searcher, mode)
+            .search(SearchQuery(query, BUDDY, limit=1, min_relevance=0.0))
+            .hits[0]
+            .memory.text
+        )  # type: ignore[arg-type]
 
     assert [top1(q, "hybrid") for q, _ in queries] == [want for _, want in queries]
     assert all(top1(q, "hybrid").startswith(want + ":") for q, want in standups)
@@ -76,16 +83,24 @@ def test_hybrid_finds_names_and_dates_that_embeddings_blur(app: App) -> None:
 def test_a_word_match_raises_relevance_and_no_shared_word_changes_nothing(app: App) -> None:
     app.memory.add("buddy", GLOBAL, "The staging database runs on host tarragon-7")
     app.memory.add("buddy", GLOBAL, "User likes Python")
-    [dense] = app.memory.search("Which machine is tarragon-7?", BUDDY, limit=1, min_relevance=0.0, mode="dense")
-    [hybrid] = app.memory.search("Which machine is tarragon-7?", BUDDY, limit=1, min_relevance=0.0)
+    [dense] = (
+        with_mode(app.memory.searcher, "dense")
+        .search(SearchQuery("Which machine is tarragon-7?", BUDDY, limit=1, min_relevance=0.0))
+        .hits
+    )
+    [hybrid] = app.memory.search(SearchQuery("Which machine is tarragon-7?", BUDDY, limit=1, min_relevance=0.0)).hits
     assert hybrid.memory.id == dense.memory.id
     assert hybrid.bm25 > 0
     assert hybrid.relevance > dense.relevance
     # No query word in the memory: the fused relevance is the dense one.
-    [d2] = app.memory.search(
-        "What programming language should I learn?", BUDDY, limit=1, min_relevance=0.0, mode="dense"
+    [d2] = (
+        with_mode(app.memory.searcher, "dense")
+        .search(SearchQuery("What programming language should I learn?", BUDDY, limit=1, min_relevance=0.0))
+        .hits
     )
-    [h2] = app.memory.search("What programming language should I learn?", BUDDY, limit=1, min_relevance=0.0)
+    [h2] = app.memory.search(
+        SearchQuery("What programming language should I learn?", BUDDY, limit=1, min_relevance=0.0)
+    ).hits
     assert h2.memory.text == "User likes Python"
     assert h2.bm25 == 0
     assert h2.relevance == pytest.approx(d2.relevance)
@@ -96,11 +111,11 @@ def test_seed_cases_hold_with_the_default_hybrid_search(app: App) -> None:
     memory is not, even when a common word is shared."""
     app.memory.add("buddy", GLOBAL, "User likes Python", "preference")
     app.memory.add("buddy", GLOBAL, "User's dog is named Max")
-    assert [h.memory.text for h in app.memory.search("What programming language should I learn?", BUDDY)] == [
-        "User likes Python"
-    ]
-    assert app.memory.search("Explain quantum entanglement", BUDDY) == []
-    assert app.memory.search("What does the user know about quantum entanglement?", BUDDY) == []
+    assert [
+        h.memory.text for h in app.memory.search(SearchQuery("What programming language should I learn?", BUDDY)).hits
+    ] == ["User likes Python"]
+    assert app.memory.search(SearchQuery("Explain quantum entanglement", BUDDY)).hits == ()
+    assert app.memory.search(SearchQuery("What does the user know about quantum entanglement?", BUDDY)).hits == ()
 
 
 def test_the_word_index_keeps_scopes_and_personas_apart(app: App) -> None:
@@ -110,7 +125,12 @@ def test_the_word_index_keeps_scopes_and_personas_apart(app: App) -> None:
     m.add("scholar", GLOBAL, "Scholar studies zanzibar spice routes")
 
     def found(reach: Reach, mode: str) -> set[str]:
-        return {h.memory.text for h in m.search("zanzibar", reach, limit=20, min_relevance=0.0, mode=mode)}  # type: ignore[arg-type]
+        return {
+            h.memory.text
+            for h in with_mode(m.searcher, mode)
+            .search(SearchQuery("zanzibar", reach, limit=20, min_relevance=0.0))
+            .hits
+        }  # type: ignore[arg-type]
 
     for mode in ("lexical", "hybrid"):
         assert found(Reach("buddy", channel="b"), mode) == set()
@@ -130,22 +150,33 @@ def test_metadata_context_is_searchable_but_never_shown(app: App) -> None:
         metadata={"context": "John: Where did you propose to your partner?"},
     )
     app.memory.add("buddy", GLOBAL, "John: I painted the fence blue last weekend")
-    hits = app.memory.search("Where did Maria propose?", BUDDY, limit=1, min_relevance=0.0, mode="lexical")
+    hits = (
+        with_mode(app.memory.searcher, "lexical")
+        .search(SearchQuery("Where did Maria propose?", BUDDY, limit=1, min_relevance=0.0))
+        .hits
+    )
     assert [h.memory.id for h in hits] == [memory.id]
     assert hits[0].memory.text == "Maria: In Reykjavik, at the harbour!"
     # The context ranks below the text: a memory that says it beats one whose context does.
     said, _ = app.memory.add("buddy", GLOBAL, "Anna: I propose we meet at the harbour")
-    top = app.memory.search("propose harbour", BUDDY, limit=2, min_relevance=0.0, mode="lexical")
+    top = (
+        with_mode(app.memory.searcher, "lexical")
+        .search(SearchQuery("propose harbour", BUDDY, limit=2, min_relevance=0.0))
+        .hits
+    )
     assert top[0].memory.id == said.id
     app.memory.forget(memory.id)
     assert memory.id not in {
-        h.memory.id for h in app.memory.search("propose partner", BUDDY, limit=5, min_relevance=0.0, mode="lexical")
+        h.memory.id
+        for h in with_mode(app.memory.searcher, "lexical")
+        .search(SearchQuery("propose partner", BUDDY, limit=5, min_relevance=0.0))
+        .hits
     }
 
 
 def test_bad_mode_and_bad_context_are_refused(app: App) -> None:
     with pytest.raises(InvalidInput) as info:
-        app.memory.search("anything", BUDDY, mode="fuzzy")  # type: ignore[arg-type]
+        with_mode(app.memory.searcher, "fuzzy")  # type: ignore[arg-type]
     assert info.value.field == "mode"
     with pytest.raises(InvalidInput) as info:
         app.memory.add("buddy", GLOBAL, "ok", metadata={"context": ["not", "text"]})
@@ -172,12 +203,16 @@ def test_a_memory_created_on_the_day_the_query_names_ranks_first(app: App) -> No
     app.memory.add(
         "buddy", GLOBAL, "Maria: great news, I joined a choir!", created_at=datetime(2023, 8, 2, 9, 0, tzinfo=UTC)
     )
-    hits = app.memory.search("What great news did Maria share on 16 June, 2023?", BUDDY, limit=2, min_relevance=0.0)
+    hits = app.memory.search(
+        SearchQuery("What great news did Maria share on 16 June, 2023?", BUDDY, limit=2, min_relevance=0.0)
+    ).hits
     assert hits[0].memory.id == june.id  # the other one matches more of the words
     # Only the hybrid search uses the date; with date_weight 0 nothing is boosted.
     assert app.memory.fusion.date_weight > 0
-    dense = app.memory.search(
-        "What great news did Maria share on 16 June, 2023?", BUDDY, limit=2, min_relevance=0.0, mode="dense"
+    dense = (
+        with_mode(app.memory.searcher, "dense")
+        .search(SearchQuery("What great news did Maria share on 16 June, 2023?", BUDDY, limit=2, min_relevance=0.0))
+        .hits
     )
     assert {h.relevance for h in dense} != {h.relevance for h in hits}
 
@@ -213,7 +248,7 @@ def test_the_full_text_side_is_read_while_the_query_is_embedded(app: App, monkey
             return self._inner.embed_queries(texts)
 
     memory = MemoryService(app.store, AnswersOnceTheWordsAreSearched(app.embedder), app.config.memory)
-    [hit] = memory.search("Who flies to Lisbon on 27 May?", BUDDY, limit=1, min_relevance=0.0)
+    [hit] = memory.search(SearchQuery("Who flies to Lisbon on 27 May?", BUDDY, limit=1, min_relevance=0.0)).hits
     assert hit.memory.text == TRIPS["27 May"]
     assert hit.score > 0
 
@@ -235,13 +270,18 @@ DAYS = [
 
 
 def _top(app: App, query: str, mode: str = "hybrid") -> str:
-    return app.memory.search(query, BUDDY, limit=1, min_relevance=0.0, mode=mode)[0].memory.text  # type: ignore[arg-type]
+    return (
+        with_mode(app.memory.searcher, mode)
+        .search(SearchQuery(query, BUDDY, limit=1, min_relevance=0.0))
+        .hits[0]
+        .memory.text
+    )  # type: ignore[arg-type]
 
 
 def test_a_query_naming_someone_ranks_their_memory_first(app: App) -> None:
     """The embedding reads "the concert" as the topic and ranks Marco's concert memories
     above Oksana's, which never says "concert"; the name is what tells them apart. A query
-    that names someone weighs word matches strongly (agentd/memory/fusion.py); with the one
+    that names someone weighs word matches strongly (agentd/search/fusion.py); with the one
     weight every query had before, Marco's memory still came first."""
     for text in CONCERT + DAYS:
         app.memory.add("buddy", GLOBAL, text)

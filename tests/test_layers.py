@@ -1,12 +1,12 @@
 """agentd's packages import one way, bottom up:
 
 * layer 0: the root modules ``config``, ``personas`` and ``_exceptions`` (the two files an operator
-  writes and the error catalogue, read by every layer) and ``relevance``; the packages ``text`` (words,
+  writes and the error catalogue, read by every layer); the packages ``text`` (words,
   quoting), ``files`` (shipped and cached files), ``timing`` (backoff, recurrence), ``observe`` (log,
   metrics, traces), ``web``, ``_compat``; and ``access.scopes``;
-* layer 1: ``store``, ``llm``, ``embedders``, ``client``;
-* layer 2: ``prompt``, ``memory``, ``recall``, ``skills``, ``mcp.client``, ``access`` (identity,
-  visibility), ``spend`` (usage, caps), ``timing.schedules``;
+* layer 1: ``store``, ``llm``, ``embedders`` (with each model's calibration), ``client``;
+* layer 2: ``search``, ``prompt``, ``memory``, ``recall``, ``skills``, ``mcp.client``, ``access``
+  (identity, visibility), ``spend`` (usage, caps), ``timing.schedules``;
 * layer 3: ``runtime``, and ``app`` (the wiring; at the root, so a command that builds parts imports
   no runtime);
 * layer 4: ``api``, ``cli``, ``adapters``, ``mcp.server``; layer 5: ``__main__``.
@@ -32,13 +32,20 @@ PACKAGE = REPO / "agentd"
 #: Each unit's layer (a package, a root module, or a part of a package named ``package.part``); a unit may
 #: import its own layer (without cycles) and the ones below.
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(["_exceptions", "config", "relevance", "personas", "web", "_compat"], 0),
+    **dict.fromkeys(["_exceptions", "config", "personas", "web", "_compat"], 0),
     **dict.fromkeys(["text", "files", "timing", "observe", "access.scopes"], 0),
     **dict.fromkeys(["store", "llm", "embedders", "client"], 1),
     # The API's answer models, which the client returns: below the client's users, beside the operations' models.
     "schemas": 1,
     # recall imports memory and prompt (same layer; the cycle test keeps them from importing it back).
-    **dict.fromkeys(["prompt", "memory", "recall", "skills", "mcp.client", "access", "spend", "timing.schedules"], 2),
+    **dict.fromkeys(
+        ["prompt", "memory", "recall", "skills", "mcp.client", "access", "spend", "timing.schedules", "ops"], 2
+    ),
+    # search sits here too: memory, recall, prompt and skills import it, and the cycle test keeps it from
+    # importing any of them (it needs only store and embedders; an embedder's calibration is embedders/').
+    "search": 2,
+    # The operations' models and their building blocks import nothing above layer 1: a client can use them.
+    **dict.fromkeys(["ops.models", "ops.fields"], 1),
     # mcp/__init__.py is a docstring: it imports nothing.
     "mcp": 0,
     **dict.fromkeys(["app", "runtime"], 3),
@@ -133,7 +140,7 @@ def test_no_import_cycles_between_packages() -> None:
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
-@pytest.mark.parametrize("package", ["config", "access.scopes", "text", "relevance", "_exceptions", "files", "_compat"])
+@pytest.mark.parametrize("package", ["config", "access.scopes", "text", "_exceptions", "files", "_compat"])
 def test_the_bottom_layer_imports_nothing_above_it(package: str) -> None:
     assert all(LAYERS[dep] == 0 for dep in import_graph().get(package, ())), import_graph()[package]
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import testkit.locomo as bench
 from agentd.embedders.local import LocalEmbedder
+from agentd.search import SearchQuery
 
 
 def _fixture(path: Path) -> Path:
@@ -107,7 +108,7 @@ def test_identical_turns_share_a_memory_and_keep_both_ids(tmp_path: Path, embedd
         dia = bench.ingest(service, conv, context_turns=0)
         assert ["D2:2", "D2:3"] in dia.values()
         assert sorted(d for ids in dia.values() for d in ids) == sorted(t.dia_id for t in conv.turns)
-        hits = service.search("greyhound Pixel", bench.reach_of(conv), limit=1, min_relevance=0.0)
+        hits = service.search(SearchQuery("greyhound Pixel", bench.reach_of(conv), limit=1, min_relevance=0.0)).hits
         assert dia[hits[0].memory.id] == ["D1:1"]
         assert hits[0].memory.created_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
     finally:

@@ -17,6 +17,8 @@ from agentd.app import App
 from agentd.config import Config
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory import MemoryService
+from agentd.search import SearchQuery
+from agentd.search.engine import with_mode
 from agentd.store import Store
 from agentd.store.memories import NewMemory
 from tests.conftest import newest_migration
@@ -35,7 +37,7 @@ def test_seed_002_three_memories_related_query_returns_them_with_scores_best_fir
         ("User has a cat called Miso", "fact"),
     ]:
         app.memory.add("buddy", GLOBAL, text, cat)
-    hits = app.memory.search("What color does the user like?", BUDDY, min_relevance=0.0)
+    hits = app.memory.search(SearchQuery("What color does the user like?", BUDDY, min_relevance=0.0)).hits
     assert len(hits) == 3
     assert hits[0].memory.text == "User's favorite color is blue"
     scores = [h.score for h in hits]
@@ -49,13 +51,13 @@ def test_seed_002_three_memories_related_query_returns_them_with_scores_best_fir
 def test_seed_002_limit_caps_and_default_is_5(app: App) -> None:
     for i in range(8):
         app.memory.add("buddy", GLOBAL, f"User note number {i} about programming in Python")
-    assert len(app.memory.search("Python programming", BUDDY, limit=1, min_relevance=0.0)) == 1
+    assert len(app.memory.search(SearchQuery("Python programming", BUDDY, limit=1, min_relevance=0.0)).hits) == 1
     assert app.memory.config.recall_limit == 5
-    assert len(app.memory.search("Python programming", BUDDY, min_relevance=0.0)) == 5
+    assert len(app.memory.search(SearchQuery("Python programming", BUDDY, min_relevance=0.0)).hits) == 5
 
 
 def test_seed_002_empty_store_gives_an_empty_list(app: App) -> None:
-    assert app.memory.search("anything at all", BUDDY) == []
+    assert app.memory.search(SearchQuery("anything at all", BUDDY)).hits == ()
 
 
 def test_seed_002_cooking_ranks_above_programming_for_food_recipes(app: App) -> None:
@@ -63,7 +65,7 @@ def test_seed_002_cooking_ranks_above_programming_for_food_recipes(app: App) -> 
     programming = ["User writes Go microservices at work", "User is learning Rust lifetimes"]
     for text in cooking + programming:
         app.memory.add("buddy", GLOBAL, text)
-    hits = app.memory.search("food recipes", BUDDY, limit=4, min_relevance=0.0)
+    hits = app.memory.search(SearchQuery("food recipes", BUDDY, limit=4, min_relevance=0.0)).hits
     top_two = {h.memory.text for h in hits[:2]}
     assert top_two == set(cooking)
 
@@ -74,10 +76,10 @@ def test_relevance_threshold_with_shipped_defaults(app: App) -> None:
     app.memory.add("buddy", GLOBAL, "User likes Python", "preference")
     app.memory.add("buddy", GLOBAL, "User's dog is named Max")
     assert app.memory.config.min_score == 0.5
-    python = app.memory.search("What programming language should I learn?", BUDDY)
+    python = app.memory.search(SearchQuery("What programming language should I learn?", BUDDY)).hits
     assert [h.memory.text for h in python] == ["User likes Python"]
     assert python[0].relevance >= 0.5
-    assert app.memory.search("Explain quantum entanglement", BUDDY) == []
+    assert app.memory.search(SearchQuery("Explain quantum entanglement", BUDDY)).hits == ()
 
 
 def test_scope_isolation(app: App) -> None:
@@ -90,7 +92,7 @@ def test_scope_isolation(app: App) -> None:
     query = "when are deploys on Fridays"
 
     def texts(reach: Reach) -> set[str]:
-        return {h.memory.text for h in m.search(query, reach, limit=20, min_relevance=0.0)}
+        return {h.memory.text for h in m.search(SearchQuery(query, reach, limit=20, min_relevance=0.0)).hits}
 
     assert texts(Reach("buddy", channel="a", user="x")) == {
         "The deploy password rotation happens on Fridays",
@@ -147,7 +149,9 @@ def test_a_text_repeated_in_one_batch_is_embedded_once_and_every_copy_gets_its_v
         assert sorted(asked) == ["Other", text]
         assert [created for _mid, created in added].count(True) == 3
         for scope in (GLOBAL, Scope.channel("c")):  # each copy by its own vector
-            hits = app.memory.search("who keeps bees?", Reach("buddy", channel="c"), min_relevance=0.0, scopes=[scope])
+            hits = app.memory.search(
+                SearchQuery("who keeps bees?", Reach("buddy", channel="c"), min_relevance=0.0, scopes=[scope])
+            ).hits
             assert [h.memory.text for h in hits] == [text]
             assert hits[0].memory.scope == scope
     finally:
@@ -157,7 +161,7 @@ def test_a_text_repeated_in_one_batch_is_embedded_once_and_every_copy_gets_its_v
 def test_forget_removes_row_vector_and_words(app: App) -> None:
     mem, _ = app.memory.add("buddy", GLOBAL, "User likes Python")
     app.memory.forget(mem.id)
-    assert app.memory.search("Python", BUDDY, min_relevance=0.0) == []
+    assert app.memory.search(SearchQuery("Python", BUDDY, min_relevance=0.0)).hits == ()
     with app.store.read() as conn:
         assert app.store.vectors.count(conn) == 0
         assert app.store.words.count(conn) == 0
@@ -175,13 +179,16 @@ def test_a_forgotten_memory_id_is_never_given_to_a_new_memory(app: App) -> None:
     assert later.id > newest.id
     with pytest.raises(NotFound):
         app.memory.forget(newest.id)
-    assert [h.memory.id for h in app.memory.search("Lisbon", BUDDY, min_relevance=0.0, mode="lexical")] == [later.id]
+    assert [
+        h.memory.id
+        for h in with_mode(app.memory.searcher, "lexical").search(SearchQuery("Lisbon", BUDDY, min_relevance=0.0)).hits
+    ] == [later.id]
 
 
 def test_metadata_and_created_at_are_kept_and_returned(app: App) -> None:
     when = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
     app.memory.add("buddy", GLOBAL, "Caroline went to a support group", metadata={"dia_id": "D1:3"}, created_at=when)
-    (hit,) = app.memory.search("support group", BUDDY, min_relevance=0.0)
+    (hit,) = app.memory.search(SearchQuery("support group", BUDDY, min_relevance=0.0)).hits
     assert hit.memory.metadata == {"dia_id": "D1:3"}
     assert hit.as_result()["created_at"] == "2023-05-08T13:56:00Z"
 
@@ -190,7 +197,9 @@ def test_time_decay_ranks_a_fresh_memory_above_an_old_identical_match(app: App) 
     now = datetime.now(UTC)
     app.memory.add("buddy", GLOBAL, "User lives in Berlin", created_at=now - timedelta(days=400))
     app.memory.add("buddy", Scope.channel("c"), "User lives in Berlin", created_at=now)
-    hits = app.memory.search("where does the user live", Reach("buddy", channel="c"), min_relevance=0.0)
+    hits = app.memory.search(
+        SearchQuery("where does the user live", Reach("buddy", channel="c"), min_relevance=0.0)
+    ).hits
     assert [str(h.memory.scope) for h in hits] == ["channel:c", "global"]
     assert hits[0].relevance == pytest.approx(hits[1].relevance, abs=1e-6)
     assert hits[1].score < hits[0].score
@@ -225,7 +234,7 @@ def test_unknown_persona_and_scope_are_refused(app: App) -> None:
 
 def test_empty_query_is_invalid(app: App) -> None:
     with pytest.raises(InvalidInput, match="query"):
-        app.memory.search("  ", BUDDY)
+        app.memory.search(SearchQuery("  ", BUDDY))
 
 
 def test_import_jsonl_reports_bad_lines_and_imports_the_rest(app: App, tmp_path: Path) -> None:
@@ -324,7 +333,7 @@ def test_no_embedder_stores_memories_but_search_says_why(config: Config) -> None
         assert created
         assert mem.text == "User likes Python"
         with pytest.raises(EmbedderNotConfigured, match="embedding model"):
-            app.memory.search("Python", BUDDY)
+            app.memory.search(SearchQuery("Python", BUDDY))
     finally:
         app.close()
 
@@ -352,7 +361,7 @@ def test_a_store_built_with_one_model_refuses_another_until_reembedded(
     assert app.store.embedding_space().dimension == 64  # type: ignore[union-attr]
     # Now the new model is the store's model, and its vectors answer searches.
     service = MemoryService(app.store, other, config.memory, ["buddy"])
-    hits = service.search("python", BUDDY, min_relevance=0.0)
+    hits = service.search(SearchQuery("python", BUDDY, min_relevance=0.0)).hits
     assert hits[0].memory.text == "User likes Python"
     with pytest.raises(EmbeddingMismatch):
         MemoryService(app.store, app.embedder, config.memory, ["buddy"])

@@ -10,6 +10,8 @@ from agentd.access.scopes import GLOBAL, Reach
 from agentd.config import MemoryConfig
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory import MemoryService
+from agentd.search import SearchQuery
+from agentd.search.engine import with_mode
 from agentd.store import Store, migrate
 from agentd.store.engine import create_engine
 from tests.conftest import REPO, PostgresDatabases, newest_migration
@@ -48,11 +50,24 @@ def test_a_store_at_the_first_revision_upgrades_with_its_memories_searchable(
         service = MemoryService(store, embedder, MemoryConfig(), personas=["buddy"], check_embedding=False)
         reach = Reach("buddy", channel=None, user=None)
         assert reach.scopes() == (GLOBAL,)
-        found = {h.memory.id for h in service.search("dog Max", reach, limit=3, min_relevance=0.0, mode="lexical")}
+        found = {
+            h.memory.id
+            for h in with_mode(service.searcher, "lexical")
+            .search(SearchQuery("dog Max", reach, limit=3, min_relevance=0.0))
+            .hits
+        }
         assert 2 in found
-        by_context = service.search("winter holidays", reach, limit=1, min_relevance=0.0, mode="lexical")
+        by_context = (
+            with_mode(service.searcher, "lexical")
+            .search(SearchQuery("winter holidays", reach, limit=1, min_relevance=0.0))
+            .hits
+        )
         assert [h.memory.id for h in by_context] == [3]
-        best = service.search("What programming language should I learn?", reach, limit=1, mode="dense")
+        best = (
+            with_mode(service.searcher, "dense")
+            .search(SearchQuery("What programming language should I learn?", reach, limit=1))
+            .hits
+        )
         assert [h.memory.text for h in best] == ["User likes Python"]
     finally:
         store.close()
@@ -88,12 +103,20 @@ def test_a_postgresql_store_at_the_first_revision_upgrades_with_its_memories_sea
             assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one() == newest_migration()
         service = MemoryService(store, embedder, MemoryConfig(), personas=["buddy"], check_embedding=False)
         reach = Reach("buddy", channel=None, user=None)
-        best = service.search("What programming language should I learn?", reach, limit=1, mode="dense")
+        best = (
+            with_mode(service.searcher, "dense")
+            .search(SearchQuery("What programming language should I learn?", reach, limit=1))
+            .hits
+        )
         assert [h.memory.text for h in best] == ["User likes Python"]
         # New memories get ids after the old ones, and words as the current code writes them.
         added, _ = service.add("buddy", GLOBAL, "The dog Max sleeps in the garden")
         assert added.id == 3
-        found = service.search("dog Max", reach, limit=3, min_relevance=0.0, mode="lexical")
+        found = (
+            with_mode(service.searcher, "lexical")
+            .search(SearchQuery("dog Max", reach, limit=3, min_relevance=0.0))
+            .hits
+        )
         assert [h.memory.id for h in found] == [3]
     finally:
         store.close()

@@ -20,6 +20,7 @@ from agentd.prompt.budget import ContextBudget
 from agentd.prompt.render import MEMORIES_HEADING, PROFILE_HEADING
 from agentd.prompt.windows import Window
 from agentd.runtime import Done, Event, MemoryContext, Runtime
+from agentd.search import SearchQuery
 from tests.conftest import agentd_cli, write_home
 
 OFFLINE = """
@@ -127,7 +128,7 @@ def test_the_profile_comes_before_recalled_memories_and_is_not_repeated_there(ma
         app.personas["buddy"],
         "general",
         "What do you know about me?",
-        memories=app.memory.search("What do you know about me?", Reach("buddy", "general", "alice")),
+        memories=app.memory.search(SearchQuery("What do you know about me?", Reach("buddy", "general", "alice"))).hits,
         profile=app.memory.profile("buddy", "alice"),
     )
     system = preview.messages[0].content

@@ -20,7 +20,8 @@ from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.app import App
 from agentd.config import load_config
 from agentd.embedders.local import LocalEmbedder
-from agentd.memory.intent import analyse, has_content
+from agentd.search import SearchQuery
+from agentd.search.intent import analyse, has_content
 from agentd.skills import RecallSkill, SkillCaller
 from tests.conftest import agentd_cli, write_home
 
@@ -44,7 +45,7 @@ def test_recall_returns_the_top_limit_by_score_with_no_threshold(app: App) -> No
         app.memory.add("buddy", GLOBAL, text)
     app.memory.add("buddy", GLOBAL, "The office plants are watered on Mondays")
     # Automatic retrieval's threshold would keep only the strong matches; recall has none.
-    above = app.memory.search("Python programming practice", ALICE, limit=10)
+    above = app.memory.search(SearchQuery("Python programming practice", ALICE, limit=10)).hits
     result = recall(app, {"query": "Python programming practice", "limit": 10})
     assert result["total_found"] == 8 > len(above)
     results = result["results"]
@@ -85,10 +86,12 @@ def test_recall_min_score_in_config_sets_a_threshold(tmp_path: Path, embedder: L
 def test_automatic_retrieval_keeps_the_seed_000_threshold(app: App) -> None:
     app.memory.add("buddy", GLOBAL, "User likes Python", "preference")
     app.memory.add("buddy", GLOBAL, "User's dog is named Max")
-    assert texts(app.memory.search("What programming language should I learn?", ALICE)) == ["User likes Python"]
-    assert app.memory.search("Explain quantum entanglement", ALICE) == []
+    assert texts(app.memory.search(SearchQuery("What programming language should I learn?", ALICE)).hits) == [
+        "User likes Python"
+    ]
+    assert app.memory.search(SearchQuery("Explain quantum entanglement", ALICE)).hits == ()
     # With no threshold both come back, weakest last.
-    assert texts(app.memory.search("Explain quantum entanglement", ALICE, min_relevance=0.0)) != []
+    assert texts(app.memory.search(SearchQuery("Explain quantum entanglement", ALICE, min_relevance=0.0)).hits) != []
 
 
 def test_search_and_context_have_no_threshold_unless_min_score_is_given(daemons) -> None:  # type: ignore[no-untyped-def]
@@ -140,18 +143,20 @@ def people(app: App) -> App:
     ],
 )
 def test_questions_about_the_user_recall_that_users_memories(people: App, query: str) -> None:
-    found = people.memory.search(query, ALICE, limit=10)
+    found = people.memory.search(SearchQuery(query, ALICE, limit=10)).hits
     assert sorted(texts(found)) == sorted(t for t, _ in ALICE_MEMORIES)
     assert all(h.relevance >= people.config.memory.min_score for h in found)
     # Newest first, and never another user's or a persona-wide memory.
     assert texts(found)[0] == ALICE_MEMORIES[-1][0]
-    assert texts(people.memory.search(query, Reach("buddy", "general", "bob"))) == ["Bob loves sailing"]
-    assert people.memory.search(query, Reach("buddy", "general", None)) == []
+    assert texts(people.memory.search(SearchQuery(query, Reach("buddy", "general", "bob"))).hits) == [
+        "Bob loves sailing"
+    ]
+    assert people.memory.search(SearchQuery(query, Reach("buddy", "general", None))).hits == ()
 
 
 @pytest.mark.parametrize("query", ["What are my preferences?", "what do I like?", "what should I learn?"])
 def test_questions_about_tastes_and_advice_recall_the_users_preferences(people: App, query: str) -> None:
-    assert texts(people.memory.search(query, ALICE)) == ["User said: I like Python"]
+    assert texts(people.memory.search(SearchQuery(query, ALICE)).hits) == ["User said: I like Python"]
 
 
 @pytest.mark.parametrize(
@@ -159,8 +164,8 @@ def test_questions_about_tastes_and_advice_recall_the_users_preferences(people: 
     ["hello", "ok thanks!", "lol", "Good morning!", "thank you so much", "👍", "hey buddy", "and the second one?"],
 )
 def test_greetings_thanks_and_content_free_messages_recall_nothing(people: App, query: str) -> None:
-    assert people.memory.search(query, ALICE) == []
-    assert people.memory.search(query, ALICE, min_relevance=0.0) == []  # not even without a threshold
+    assert people.memory.search(SearchQuery(query, ALICE)).hits == ()
+    assert people.memory.search(SearchQuery(query, ALICE, min_relevance=0.0)).hits == ()  # not even without a threshold
     assert recall(people, {"query": query})["results"] == []
 
 
@@ -171,7 +176,7 @@ def test_a_memory_without_content_is_never_recalled_by_chance(people: App) -> No
         "a",
         "What do you know about me?",
     ]:
-        assert "a" not in texts(people.memory.search(query, ALICE, limit=50, min_relevance=0.0))
+        assert "a" not in texts(people.memory.search(SearchQuery(query, ALICE, limit=50, min_relevance=0.0)).hits)
     assert not has_content("a")
     assert not has_content("ok")
     assert not has_content("?!")
@@ -179,9 +184,12 @@ def test_a_memory_without_content_is_never_recalled_by_chance(people: App) -> No
 
 
 def test_topic_questions_still_search_by_topic(people: App) -> None:
-    assert texts(people.memory.search("Where do I work?", ALICE))[0] == "Works as a paediatric nurse on night shifts"
-    assert texts(people.memory.search("What's my cat called?", ALICE))[0] == "Has a cat named Miso"
-    assert texts(people.memory.search("When is the daily standup?", ALICE)) == [
+    assert (
+        texts(people.memory.search(SearchQuery("Where do I work?", ALICE)).hits)[0]
+        == "Works as a paediatric nurse on night shifts"
+    )
+    assert texts(people.memory.search(SearchQuery("What's my cat called?", ALICE)).hits)[0] == "Has a cat named Miso"
+    assert texts(people.memory.search(SearchQuery("When is the daily standup?", ALICE)).hits) == [
         "The team standup is at 9:30 every weekday"
     ]
 

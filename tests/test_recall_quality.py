@@ -116,7 +116,7 @@ def test_a_fact_is_recalled_alike_whichever_way_it_names_the_user(everyday_talli
             assert behind <= asked(base) // 10, (style, recalled(tally), recalled(base), tally.misses)
     # Before memories about the user answered only questions that ask something of them (intent.py,
     # asks_of_asker), the worst style recalled 0.60; then 0.75 (the messy one), and 0.875 since a
-    # decision's own candidates are reordered by the cross-encoder (agentd/memory/rerank.py); 0.861 (62 of 72)
+    # decision's own candidates are reordered by the cross-encoder (agentd/search/rerank.py); 0.861 (62 of 72)
     # on a CPU with AVX-512 VNNI. The floor (58 of 72) is four questions below that.
     assert everyday.worst(everyday_tallies) >= 0.8
 

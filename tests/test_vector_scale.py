@@ -19,7 +19,8 @@ from agentd.app import App
 from agentd.config import Config, MemoryConfig
 from agentd.embedders.local import LocalEmbedder
 from agentd.memory import MemoryService, NewMemory
-from agentd.memory.subjects import indexed_text
+from agentd.search import SearchQuery
+from agentd.search.subjects import indexed_text
 from agentd.store import Store, migrate, vectors
 from agentd.store.engine import create_engine
 from agentd.store.pgvectors import PgVectors
@@ -63,7 +64,7 @@ def test_a_search_sees_only_its_persona_channel_user_and_global(app: App) -> Non
         Reach("buddy", everywhere=True): {"global", "channel:a", "channel:b", "user:x", "user:y"},
     }
     for reach, allowed in cases.items():
-        hits = app.memory.search(QUERY, reach, limit=10, min_relevance=0.0)
+        hits = app.memory.search(SearchQuery(QUERY, reach, limit=10, min_relevance=0.0)).hits
         assert {str(h.memory.scope) for h in hits} == allowed, reach
         assert {h.memory.persona for h in hits} == {"buddy"}, reach
 
@@ -92,7 +93,7 @@ def test_a_multi_scope_search_merges_partitions_into_one_exact_top_k(app: App, e
 
     qvec = embedder.embed_queries([QUERY])[0]
     ids = list(stored)
-    # A user's memory is embedded without a subject naming the user (agentd/memory/subjects.py).
+    # A user's memory is embedded without a subject naming the user (agentd/search/subjects.py).
     sims = embedder.embed([indexed_text(stored[i], app.memory.get(i).scope) for i in ids]) @ qvec
     k = 4
     expected = [ids[j] for j in np.argsort(-sims, kind="stable")[:k]]
@@ -214,7 +215,7 @@ def test_forget_removes_the_bit_vector_too(app: App) -> None:
     with app.store.read() as conn:
         assert _ids(conn, vectors.COARSE) == _ids(conn, vectors.TABLE) == set(ids) - {ids[2]}
         assert _bits_match_floats(conn)
-    hits = app.memory.search(gone.text, Reach("buddy", everywhere=True), limit=10, min_relevance=0.0)
+    hits = app.memory.search(SearchQuery(gone.text, Reach("buddy", everywhere=True), limit=10, min_relevance=0.0)).hits
     assert ids[2] not in {h.memory.id for h in hits}
 
 
@@ -234,7 +235,7 @@ def test_reembed_rebuilds_the_bit_table_for_the_new_model(
         assert vectors.table_dimension(conn, vectors.COARSE) == vectors.table_dimension(conn) == 64
         assert len(_ids(conn, vectors.COARSE)) == 3
         assert _bits_match_floats(conn)
-    hits = service.search("python", Reach("buddy", everywhere=True), min_relevance=0.0)
+    hits = service.search(SearchQuery("python", Reach("buddy", everywhere=True), min_relevance=0.0)).hits
     assert hits[0].memory.text == "User likes Python"
 
 
@@ -253,9 +254,9 @@ def test_a_store_bound_to_another_dimension_keeps_its_bit_table_in_step(
     with store.read() as conn:
         assert vectors.table_dimension(conn, vectors.COARSE) == 64
         assert _bits_match_floats(conn)
-    assert service.search("python", Reach("buddy", everywhere=True), min_relevance=0.0)[0].memory.text == (
-        "User likes Python"
-    )
+    assert service.search(SearchQuery("python", Reach("buddy", everywhere=True), min_relevance=0.0)).hits[
+        0
+    ].memory.text == ("User likes Python")
     store.close()
 
 
@@ -377,10 +378,14 @@ def test_a_bulk_fill_on_postgresql_leaves_rows_vectors_and_words_consistent_and_
         assert [m for m, _ in store.words.search(conn, ["lisbon"], "p", ["channel:c2"], 5)] == [ids[1501]]
         assert [m for m, _ in store.words.search(conn, ["filler"], "q", [], 2000)] == ids[1:1500:2]
         assert store.words.search(conn, ["lisbon"], "p", ["channel:c1"], 5) == []
-    scoped = service.search("Where does the user's sister live?", Reach("p", channel="c2"), limit=3, min_relevance=0.0)
+    scoped = service.search(
+        SearchQuery("Where does the user's sister live?", Reach("p", channel="c2"), limit=3, min_relevance=0.0)
+    ).hits
     assert scoped[0].memory.id == ids[1501]
     assert {str(h.memory.scope) for h in scoped} <= {"global", "channel:c2"}
-    everywhere = service.search("When does the team deploy?", Reach("p", everywhere=True), limit=3, min_relevance=0.0)
+    everywhere = service.search(
+        SearchQuery("When does the team deploy?", Reach("p", everywhere=True), limit=3, min_relevance=0.0)
+    ).hits
     assert everywhere[0].memory.id == ids[1502]
     assert {h.memory.persona for h in everywhere} == {"p"}
 

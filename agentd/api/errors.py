@@ -30,9 +30,8 @@ from agentd._exceptions import (
     ShuttingDown,
     http_status,
 )
-from agentd.access.scopes import IDENTIFIER_PATTERN, IDENTIFIER_RULE, unseen_character
-from agentd.api.schemas import CATEGORY_PATTERN, PERSONA_PATTERN, SCOPE_PATTERN, TEXT_PATTERN
 from agentd.observe.log import get_logger
+from agentd.ops.base import describe, field_name
 
 log = get_logger("agentd.api")
 
@@ -89,45 +88,6 @@ def field_of(exc: AgentdError) -> str | None:
     return None
 
 
-def _validation_field(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc]
-    if parts and parts[0] in ("body", "query", "path", "header"):
-        parts = parts[1:] or parts[:1]
-    return ".".join(parts)
-
-
-#: What each declared pattern means, in words (the pattern itself is in the OpenAPI schema).
-_PATTERNS = {
-    IDENTIFIER_PATTERN: IDENTIFIER_RULE,
-    PERSONA_PATTERN: "must not be empty nor hold control, invisible or bidirectional characters",
-    TEXT_PATTERN: "must not be empty, whitespace or invisible characters only, and must not hold a NUL character",
-    SCOPE_PATTERN: "must be global, channel:NAME or user:ID",
-    CATEGORY_PATTERN: "must be 1-64 letters, digits, spaces, '_', '.' or '-'",
-}
-
-
-def _validation_message(err: dict[str, Any]) -> str:
-    kind = err.get("type", "")
-    if kind == "missing":
-        return "is required"
-    if kind == "extra_forbidden":
-        return "is not a known field"
-    if kind == "string_pattern_mismatch":
-        pattern = str((err.get("ctx") or {}).get("pattern", ""))
-        got = err.get("input")
-        unseen = unseen_character(got) if isinstance(got, str) else None
-        if unseen is not None and pattern in (IDENTIFIER_PATTERN, PERSONA_PATTERN):
-            return f"must not hold control, invisible or bidirectional characters: {unseen}"
-        return _PATTERNS.get(pattern, f"must match {pattern}")
-    if kind == "string_unicode":
-        return "holds a lone UTF-16 surrogate: not valid text"
-    msg = str(err.get("msg", "is invalid"))
-    if "input" in err and kind not in ("json_invalid",):
-        got = err["input"]
-        msg += f" (got {type(got).__name__})" if not isinstance(got, str | int | float | bool) else ""
-    return msg[0].lower() + msg[1:] if msg else msg
-
-
 def install(api: FastAPI) -> None:
     """Register the handlers that turn every failure into the JSON error shape."""
 
@@ -150,8 +110,8 @@ def install(api: FastAPI) -> None:
         loc = tuple(first.get("loc", ("body",)))
         if loc == ("body",) and first.get("type") == "missing":
             return error_response(422, ErrorCode.INVALID_INPUT, "a JSON object is required", "body")
-        field = _validation_field(loc)
-        return error_response(422, ErrorCode.INVALID_INPUT, f"{field}: {_validation_message(first)}", field)
+        field = field_name(loc)
+        return error_response(422, ErrorCode.INVALID_INPUT, f"{field}: {describe(first)}", field)
 
     @api.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
 from agentd._exceptions import Forbidden, UnauthorizedCaller
 from agentd.access.scopes import DELEGATION_MARK
 from agentd.api.keys import Principal, Role
+from agentd.api.state import Daemon, daemon
+from agentd.ops.base import OpContext
 
 #: The scope key the door stores the caller under.
 PRINCIPAL_KEY = "agentd.principal"
@@ -104,3 +106,16 @@ def check_channel(who: Principal | None, channel: str, *, write: bool = True) ->
     if who is not None and not who.may_use_channel(channel):
         globs = ", ".join(who.channels) or "none"
         raise Forbidden(f"the {who.role} key {who.name!r} may not use channel {channel!r} (its channels: {globs})")
+
+
+async def acting(request: Request, d: Annotated[Daemon, Depends(daemon)]) -> OpContext:
+    """FastAPI dependency: who an operation acts for, over the daemon's parts (no key: the operator;
+    ``async``, as :func:`daemon`, so it costs no thread hop)."""
+    who = caller_of(request)
+    if who is None:
+        return OpContext.operator(d.app, via="http")
+    return OpContext(d.app, who.role, who.name, who, via="http")
+
+
+#: The operation context of a route (``ctx: Acting``).
+Acting = Annotated[OpContext, Depends(acting)]

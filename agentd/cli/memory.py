@@ -1,4 +1,9 @@
-"""``agentd memory …``: add, search, list, forget, import and re-embed memories."""
+"""``agentd memory …``: add, search, list, forget, import and re-embed memories.
+
+``add``, ``search``, ``list``, ``forget`` and ``history`` are thin adapters over the memory
+operations (:mod:`agentd.ops.memory`, what ``/v1/memories`` and ``/v1/memory/search`` call):
+their flags become the request's fields, and the checks are the operation's.
+"""
 
 from __future__ import annotations
 
@@ -11,23 +16,44 @@ import click
 from rich.table import Table
 
 from agentd._exceptions import InvalidInput
-from agentd.access.scopes import GLOBAL, Reach, Scope, check_identifier
+from agentd.access.scopes import GLOBAL, Scope
 from agentd.app import App
+from agentd.cli.acting import operator, request
 from agentd.cli.main import pass_app
 from agentd.cli.output import err, out, print_json, progress_bar
+from agentd.ops import memory as ops
+
+#: The flag that gives each request field (an error names the flag).
+FLAGS = {
+    "persona": "--persona",
+    "channel": "--channel",
+    "userId": "--user",
+    "user_id": "--user",
+    "category": "--category",
+    "metadata": "--metadata",
+    "limit": "--limit",
+    "offset": "--offset",
+    "minScore": "--min-score",
+    "min_score": "--min-score",
+    "episodes_of": "--episodes",
+    "text": "text",
+    "query": "query",
+}
 
 
-def _scope(channel: str | None, user: str | None, global_: bool, required: bool) -> Scope | None:
-    chosen = [x for x in (channel is not None, user is not None, global_) if x]
-    if len(chosen) > 1:
+def _only_one(channel: str | None, user: str | None, global_: bool) -> None:
+    if sum((channel is not None, user is not None, global_)) > 1:
         raise InvalidInput("scope", "give only one of --channel, --user, --global")
+
+
+def _scope(channel: str | None, user: str | None, global_: bool) -> str | None:
+    """The one scope the flags name (``None``: none named)."""
+    _only_one(channel, user, global_)
     if channel is not None:
-        return Scope.channel(channel)
+        return str(Scope.channel(channel))
     if user is not None:
-        return Scope.user(user)
-    if global_ or required:
-        return GLOBAL
-    return None
+        return str(Scope.user(user))
+    return str(GLOBAL) if global_ else None
 
 
 def _metadata(raw: str | None) -> dict[str, Any]:
@@ -73,12 +99,23 @@ def add(
     as_json: bool,
 ) -> None:
     """Remember TEXT (the same text in the same persona and scope is stored once)."""
-    scope = _scope(channel, user, global_, required=True)
-    assert scope is not None
-    mem, created = app.memory.add(persona, scope, text, category, _metadata(metadata))
+    _only_one(channel, user, global_)
+    body = request(
+        ops.AddMemory,
+        FLAGS,
+        persona=persona,
+        text=text,
+        category=category,
+        channel=channel,
+        userId=user,
+        scope="global" if global_ else None,
+        metadata=_metadata(metadata),
+    )
+    added = ops.remember(operator(app), body)
+    mem = added.memory
     if as_json:
-        print_json({**mem.as_json(), "created": created})
-    elif created:
+        print_json({**mem.as_json(), "created": added.created})
+    elif added.created:
         out.print(f"stored memory {mem.id} in {persona} / {mem.scope}")
     else:
         out.print(f"already stored as memory {mem.id} in {persona} / {mem.scope}")
@@ -111,30 +148,27 @@ def search(
 ) -> None:
     """Search memories for QUERY as a turn would: the persona's global memories, the user's own
     and --channel's; memories only, episodes too with --episodes."""
-    if channel is not None:
-        check_identifier("--channel", channel)
-    user = check_identifier("--user", user or app.config.default_user())
-    reach = Reach(persona, channel, user)
-    scopes = [*reach.scopes(), *reach.episode_scopes(direct=True)] if episodes else None
-    hits = app.memory.search(query, reach, limit=limit, min_relevance=min_score, scopes=scopes)
+    body = request(
+        ops.LocalSearch,
+        FLAGS,
+        query=query,
+        persona=persona,
+        channel=channel,
+        userId=user or app.config.default_user(),
+        limit=limit,
+        minScore=min_score,
+        episodes=episodes,
+    )
+    found = ops.search(operator(app), body)
     if as_json:
-        print_json({"results": [h.as_result() for h in hits], "total_found": len(hits)})
+        print_json(found.as_json())
         return
-    if not hits:
+    if not found.results:
         err.print("no memories above the threshold")
         return
     table = Table("id", "score", "relevance", "category", "scope", "text", "created")
-    for h in hits:
-        m = h.memory
-        table.add_row(
-            str(m.id),
-            f"{h.score:.2f}",
-            f"{h.relevance:.2f}",
-            m.category,
-            str(m.scope),
-            m.text,
-            m.created_at.date().isoformat(),
-        )
+    for h in found.results:
+        table.add_row(str(h.id), f"{h.score:.2f}", f"{h.relevance:.2f}", h.category, h.scope, h.text, h.created_at[:10])
     out.print(table)
 
 
@@ -165,20 +199,24 @@ def list_(
     as_json: bool,
 ) -> None:
     """List a persona's memories, newest first (episodes only with --episodes)."""
-    scope = _scope(channel, user, global_, required=False)
-    if episodes_of is not None:
-        if scope is not None:
-            raise InvalidInput("scope", "give --episodes alone, without --channel, --user or --global")
-        scope = Scope.episodes(Scope.parse(episodes_of))
-    mems = app.memory.list_memories(persona, scope, limit, offset)
+    body = request(
+        ops.LocalList,
+        FLAGS,
+        persona=persona,
+        scope=_scope(channel, user, global_),
+        episodes_of=episodes_of,
+        limit=limit,
+        offset=offset,
+    )
+    listed = ops.list_memories(operator(app), body)
     if as_json:
-        print_json([m.as_json() for m in mems])
+        print_json([m.as_json() for m in listed.memories])
         return
     table = Table("id", "scope", "category", "text", "created")
-    for m in mems:
-        table.add_row(str(m.id), str(m.scope), m.category, m.text, m.created_at.isoformat(timespec="seconds"))
+    for m in listed.memories:
+        table.add_row(str(m.id), m.scope, m.category, m.text, m.created_at[:19])
     out.print(table)
-    err.print(f"{len(mems)} shown, {app.memory.count(persona)} stored for {persona}")
+    err.print(f"{len(listed.memories)} shown, {listed.total} stored for {persona}")
 
 
 @memory.command()
@@ -187,9 +225,10 @@ def list_(
 @pass_app
 def forget(app: App, memory_id: int, as_json: bool) -> None:
     """Delete memory MEMORY_ID (its row, vector and index entry)."""
-    mem = app.memory.forget(memory_id)
+    forgotten = ops.forget(operator(app), request(ops.ForgetMemory, {"id": "MEMORY_ID"}, id=memory_id))
+    mem = forgotten.forgotten
     if as_json:
-        print_json({"forgotten": mem.as_json()})
+        print_json(forgotten.as_json())
     else:
         out.print(f"forgot memory {mem.id} ({mem.persona} / {mem.scope}): {mem.text}")
 
@@ -201,13 +240,13 @@ def forget(app: App, memory_id: int, as_json: bool) -> None:
 def history(app: App, memory_id: int, as_json: bool) -> None:
     """Show how memory MEMORY_ID changed: each decision of fact extraction (ADD, UPDATE with
     the old text, DELETE, NONE) and its reason, oldest first (also for a deleted memory)."""
-    entries = app.memory.revisions(memory_id)
+    found = ops.history(operator(app), request(ops.HistoryRequest, {"memory_id": "MEMORY_ID"}, memory_id=memory_id))
     if as_json:
-        print_json({"memory_id": memory_id, "history": [e.as_json() for e in entries]})
+        print_json(found.as_json())
         return
     table = Table("when", "event", "old text", "new text", "reason")
-    for e in entries:
-        table.add_row(e.created_at.isoformat(timespec="seconds"), e.event, e.old_text or "", e.new_text or "", e.reason)
+    for e in found.history:
+        table.add_row(e.created_at[:19], e.event, e.old_text or "", e.new_text or "", e.reason)
     out.print(table)
 
 

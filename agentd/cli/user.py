@@ -30,9 +30,12 @@ def export(app: App, user_id: str, persona: str | None, output: str | None) -> N
     wrote, the replies to them and those replies' context records, and the
     tool calls they triggered (with their approvals).
     """
-    from agentd.memory.people import export_user
+    from agentd.cli.acting import operator, request
+    from agentd.ops import users as ops
 
-    document = export_user(app.store, user_id, persona)
+    document = ops.export(
+        operator(app), request(ops.UserRequest, {"persona": "--persona"}, user=user_id, persona=persona)
+    ).as_json()
     if output is None:
         print_json(document)
         return
@@ -59,13 +62,16 @@ def forget(app: App, user_id: str, persona: str | None, yes: bool, as_json: bool
     word-for-word quote of them is replaced by "[forgotten]". On SQLite the
     deleted bytes are overwritten and the WAL truncated (docs/guides/privacy.md).
     """
-    from agentd.memory.people import forget_user
+    from agentd.cli.acting import operator, request
+    from agentd.ops import users as ops
 
     if not yes:
         if not sys.stdin.isatty():
             raise click.UsageError("erasing cannot be undone: pass --yes")
         click.confirm(f"erase everything kept about {user_id!r}?", abort=True)
-    erased = forget_user(app.store, user_id, persona)
+    erased = ops.forget(
+        operator(app), request(ops.UserRequest, {"persona": "--persona"}, user=user_id, persona=persona)
+    )
     if as_json:
         print_json(erased.as_json())
         return

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from agentd._exceptions import EmbedderBadOutput
-from agentd.relevance import DEFAULT_WORDS, UNCALIBRATED, Calibration, WordWeights
+from agentd.embedders.calibration import DEFAULT_WORDS, UNCALIBRATED, Calibration, WordWeights
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

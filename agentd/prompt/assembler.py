@@ -31,7 +31,6 @@ from itertools import accumulate
 from typing import Any, NamedTuple
 
 from agentd._exceptions import ContextOverflow
-from agentd.memory.ranking import MemoryHit
 from agentd.prompt.budget import ContextBudget
 from agentd.prompt.render import (
     EPISODES_HEADING,
@@ -45,6 +44,7 @@ from agentd.prompt.render import (
 )
 from agentd.prompt.tokens import JOIN, PER_MESSAGE, REPLY_PRIMING, TokenCounter, tools_tokens
 from agentd.prompt.windows import Window
+from agentd.search.ranking import MemoryHit
 from agentd.store.memories import Memory
 
 #: The user_history message's first line.

@@ -12,7 +12,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentd.config import Config
-from agentd.memory.ranking import MemoryHit
 from agentd.observe import tracing
 from agentd.personas import Persona
 from agentd.prompt.assembler import AssembledContext, ContextAssembler, HistoryItem, PromptRequest, Snippet, make
@@ -20,6 +19,7 @@ from agentd.prompt.history_cache import MAX_ROWS, HistoryCache, newest_read
 from agentd.prompt.project import ProjectFiles
 from agentd.prompt.tokens import PER_MESSAGE, TokenCounter
 from agentd.prompt.windows import Window, WindowMap
+from agentd.search.ranking import MemoryHit
 from agentd.store import Store
 from agentd.store.memories import Memory
 

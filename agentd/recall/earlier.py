@@ -39,8 +39,8 @@ from dataclasses import dataclass
 import regex
 
 from agentd.config import HistoryConfig
-from agentd.memory.intent import PHATIC
 from agentd.prompt.assembler import Snippet
+from agentd.search.intent import PHATIC
 from agentd.store import Store
 from agentd.text.quoting import quote
 from agentd.text.words import content_words, dedupe, is_content, words

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 from agentd.access.scopes import Reach
 from agentd.memory.episodes import Episodes
-from agentd.memory.ranking import MemoryHit
-from agentd.memory.service import QueryVector
+from agentd.search import QueryVector, SearchQuery
+from agentd.search.ranking import MemoryHit
 
 if TYPE_CHECKING:
     import numpy as np
@@ -26,4 +26,5 @@ def search(
         return []
     memory = episodes.memory
     threshold = episodes.config.min_score if episodes.config.min_score is not None else memory.config.min_score
-    return memory.search(query, reach, limit, min_relevance=threshold, vector=vector, scopes=scopes)
+    request = SearchQuery(query, reach, limit, min_relevance=threshold, scopes=scopes, vector=vector)
+    return list(memory.search(request).hits)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentd.access.scopes import Reach
-from agentd.memory.ranking import MemoryHit
 from agentd.memory.service import MemoryService
+from agentd.search import MemoryHit, SearchQuery
 from agentd.text.quoting import one_line
 
 #: The first line of the block (the memory service's /context contract).
@@ -68,18 +68,28 @@ def search(
     channel: str | None,
     limit: int,
     min_relevance: float | None = None,
+    shared_channel: str | None = None,
 ) -> list[MemoryHit]:
     """The best ``limit`` memories for ``query`` across ``personas``, best score first.
 
     Each persona is searched within persona ∩ (global ∪ ``channel`` ∪ ``user``): a
-    user's memories never reach another user's results.
+    user's memories never reach another user's results (and, with ``shared_channel``, a
+    channel others read, only those learned there: :class:`~agentd.access.scopes.Reach`).
     """
     hits: list[MemoryHit] = []
     # One embedding serves every persona's search.
-    vector = memory.embed_query(query) if len(personas) > 1 and query.strip() else None
+    vector = memory.searcher.embed_query(query) if len(personas) > 1 and query.strip() else None
     for persona in personas:
         hits.extend(
-            memory.search(query, Reach(persona, channel, user), limit=limit, min_relevance=min_relevance, vector=vector)
+            memory.search(
+                SearchQuery(
+                    query,
+                    Reach(persona, channel, user, shared_channel=shared_channel),
+                    limit,
+                    min_relevance=min_relevance,
+                    vector=vector,
+                )
+            ).hits
         )
     hits.sort(key=lambda h: (-h.score, -h.memory.created_at.timestamp(), -h.memory.id))
     return hits[:limit]

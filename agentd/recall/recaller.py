@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from agentd.access.scopes import Reach
 from agentd.config import Config
 from agentd.memory.episodes import Episodes
-from agentd.memory.ranking import MemoryHit
 from agentd.memory.service import MemoryService
 from agentd.recall.earlier import EarlierExchanges, EarlierRecall, seeded_query
 from agentd.recall.retrieval import Retrieval, Retriever
 from agentd.recall.status import RecallStatus
+from agentd.search.ranking import MemoryHit
 from agentd.store import Store
 from agentd.store.memories import Memory
 

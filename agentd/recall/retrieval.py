@@ -9,14 +9,14 @@ from dataclasses import dataclass
 
 from agentd._exceptions import AgentdError
 from agentd.access.scopes import Reach
-from agentd.memory import MemoryHit, MemoryService
+from agentd.memory import MemoryService
 from agentd.memory.episodes import Episodes
-from agentd.memory.intent import Asker
-from agentd.memory.service import Ineligible, QueryVector
 from agentd.observe import tracing
 from agentd.observe.log import get_logger
 from agentd.recall import episodes as episode_search
 from agentd.recall.status import RecallStatus
+from agentd.search import Ineligible, MemoryHit, QueryVector, SearchQuery
+from agentd.search.intent import Asker
 
 log = get_logger("agentd.retrieval")
 
@@ -136,7 +136,7 @@ def _search(
     The query is embedded at most once: begun up front when episodes are searched too (same
     vector), else only when the memory search needs it; a greeting is never embedded.
     """
-    vector = memory.topic_vector(query, reach.persona) if episodes is not None and episode_limit > 0 else None
+    vector = memory.searcher.topic_vector(query, reach.persona) if episodes is not None and episode_limit > 0 else None
     with memory.store.snapshot():  # one read transaction for both searches
         return _search_with(memory, query, reach, limit, episodes, episode_limit, vector, asker)
 
@@ -152,21 +152,20 @@ def _search_with(
     asker: Asker | None,
 ) -> tuple[list[MemoryHit], list[MemoryHit], list[MemoryHit], list[Ineligible]]:
     threshold = memory.config.min_score
-    ineligible: list[Ineligible] = []
-    hits, near = memory.search_near(
+    request = SearchQuery(
         query,
         reach,
         limit,
+        vector=vector,
+        asker=asker,
         near_misses=NEAR_MISSES,
         near_floor=max(0.0, threshold - NEAR_MISS_MARGIN),
-        vector=vector,
-        excluded=ineligible,
-        asker=asker,
     )
+    result = memory.search(request)
     found: list[MemoryHit] = []
     if episodes is not None:
         try:
             found = episode_search.search(episodes, query, reach, episode_limit, vector=vector)
         except AgentdError as exc:  # episodes are best effort too: the memories found still count
             log.warning("episodes_skipped", reason="error", code=exc.code, error=exc.message, persona=reach.persona)
-    return hits, near, found, ineligible
+    return list(result.hits), list(result.near_misses), found, list(result.excluded)

@@ -18,6 +18,59 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentd._exceptions import CATALOGUE, ErrorCode
+from agentd.ops.models import (
+    Forgotten,
+    HistoryEntryOut,
+    ImportResponse,
+    KnownFactsResponse,
+    MemoryAdded,
+    MemoryHistory,
+    MemoryHitOut,
+    MemoryList,
+    MemoryOut,
+    SearchResponse,
+    SkippedItem,
+    UserExport,
+    UserForgotten,
+)
+
+#: The API's answers: its own, and the operations' results (:mod:`agentd.ops.models`) re-exported.
+__all__ = [
+    "BudgetResponse",
+    "CapOut",
+    "ChannelList",
+    "ChannelOut",
+    "COMMON_ERRORS",
+    "error_responses",
+    "ErrorDetail",
+    "ErrorResponse",
+    "Forgotten",
+    "Health",
+    "HistoryEntryOut",
+    "ImportResponse",
+    "KnownFactsResponse",
+    "MemoryAdded",
+    "MemoryHistory",
+    "MemoryHitOut",
+    "MemoryList",
+    "MemoryOut",
+    "MessageOut",
+    "MessagePage",
+    "openai_error_responses",
+    "OpenAIErrorDetail",
+    "OpenAIErrorResponse",
+    "PersonaList",
+    "PersonaOut",
+    "PostAccepted",
+    "SearchResponse",
+    "SkippedItem",
+    "StoreHealth",
+    "UsageResponse",
+    "UsageRowOut",
+    "UsageTally",
+    "UserExport",
+    "UserForgotten",
+]
 
 
 class _Out(BaseModel):
@@ -72,148 +125,6 @@ def openai_error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 #: Errors any route may answer with (the Host and key checks, the body limit, a bad value, a
 #: stopping daemon or an unwritable store, a bug).
 COMMON_ERRORS = error_responses(400, 401, 413, 421, 422, 500, 503)
-
-
-class MemoryOut(_Out):
-    """One stored memory."""
-
-    id: int
-    persona: str
-    scope: str = Field(description="global | channel:NAME | user:ID")
-    category: str
-    text: str
-    metadata: dict[str, Any]
-    created_at: str = Field(description="ISO-8601, UTC.")
-
-
-class MemoryHitOut(_Out):
-    """One search result: a memory and how well it matches."""
-
-    id: int
-    text: str
-    category: str
-    score: float = Field(description="relevance, time-decayed (its odds scaled by recency): what ranks.")
-    relevance: float = Field(description="Calibrated match quality in [0, 1]: what thresholds apply to.")
-    created_at: str
-    scope: str
-    metadata: dict[str, Any]
-    persona: str
-
-
-class SearchResponse(_Out):
-    """``POST /v1/memory/search``."""
-
-    results: list[MemoryHitOut]
-    total_found: int
-
-
-class KnownFactsResponse(_Out):
-    """``POST /v1/memory/context``: the published field names, kept exactly."""
-
-    context: str
-    memoriesUsed: int  # noqa: N815 - the memory service's published contract
-    tokensUsed: int  # noqa: N815
-    tokenBudget: int  # noqa: N815
-
-
-class MemoryAdded(_Out):
-    """``POST /v1/memories``."""
-
-    memory: MemoryOut
-    created: bool = Field(description="False: an identical memory was already stored (answered 200).")
-
-
-class SkippedItem(_Out):
-    """An import item that was not stored, and why."""
-
-    index: int
-    reason: str
-
-
-class ImportResponse(_Out):
-    """``POST /v1/memories/import``."""
-
-    added: int
-    duplicates: int
-    skipped: list[SkippedItem]
-    ids: list[int]
-
-
-class MemoryList(_Out):
-    """``GET /v1/memories``."""
-
-    memories: list[MemoryOut]
-    total: int
-
-
-class Forgotten(_Out):
-    """``DELETE /v1/memories/{id}``."""
-
-    forgotten: MemoryOut
-
-
-class UserExport(_Out):
-    """``GET /v1/users/{user}/export``: everything kept about a user (rows as stored, times in UTC)."""
-
-    user: str
-    persona: str | None
-    memories: list[dict[str, Any]] = Field(description="Their memories, each with its ``history``.")
-    episodes: list[dict[str, Any]] = Field(description="Their exchanges kept as episodes, each with its ``history``.")
-    messages: list[dict[str, Any]] = Field(description="The messages they wrote.")
-    replies: list[dict[str, Any]] = Field(description="The replies to those messages.")
-    context_records: list[dict[str, Any]] = Field(description="What each of those replies was given.")
-    tool_calls: list[dict[str, Any]] = Field(default_factory=list, description="The tool calls they triggered.")
-    approvals: list[dict[str, Any]] = Field(
-        default_factory=list, description="The approvals their tool calls asked for (with the paused conversation)."
-    )
-    schedules: list[dict[str, Any]] = Field(default_factory=list, description="The schedules made for them.")
-
-
-class UserForgotten(_Out):
-    """``DELETE /v1/users/{user}``: what was erased (counts only)."""
-
-    user: str
-    persona: str | None
-    messages: int
-    memories: int
-    episodes: int
-    context_records: int
-    memory_history: int
-    tool_calls: int = Field(default=0, description="Tool calls they triggered (with their approvals).")
-    schedules: int = Field(default=0, description="Their schedules (their firings' messages are among the messages).")
-    redacted: dict[str, int] = Field(description="Quotes of the user replaced elsewhere, by kind of row.")
-    channels: list[str] = Field(description="The channels their messages were erased from.")
-    wal_kept: bool = Field(description="SQLite: a reader kept the WAL from being truncated (the next checkpoint does).")
-    remaining: dict[str, int] = Field(
-        description="SQLite: copies of the user's texts still found in the database files after the erasure, "
-        "by file (counted in their bytes; empty: none)."
-    )
-    vacuumed: bool = Field(description="SQLite: the database was rebuilt (VACUUM) to remove copies left in its pages.")
-    until_vacuum: str | None = Field(
-        description="PostgreSQL: what the server keeps until its own vacuum, and what the operator can run."
-    )
-
-
-class HistoryEntryOut(_Out):
-    """One change fact extraction made to a memory, and why."""
-
-    id: int
-    memory_id: int
-    persona: str
-    scope: str
-    event: str = Field(description="ADD | UPDATE | DELETE | NONE")
-    old_text: str | None = Field(None, description="The text before (UPDATE, DELETE).")
-    new_text: str | None = Field(None, description="The text after (ADD, UPDATE; NONE: the text already stored).")
-    reason: str
-    source_message_id: int | None = Field(None, description="The user message the fact came from.")
-    created_at: str
-
-
-class MemoryHistory(_Out):
-    """``GET /v1/memories/{id}/history``: how one memory changed, oldest first."""
-
-    memory_id: int
-    history: list[HistoryEntryOut]
 
 
 class MessageOut(_Out):

@@ -1,29 +1,94 @@
-"""``remember`` and ``recall``: the model's explicit access to long-term memory."""
+"""``remember`` and ``recall``: the model's explicit access to long-term memory, as adapters over
+the memory operations (:func:`agentd.ops.memory.remember`, :func:`agentd.ops.memory.recall`).
+
+The model acts as its persona (role :data:`~agentd.ops.base.PERSONA`) within its conversation: the
+conversation's user and channel fill in what the arguments leave out. A refused argument is
+:class:`~agentd.SkillInvalidInput` with the operation's reason; a search that cannot run (no
+embedding model) :class:`~agentd.SkillExecutionFailed`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentd._exceptions import EmbedderNotConfigured, InvalidInput, NotFound, SkillExecutionFailed, SkillInvalidInput
-from agentd.access.scopes import GLOBAL, Reach, Scope
+from agentd._exceptions import (
+    EmbedderNotConfigured,
+    InvalidInput,
+    NotFound,
+    SkillExecutionFailed,
+    SkillInvalidInput,
+)
+from agentd.ops import memory as ops
+from agentd.ops.base import PERSONA, OpContext, Request, parse, tool_schema
 from agentd.skills.registry import SkillCaller, SkillDeps, function_tool
 
 if TYPE_CHECKING:
+    from agentd.config import Config
     from agentd.memory import MemoryService
+    from agentd.personas import Persona, Personas
+    from agentd.prompt.tokens import TokenCounter
+    from agentd.store import Store
 
-#: Where ``remember`` may store, relative to the conversation.
-REMEMBER_SCOPES = ("user", "channel", "global")
+
+@dataclass(frozen=True)
+class ConversationParts:
+    """The parts the memory skills' operations use: the memory service (the conversation gives the
+    persona; a skill has no configuration, store or tokenizer of its own to give)."""
+
+    memory: MemoryService
+
+    @property
+    def personas(self) -> Personas:
+        """Not given to skills: the conversation names its persona."""
+        raise SkillExecutionFailed("this operation is not offered to a persona's tools")
+
+    @property
+    def config(self) -> Config:
+        """Not given to skills."""
+        raise SkillExecutionFailed("this operation is not offered to a persona's tools")
+
+    @property
+    def store(self) -> Store:
+        """Not given to skills."""
+        raise SkillExecutionFailed("this operation is not offered to a persona's tools")
+
+    def token_counter(self, persona: Persona) -> TokenCounter:
+        """Not given to skills."""
+        raise SkillExecutionFailed("this operation is not offered to a persona's tools")
 
 
-def _int_arg(arguments: dict[str, Any], name: str, default: int, low: int, high: int) -> int:
-    value = arguments.get(name, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SkillInvalidInput(f"{name} must be an integer")
-    if not low <= value <= high:
-        raise SkillInvalidInput(f"{name} must be between {low} and {high}")
-    return value
+def _context(memory: MemoryService, caller: SkillCaller) -> OpContext:
+    """The persona acting in its conversation."""
+    return OpContext(
+        ConversationParts(memory),
+        PERSONA,
+        caller.persona,
+        persona=caller.persona,
+        user=caller.user,
+        channel=caller.channel,
+        shared_channel=caller.shared_channel,
+        message_id=caller.message_id,
+        via="skill",
+    )
+
+
+@contextmanager
+def _as_skill_errors() -> Iterator[None]:
+    """The operation's errors as a tool's: bad input for the model to fix, or a failure."""
+    try:
+        yield
+    except EmbedderNotConfigured as exc:
+        raise SkillExecutionFailed(str(exc)) from exc
+    except (InvalidInput, NotFound) as exc:
+        raise SkillInvalidInput(str(exc)) from exc
+
+
+def _definition(name: str, description: str, arguments: type[Request]) -> dict[str, Any]:
+    schema = tool_schema(arguments)
+    return function_tool(name, description, schema["properties"], schema["required"])
 
 
 class RememberSkill:
@@ -35,45 +100,20 @@ class RememberSkill:
         self._memory = memory
 
     def definition(self) -> dict[str, Any]:
-        """The tool definition."""
-        return function_tool(
+        """The tool definition (:class:`~agentd.ops.memory.RememberArgs`' schema)."""
+        return _definition(
             self.name,
             "Store a fact, preference or decision in long-term memory so it can be recalled later.",
-            {
-                "text": {"type": "string", "description": "The memory, as a short self-contained sentence."},
-                "category": {"type": "string", "description": "preference, fact, decision, ... (default fact)"},
-                "scope": {
-                    "type": "string",
-                    "enum": list(REMEMBER_SCOPES),
-                    "description": "user: only for this user (default); channel: for this channel; global: everywhere",
-                },
-            },
-            ["text"],
+            ops.RememberArgs,
         )
 
     def run(self, arguments: dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
         """Store the memory; a duplicate is reported, not stored twice."""
-        text = arguments.get("text")
-        if not isinstance(text, str) or not text.strip():
-            raise SkillInvalidInput("text must be a non-empty string")
-        category = arguments.get("category") or "fact"
-        where = arguments.get("scope") or ("user" if ctx.user else "channel")
-        if where not in REMEMBER_SCOPES:
-            raise SkillInvalidInput(f"scope must be one of {', '.join(REMEMBER_SCOPES)}")
-        if where == "user" and not ctx.user:
-            where = "channel"
-        scope = (
-            GLOBAL
-            if where == "global"
-            else Scope.user(ctx.user or "")
-            if where == "user"
-            else Scope.channel(ctx.channel)
-        )
-        try:
-            mem, created = self._memory.add(ctx.persona, scope, text, category, source_message_id=ctx.message_id)
-        except InvalidInput as exc:
-            raise SkillInvalidInput(str(exc)) from exc
-        return {"stored": created, "id": mem.id, "scope": str(mem.scope), "text": mem.text, "category": mem.category}
+        acting = _context(self._memory, ctx)
+        with _as_skill_errors():
+            added = ops.remember(acting, parse(ops.RememberArgs, arguments).to_request(acting))
+        mem = added.memory
+        return {"stored": added.created, "id": mem.id, "scope": mem.scope, "text": mem.text, "category": mem.category}
 
 
 class RecallSkill:
@@ -89,44 +129,19 @@ class RecallSkill:
         self._memory = memory
 
     def definition(self) -> dict[str, Any]:
-        """The tool definition: ``query`` (required) and ``limit``."""
-        return function_tool(
+        """The tool definition: ``query`` (required) and ``limit`` (:class:`~agentd.ops.memory.RecallQuery`)."""
+        return _definition(
             self.name,
             "Search long-term memory for stored facts, preferences or context relevant to a query.",
-            {
-                "query": {"type": "string", "description": "What to look for."},
-                "limit": {"type": "integer", "description": "Maximum number of results (default 5).", "minimum": 1},
-            },
-            ["query"],
+            ops.RecallQuery,
         )
 
     def run(self, arguments: dict[str, Any], ctx: SkillCaller) -> dict[str, Any]:
-        """Embed the query, search this conversation's reach, return results best first."""
-        query = arguments.get("query")
-        if not isinstance(query, str) or not query.strip():
-            raise SkillInvalidInput("query must be a non-empty string")
-        if self._memory.embedder is None:
-            raise SkillExecutionFailed(
-                'recall needs an embedding model; configure [embedding] provider = "local" or "litellm"'
-            )
-        limit = _int_arg(arguments, "limit", self._memory.config.recall_limit, 1, 100)
-        # The recall skill's contract: the top ``limit`` by score, with no threshold unless configured.
-        threshold = self._memory.config.recall_min_score or 0.0
-        try:
-            hits = self._memory.search(
-                query,
-                Reach(ctx.persona, ctx.channel, ctx.user, shared_channel=ctx.shared_channel),
-                limit=limit,
-                min_relevance=threshold,
-            )
-        except EmbedderNotConfigured as exc:
-            raise SkillExecutionFailed(str(exc)) from exc
-        except (InvalidInput, NotFound) as exc:
-            raise SkillInvalidInput(str(exc)) from exc
-        result: dict[str, Any] = {"results": [h.as_recall_result() for h in hits], "total_found": len(hits)}
-        if not hits and self._memory.count(ctx.persona) == 0:
-            result["message"] = "no memories are stored yet"
-        return result
+        """Search this conversation's reach, return results best first (each ``{text, category,
+        score, created_at}``, the skill's published shape)."""
+        with _as_skill_errors():
+            found = ops.recall(_context(self._memory, ctx), parse(ops.RecallQuery, arguments))
+        return found.model_dump(mode="json", exclude_none=True, exclude={"results": {"__all__": {"id"}}})
 
 
 def remember_skill(deps: SkillDeps) -> RememberSkill | None:

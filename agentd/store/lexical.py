@@ -43,7 +43,7 @@ CREATE_SQL = (
 CONTEXT_KEY = "context"
 #: bm25 weight of a match in ``context`` relative to one in ``body``. Chosen on
 #: LoCoMo dev conversations 0-2 (two neighbouring turns each side as context),
-#: jointly with the fusion weights (agentd/memory/fusion.py): with
+#: jointly with the fusion weights (agentd/search/fusion.py): with
 #: lexical_weight 1.5, 0.5 beats 0.2, 0.3, 0.4, 0.6 and 0.7 on dev R@10
 #: (bench/locomo.py).
 CONTEXT_WEIGHT = 0.5

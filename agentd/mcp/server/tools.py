@@ -1,15 +1,13 @@
-"""The tools agentd serves over MCP, over the same service functions as the HTTP API.
+"""The tools agentd serves over MCP: thin adapters over the operations of :mod:`agentd.ops`.
 
-``recall`` and ``memory_context`` call :func:`agentd.recall.known_facts.search` (what
-``POST /v1/memory/search`` and ``POST /v1/memory/context`` call), ``remember``,
-``forget`` and ``list_memories`` the :class:`~agentd.memory.MemoryService` methods
-behind ``/v1/memories``, and ``chat`` submits a message to the runtime as
-``POST /v1/chat`` does: the user's scope rules, the channel's visibility rules and
-the thresholds are the HTTP API's, on one code path.
-
-Each tool admits the roles its HTTP twin admits (:data:`ADMITTED`); another role's
-call fails with ``forbidden``, and every failure is a tool result with
-``isError`` and ``{"error": {"code", "message", "field"}}``, the catalogue's code.
+``remember``, ``recall``, ``forget``, ``memory_context`` and ``list_memories`` each call one
+memory operation (:mod:`agentd.ops.memory`, what ``/v1/memories`` and ``/v1/memory/*`` call too):
+the tool's input schema is its argument model's (:func:`~agentd.ops.base.tool_schema`), the
+session (:class:`Session`) fills in the persona, user and channel, and the operation checks the
+values, the scope and the roles it admits (a key of another role fails with ``forbidden``, before
+its arguments are looked at, as over HTTP). ``chat`` submits a message to the runtime as
+``POST /v1/chat`` does. Every failure is a tool result with ``isError`` and
+``{"error": {"code", "message", "field"}}``, the catalogue's code.
 """
 
 from __future__ import annotations
@@ -22,8 +20,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd._exceptions import AgentdError, ErrorCode, Forbidden, InvalidInput, NotFound, TurnError
 from agentd.access.identity import acting_user
-from agentd.access.scopes import DELEGATION_MARK, GLOBAL, Scope, check_identifier, unseen_character
-from agentd.recall import known_facts
+from agentd.access.scopes import DELEGATION_MARK, check_identifier, unseen_character
+from agentd.ops import memory as ops
+from agentd.ops.base import OPERATIONS, OpContext, Request, parse, tool_schema
 from agentd.runtime.events import Done, Error, Event, MemoryContext, ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -31,15 +30,6 @@ if TYPE_CHECKING:
     from agentd.config import Config
     from agentd.runtime import Runtime
 
-#: The roles (as the daemon's keys name them) each tool admits: its HTTP twin's.
-ADMITTED: dict[str, tuple[str, ...]] = {
-    "remember": ("admin",),  # POST /v1/memories
-    "recall": ("admin", "service"),  # POST /v1/memory/search
-    "forget": ("admin",),  # DELETE /v1/memories/{id}
-    "memory_context": ("admin", "service"),  # POST /v1/memory/context
-    "list_memories": ("admin",),  # GET /v1/memories
-    "chat": ("admin", "adapter"),  # POST /v1/chat (an adapter: its channels only)
-}
 #: How long ``chat`` waits for the turn's end.
 CHAT_TIMEOUT_SECONDS = 300.0
 
@@ -103,118 +93,73 @@ def _str(arguments: dict[str, Any], name: str, *, required: bool = False) -> str
     return value
 
 
-def _int(arguments: dict[str, Any], name: str, low: int, high: int) -> int | None:
-    value = arguments.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(name, "must be an integer")
-    if not low <= value <= high:
-        raise InvalidInput(name, f"must be between {low} and {high}")
-    return value
-
-
-def _score(arguments: dict[str, Any], name: str) -> float | None:
-    value = arguments.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
-        raise InvalidInput(name, "must be a number between 0 and 1")
-    return float(value)
-
-
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
 
+@dataclass(frozen=True)
+class Tool:
+    """One tool over one operation: its description, its arguments' model (the input schema), the
+    operation whose roles it admits, and how its arguments run that operation."""
+
+    description: str
+    arguments: type[Request]
+    operation: str
+    run: Callable[[OpContext, Any], dict[str, Any]]
+
+
+def _remember(ctx: OpContext, args: ops.RememberArgs) -> dict[str, Any]:
+    added = ops.remember(ctx, args.to_request(ctx))
+    return {"stored": added.created, "memory": added.memory.as_json()}
+
+
+#: The memory tools, each over its operation.
+TOOLS: dict[str, Tool] = {
+    "remember": Tool(
+        "Store a fact, preference or decision in agentd's long-term memory, so that it is recalled later "
+        "(by `recall`, and automatically before the persona's replies). An identical memory is not stored twice.",
+        ops.RememberArgs,
+        "memory_remember",
+        _remember,
+    ),
+    "recall": Tool(
+        "Search long-term memory for facts, preferences or context relevant to a query: the best first, "
+        "each with its text, category, relevance score (0-1, time-decayed), created_at and id. Only memories "
+        "this session's user may see (global, its channel's, its own).",
+        ops.RecallArgs,
+        "memory_recall",
+        lambda ctx, args: ops.recall(ctx, args).model_dump(mode="json", by_alias=True, exclude_none=True),
+    ),
+    "forget": Tool(
+        "Delete one memory by its id (as `recall` or `list_memories` give it).",
+        ops.ForgetMemory,
+        "memory_forget",
+        lambda ctx, args: ops.forget(ctx, args).as_json(),
+    ),
+    "memory_context": Tool(
+        "The memories relevant to a query, best first, as a ready-to-use Markdown block headed "
+        "`## Known Facts (from memory)` that fits a token budget: paste it into a prompt.",
+        ops.ContextArgs,
+        "memory_context",
+        lambda ctx, args: ops.context(ctx, args.to_request(ctx)).as_json(),
+    ),
+    "list_memories": Tool(
+        "The persona's stored memories, newest first, with their ids, scopes and categories.",
+        ops.ListArgs,
+        "memory_list",
+        lambda ctx, args: ops.list_memories(ctx, args.to_request(ctx)).as_json(),
+    ),
+}
+#: The roles (as the daemon's keys name them) each tool admits: its operation's (its HTTP twin's).
+ADMITTED: dict[str, tuple[str, ...]] = {
+    **{name: OPERATIONS[tool.operation].key_roles for name, tool in TOOLS.items()},
+    "chat": ("admin", "adapter"),  # POST /v1/chat (an adapter: its channels only)
+}
+
+
 #: Each tool: its description and input schema (the MCP ``tools/list`` entry).
 DEFINITIONS: dict[str, tuple[str, dict[str, Any]]] = {
-    "remember": (
-        (
-            "Store a fact, preference or decision in agentd's long-term memory, so that it is recalled later "
-            "(by `recall`, and automatically before the persona's replies). An identical memory is not stored twice."
-        ),
-        _schema(
-            {
-                "text": {"type": "string", "description": "The memory, as a short self-contained sentence."},
-                "category": {"type": "string", "description": "preference, fact, decision, ... (default fact)."},
-                "scope": {
-                    "type": "string",
-                    "enum": ["user", "channel", "global"],
-                    "description": "user: only for this session's user (the default when it has one); channel: "
-                    "for everyone in this session's channel; global: everywhere.",
-                },
-            },
-            ["text"],
-        ),
-    ),
-    "recall": (
-        (
-            "Search long-term memory for facts, preferences or context relevant to a query: the best first, "
-            "each with its text, category, relevance score (0-1, time-decayed), created_at and id. Only memories "
-            "this session's user may see (global, its channel's, its own)."
-        ),
-        _schema(
-            {
-                "query": {"type": "string", "description": "What to look for, in plain words."},
-                "limit": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": 100,
-                    "description": "At most this many results (default 5).",
-                },
-                "minScore": {
-                    "type": "number",
-                    "minimum": 0,
-                    "maximum": 1,
-                    "description": "Leave out results less relevant than this (default: none).",
-                },
-            },
-            ["query"],
-        ),
-    ),
-    "forget": (
-        "Delete one memory by its id (as `recall` or `list_memories` give it).",
-        _schema({"id": {"type": "integer", "minimum": 1, "description": "The memory's id."}}, ["id"]),
-    ),
-    "memory_context": (
-        (
-            "The memories relevant to a query, best first, as a ready-to-use Markdown block headed "
-            "`## Known Facts (from memory)` that fits a token budget: paste it into a prompt."
-        ),
-        _schema(
-            {
-                "query": {"type": "string", "description": "What the context is for."},
-                "tokenBudget": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": 100000,
-                    "description": "The most tokens the block may take (default 2000).",
-                },
-                "limit": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": 1000,
-                    "description": "At most this many memories considered (default 20).",
-                },
-            },
-            ["query"],
-        ),
-    ),
-    "list_memories": (
-        "The persona's stored memories, newest first, with their ids, scopes and categories.",
-        _schema(
-            {
-                "scope": {
-                    "type": "string",
-                    "description": "Only this scope: global, channel:NAME or user:ID (default: all).",
-                },
-                "limit": {"type": "integer", "minimum": 1, "maximum": 10000, "description": "Default 100."},
-                "offset": {"type": "integer", "minimum": 0, "description": "Skip this many (default 0)."},
-            },
-            [],
-        ),
-    ),
+    **{name: (tool.description, tool_schema(tool.arguments)) for name, tool in TOOLS.items()},
     "chat": (
         (
             "Send a message to an agentd persona and get its reply. The persona recalls what it knows first; "
@@ -260,6 +205,11 @@ class Tools:
         """Run tool ``name``; raises :class:`~agentd.AgentdError` (its code is the tool error's)."""
         if name not in DEFINITIONS:
             raise NotFound("tool", name, f"known tools: {', '.join(DEFINITIONS)}")
+        tool = TOOLS.get(name)
+        if tool is not None:
+            ctx = self.context(session)
+            ctx.require(name, OPERATIONS[tool.operation].roles)  # before the arguments, as over HTTP
+            return tool.run(ctx, parse(tool.arguments, arguments))
         who = session.caller
         if who.role not in ADMITTED[name]:
             raise Forbidden(
@@ -270,80 +220,22 @@ class Tools:
         unknown = sorted(set(args) - set(DEFINITIONS[name][1]["properties"]))
         if unknown:
             raise InvalidInput(unknown[0], "unknown argument")
-        handler: Callable[[dict[str, Any], Session], dict[str, Any]] = getattr(self, f"_{name}")
-        return handler(args, session)
+        return self._chat(args, session)
 
-    # -- the tools -------------------------------------------------------------------------
-
-    def _remember(self, args: dict[str, Any], s: Session) -> dict[str, Any]:
-        text = _str(args, "text", required=True)
-        assert text is not None
-        self._check_length(text)
-        category = _str(args, "category") or "fact"
-        where = _str(args, "scope") or ("user" if s.user else "channel" if s.channel else "global")
-        if where == "user":
-            if not s.user:
-                raise InvalidInput("scope", "user needs a session user (agentd mcp --user, /mcp?user=)")
-            scope = Scope.user(s.user)
-        elif where == "channel":
-            if not s.channel:
-                raise InvalidInput("scope", "channel needs a session channel (agentd mcp --channel, /mcp?channel=)")
-            scope = Scope.channel(s.channel)
-        elif where == "global":
-            scope = GLOBAL
-        else:
-            raise InvalidInput("scope", "must be one of user, channel, global")
-        memory, created = self._app.memory.add(self._persona(s), scope, text, category)
-        return {"stored": created, "memory": memory.as_json()}
-
-    def _recall(self, args: dict[str, Any], s: Session) -> dict[str, Any]:
-        query = _str(args, "query", required=True)
-        assert query is not None
-        limit = _int(args, "limit", 1, 100) or self._app.config.memory.recall_limit
-        hits = known_facts.search(
-            self._app.memory,
-            query,
-            self._searched(s),
-            user=s.user,
-            channel=s.channel,
-            limit=limit,
-            min_relevance=_score(args, "minScore") or 0.0,
+    def context(self, s: Session) -> OpContext:
+        """Who a session's call acts as, and for whom: its key, persona, user and channel."""
+        if s.user is not None:
+            check_identifier("user", s.user)
+        if s.channel is not None:
+            check_identifier("channel", s.channel)
+        # The session's persona is checked once, here, as a named one is (NotFound names the known ones).
+        persona = OpContext(self._app).persona_for(s.persona) if s.persona else None
+        caller = s.caller
+        return OpContext(
+            self._app, caller.role, caller.name, caller, persona=persona, user=s.user, channel=s.channel, via="mcp"
         )
-        return {"results": [{**h.as_recall_result(), "id": h.memory.id} for h in hits], "total_found": len(hits)}
 
-    def _forget(self, args: dict[str, Any], s: Session) -> dict[str, Any]:
-        memory_id = _int(args, "id", 1, 2**63 - 1)
-        if memory_id is None:
-            raise InvalidInput("id", "is required")
-        return {"forgotten": self._app.memory.forget(memory_id).as_json()}
-
-    def _memory_context(self, args: dict[str, Any], s: Session) -> dict[str, Any]:
-        query = _str(args, "query", required=True)
-        assert query is not None
-        if not s.user:
-            raise InvalidInput("user", "memory_context needs a session user (agentd mcp --user, /mcp?user=)")
-        cfg = self._app.config.memory
-        personas = self._searched(s)
-        hits = known_facts.search(
-            self._app.memory,
-            query,
-            personas,
-            user=s.user,
-            channel=s.channel,
-            limit=_int(args, "limit", 1, 1000) or cfg.limit,
-            min_relevance=0.0,
-        )
-        budget = _int(args, "tokenBudget", 1, 100_000) or cfg.token_budget
-        return known_facts.known_facts(hits, budget, self._count(personas)).as_json()
-
-    def _list_memories(self, args: dict[str, Any], s: Session) -> dict[str, Any]:
-        persona = self._persona(s)
-        scope = _str(args, "scope")
-        parsed = Scope.parse(scope) if scope is not None else None
-        limit = _int(args, "limit", 1, 10_000) or 100
-        offset = _int(args, "offset", 0, 2**63 - 1) or 0
-        memories = self._app.memory.list_memories(persona, parsed, limit, offset)
-        return {"memories": [m.as_json() for m in memories], "total": self._app.memory.count(persona)}
+    # -- chat ------------------------------------------------------------------------------
 
     def _chat(self, args: dict[str, Any], s: Session) -> dict[str, Any]:
         message = _str(args, "message", required=True)
@@ -386,25 +278,6 @@ class Tools:
             "persona",
             f"this session names no persona (agentd mcp --persona P, /mcp?persona=P); known: {', '.join(personas)}",
         )
-
-    def _searched(self, s: Session) -> list[str]:
-        """The personas a search covers: the session's, else all (as the HTTP API)."""
-        if s.user is not None:
-            check_identifier("user", s.user)
-        if s.channel is not None:
-            check_identifier("channel", s.channel)
-        return [self._app.personas[s.persona].name] if s.persona else list(self._app.personas)
-
-    def _check_length(self, text: str) -> None:
-        limit = self._app.config.memory.max_text_chars
-        if len(text) > limit:
-            raise InvalidInput("text", f"is {len(text)} characters; the limit is {limit} (memory.max_text_chars)")
-
-    def _count(self, personas: list[str]) -> known_facts.TokenCount:
-        """The largest count among the personas' tokenizers (the block fits any of them)."""
-        builder = self._app.builder
-        counters = {c.name: c for c in (builder.counter(self._app.personas[p]) for p in personas)}
-        return lambda text: max((c.count(text) for c in counters.values()), default=0)
 
     def _check_channel(self, who: McpCaller, channel: str, persona: str) -> None:
         """As ``POST /v1/chat``: no delegation channel, an adapter's own channels, a bound channel's personas."""

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentd.memory.ranking import MemoryHit
 from agentd.prompt.assembler import AssembledContext
 from agentd.prompt.budget import ContextBudget
 from agentd.runtime.pipeline.turn import PreparedTurn
+from agentd.search.ranking import MemoryHit
 
 #: The version :class:`ContextRecord` writes; records without one were written as version 1.
 RECORD_VERSION = 2

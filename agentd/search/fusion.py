@@ -17,7 +17,7 @@ logistic map dense search always used, so relevance stays "as likely relevant
 as not" at 0.5: a memory that shares no word with the query is scored exactly
 as before, and lexical evidence can only raise it (README, "Retrieval").
 A query that names a calendar day ("on 16 June, 2023") adds ``date_weight``
-to every candidate created that day (agentd/memory/dates.py).
+to every candidate created that day (agentd/search/dates.py).
 
 How much words count depends on the query (:meth:`Fusion.for_query`). A
 query that *names* someone or something ("When did Caroline go to the LGBTQ
@@ -25,7 +25,7 @@ support group?", "How long have I used my Fitbit?") gets ``lexical_weight`` and
 ``lexical_saturation``; a query that names nothing ("What should I cook
 tonight?", "Where does my brother live?") gets ``plain_weight`` and
 ``plain_saturation``, far less. Naming is read from the writing: a capitalised
-word where no sentence starts, not "I" (:func:`agentd.memory.query.named_words`).
+word where no sentence starts, not "I" (:func:`agentd.search.query.named_words`).
 Why it generalises: a sentence embedding spreads a name, a title or a rare
 term over a whole vector, so two texts about different people or products can
 sit as close as two texts about one; an exact word match on a name is what
@@ -43,7 +43,7 @@ that rule, replayed; recall_any@1 0.938 -> 0.914, still above dense's 0.901).
 
 The weights are in cosine units, so they belong to the embedding model (how
 spread out its cosines are): each embedder carries its own
-(:class:`agentd.relevance.WordWeights`), and ``[memory]`` settings override
+(:class:`agentd.embedders.calibration.WordWeights`), and ``[memory]`` settings override
 them. They were chosen on dev data only (LoCoMo conversations 0-2 with
 bench/locomo.py, LongMemEval-S dev with bench/longmemeval.py, replayed with
 bench/fusion_replay.py); held-out parts were only measured, never used to choose
@@ -74,12 +74,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from agentd.memory.query import counts, named_words
-from agentd.relevance import DEFAULT_WORDS
+from agentd.embedders.calibration import DEFAULT_WORDS
+from agentd.search.query import counts, named_words
 
 if TYPE_CHECKING:
     from agentd.config import MemoryConfig
-    from agentd.relevance import WordWeights
+    from agentd.embedders.calibration import WordWeights
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ class Fusion:
 
     lexical_weight: float = DEFAULT_WORDS.lexical_weight
     lexical_saturation: float = DEFAULT_WORDS.lexical_saturation
-    #: Added to a candidate created on a day the query names (agentd/memory/dates.py).
+    #: Added to a candidate created on a day the query names (agentd/search/dates.py).
     date_weight: float = DEFAULT_WORDS.date_weight
     #: ``lexical_weight`` for a query that names nothing (``None``: the same).
     plain_weight: float | None = DEFAULT_WORDS.plain_weight
@@ -128,7 +128,7 @@ class Fusion:
 
     def for_query(self, query: str) -> Fusion:
         """The weights for ``query``: these when it names someone or something
-        (:func:`~agentd.memory.query.named_words`) or counts (:func:`~agentd.memory.query.counts`),
+        (:func:`~agentd.search.query.named_words`) or counts (:func:`~agentd.search.query.counts`),
         the plain ones otherwise."""
         if named_words(query) or counts(query):
             return self

@@ -1,7 +1,7 @@
 """A decision's candidates reordered by a cross-encoder, mixed with the search's own ranking.
 
 For a question that asks for a decision or advice for the asker ("Can I order the
-prawn linguine tonight?", :func:`~agentd.memory.intent.asks_of_asker`), automatic
+prawn linguine tonight?", :func:`~agentd.search.intent.asks_of_asker`), automatic
 retrieval lets the asker's own memories compete by rank, since what constrains them
 shares neither a word nor a topic with the question. The bi-encoder's rank is then
 all that decides, and e5-small-v2 puts "Allergic to shellfish" below three of the
@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from agentd.memory.ranking import Ranked
+from agentd.search.ranking import Ranked
 
 
 def _standardised(values: Sequence[float]) -> list[float]:

@@ -60,7 +60,7 @@ def indexed_text(text: str, scope: Scope) -> str:
 
 
 def reread_text(text: str, scope: Scope) -> str:
-    """The text the cross-encoder reads (:mod:`agentd.memory.rerank`): for a user's memory, without a
+    """The text the cross-encoder reads (:mod:`agentd.search.rerank`): for a user's memory, without a
     leading subject that names the user, "User" and "The user" included (it only orders candidates,
     so the threshold case that keeps "User" in :func:`indexed_text` does not arise); any other
     memory's text as it is."""

@@ -1,6 +1,6 @@
 """Ranking: from fused candidates to calibrated, time-decayed hits.
 
-This is the ranking behind the one search function (``MemoryService.search``)
+This is the ranking behind the one search (:class:`agentd.search.engine.Searcher`)
 that ``recall``, automatic retrieval, the memory service's ``/search`` and
 ``/context``, and ``agentd memory search`` all use.
 """
@@ -8,18 +8,19 @@ that ``recall``, automatic retrieval, the memory service's ``/search`` and
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
 from agentd.access.scopes import Scope
-from agentd.memory.fusion import Evidence, Fusion, best_bm25
-from agentd.relevance import Calibration, Recency, sigmoid
+from agentd.embedders.calibration import Calibration, sigmoid
+from agentd.search.fusion import Evidence, Fusion, best_bm25
+from agentd.search.recency import Recency
 from agentd.store.memories import Memory
 
 #: The relevance of a memory recalled because of what the query asks rather than its words:
 #: the user's own memories for "what do you know about me?", their preferences for "what
-#: should I learn?" (agentd/memory/intent.py). All of them answer the question, so they are
+#: should I learn?" (agentd/search/intent.py). All of them answer the question, so they are
 #: given one value, above the default threshold (0.5: as likely relevant as not) and below
 #: what a strong topical match reaches; age orders them (newest first).
 INTENT_RELEVANCE = 0.75
@@ -75,7 +76,7 @@ class MemoryHit:
 class Bar:
     """The relevance a search result needs: ``general`` for most memories, ``own`` for the asker's
     own memories (user scope); ``own = None``: none of theirs is a result (the question is not
-    about them; agentd/memory/intent.py, :func:`~agentd.memory.intent.asks_of_asker`)."""
+    about them; agentd/search/intent.py, :func:`~agentd.search.intent.asks_of_asker`)."""
 
     general: float
     own: float | None
@@ -124,47 +125,56 @@ class Ranked:
         return MemoryHit(memory, self.relevance, self.score, self.similarity, self.bm25)
 
 
-def rank(
-    candidates: dict[int, Evidence],
-    created: Mapping[int, datetime],
-    calibration: Calibration,
-    recency: Recency,
-    now: datetime,
-    limit: int | None,
-    min_relevance: float,
-    fusion: Fusion | None = None,
-    days: Collection[date] = (),
-) -> list[Ranked]:
-    """The best ``limit`` (``None``: all) fused candidates at or above ``min_relevance``, best first.
+@dataclass(frozen=True)
+class Ranker:
+    """How fused candidates become ranked hits: the embedder's ``calibration`` (cosine to
+    relevance), ``recency`` (age scales the odds) and the ``fusion`` weights (words and dates
+    added to the cosine)."""
 
-    Only ids and creation times are needed (``created``: a candidate missing there
-    was deleted and is skipped), so the caller loads whole rows for the winners
-    alone. relevance = calibration(fusion's effective cosine); score = relevance with
-    its odds scaled by recency (:meth:`agentd.relevance.Recency.decayed`).
-    ``days``: calendar days the query names (a memory created on one
-    gets the fusion's date boost). Ties break on the effective cosine (strong word
-    matches can push the calibrated relevance to exactly 1.0 in floating point),
-    then on newer memory, then on id, so results are deterministic.
-    """
-    fusion = fusion or Fusion()
-    best = best_bm25(candidates)
-    ranked: list[tuple[tuple[float, float, float, int], Ranked]] = []
-    for mid, evidence in candidates.items():
-        when = created.get(mid)
-        if when is None:
-            continue
-        on_day = bool(days) and _utc_day(when) in days
-        effective = fusion.effective_cosine(evidence, best, on_day)
-        logit = calibration.logit(effective)
-        relevance = sigmoid(logit)
-        if relevance < min_relevance:
-            continue
-        score = recency.decayed(logit, when, now)
-        similarity = evidence.cosine if evidence.dense_known else None
-        key = (-score, -effective, -when.timestamp(), -mid)
-        ranked.append((key, Ranked(mid, relevance, score, similarity, evidence.bm25)))
-    ranked.sort(key=lambda pair: pair[0])
-    return [r for _, r in (ranked if limit is None else ranked[:limit])]
+    calibration: Calibration
+    recency: Recency
+    fusion: Fusion = field(default_factory=Fusion)
+
+    def rank(
+        self,
+        candidates: dict[int, Evidence],
+        created: Mapping[int, datetime],
+        now: datetime,
+        *,
+        min_relevance: float,
+        limit: int | None = None,
+        days: Collection[date] = (),
+    ) -> list[Ranked]:
+        """The best ``limit`` (``None``: all) fused candidates at or above ``min_relevance``, best first.
+
+        Only ids and creation times are needed (``created``: a candidate missing there
+        was deleted and is skipped), so the caller loads whole rows for the winners
+        alone. relevance = calibration(fusion's effective cosine); score = relevance with
+        its odds scaled by recency (:meth:`agentd.search.recency.Recency.decayed`).
+        ``days``: calendar days the query names (a memory created on one
+        gets the fusion's date boost). Ties break on the effective cosine (strong word
+        matches can push the calibrated relevance to exactly 1.0 in floating point),
+        then on newer memory, then on id, so results are deterministic.
+        """
+        fusion, calibration, recency = self.fusion, self.calibration, self.recency
+        best = best_bm25(candidates)
+        ranked: list[tuple[tuple[float, float, float, int], Ranked]] = []
+        for mid, evidence in candidates.items():
+            when = created.get(mid)
+            if when is None:
+                continue
+            on_day = bool(days) and _utc_day(when) in days
+            effective = fusion.effective_cosine(evidence, best, on_day)
+            logit = calibration.logit(effective)
+            relevance = sigmoid(logit)
+            if relevance < min_relevance:
+                continue
+            score = recency.decayed(logit, when, now)
+            similarity = evidence.cosine if evidence.dense_known else None
+            key = (-score, -effective, -when.timestamp(), -mid)
+            ranked.append((key, Ranked(mid, relevance, score, similarity, evidence.bm25)))
+        ranked.sort(key=lambda pair: pair[0])
+        return [r for _, r in (ranked if limit is None else ranked[:limit])]
 
 
 def _utc_day(moment: datetime) -> date:
