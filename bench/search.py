@@ -11,7 +11,7 @@ per size:
   words) measured on the first 2,000 memories, and the store-only rate for the
   bulk (vectors precomputed: embedding a million texts would take half an hour
   here and says nothing about the store); on PostgreSQL the bulk is one
-  ``Store.bulk`` transaction (the HNSW graph built once at the end, included in
+  ``testkit.bulk`` transaction (the HNSW graph built once at the end, included in
   the rate, which is printed with its parts), on SQLite one transaction per
   5,000 memories;
 * p50/p95 of one scoped search (embed the query + lexical + vector + ranking,
@@ -66,6 +66,7 @@ from agentd.embedders.local import DEFAULT_MODEL, MODELS, LocalEmbedder  # noqa:
 from agentd.memory import MemoryService, NewMemory  # noqa: E402
 from agentd.search import SearchQuery  # noqa: E402
 from agentd.store import Store, lexical, pgtext, pgvectors  # noqa: E402
+from testkit.bulk import bulk  # noqa: E402
 from testkit.pgembedded import EmbeddedPostgres  # noqa: E402
 
 SUBJECTS = ["Alice", "Bob", "the team", "Carol", "the user", "Dmitri", "Priya", "the client", "Ming", "Lena"]
@@ -168,8 +169,8 @@ def load(
                 print(f"  … {n:,} memories", flush=True)
 
     if store.backend == "postgresql" and n < size:
-        # One transaction; the HNSW graph is built once at the end (Store.bulk).
-        with store.bulk() as conn:
+        # One transaction; the HNSW graph is built once at the end (testkit.bulk).
+        with bulk(store) as conn:
             fill(lambda: nullcontext(conn))
             filled = time.perf_counter() - t
         total = time.perf_counter() - t

@@ -60,7 +60,7 @@ def real_count(messages: list[dict[str, str]], tools: list[dict[str, object]] | 
     return int(litellm_module().token_counter(model="offline/agentd", messages=messages, tools=tools or None))
 
 
-def test_seed_001_memories_come_before_history_and_appear_in_the_context() -> None:
+def test_memories_come_before_history_and_appear_in_the_context() -> None:
     ctx = assemble(
         request(memories=[hit("User prefers Go over Rust for this project", "fact")], history=history(4)), 4000
     )
@@ -74,7 +74,7 @@ def test_seed_001_memories_come_before_history_and_appear_in_the_context() -> No
     assert ctx.budget.history_messages == 4
 
 
-def test_seed_001_a_short_budget_keeps_fewer_and_the_newest_history_messages() -> None:
+def test_a_short_budget_keeps_fewer_and_the_newest_history_messages() -> None:
     full = assemble(request(history=history(30)), 100_000)
     short = assemble(request(history=history(30)), 600)
     assert full.budget.history_messages == 30

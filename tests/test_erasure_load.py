@@ -1,4 +1,4 @@
-"""Erasure that holds (issue 56): after ``agentd user forget`` no byte of the user's text is left in
+"""Erasure that holds: after ``agentd user forget`` no byte of the user's text is left in
 ``agentd.db`` or ``agentd.db-wal``, when the tables have grown past a page since she wrote (page
 splits copy her text into other pages) and while the daemon answers a backlog for someone else
 (its readers keep old WAL frames), and still after the daemon stops; and the report says what
@@ -104,7 +104,7 @@ def test_copies_left_by_an_older_file_are_found_and_vacuumed_away(daemons: Any) 
     wait_for(lambda: _replies(d, "general") >= 1, 60, "alice's message answered")
     old = d.app.store.engine.raw_connection()
     try:
-        old.execute("PRAGMA secure_delete = OFF")  # as SQLite's default, and agentd before issue 56
+        old.execute("PRAGMA secure_delete = OFF")  # as SQLite's default, and agentd before secure_delete was set
         old.execute("CREATE TABLE scratch (t TEXT)")
         old.execute("INSERT INTO scratch VALUES (?)", (said,))
         old.execute("DELETE FROM scratch")

@@ -106,7 +106,7 @@ def test_a_word_match_raises_relevance_and_no_shared_word_changes_nothing(app: A
     assert h2.relevance == pytest.approx(d2.relevance)
 
 
-def test_seed_cases_hold_with_the_default_hybrid_search(app: App) -> None:
+def test_the_first_use_cases_hold_with_the_default_hybrid_search(app: App) -> None:
     """The first-use cases: "User likes Python" is found above the default threshold; an unrelated
     memory is not, even when a common word is shared."""
     app.memory.add("buddy", GLOBAL, "User likes Python", "preference")

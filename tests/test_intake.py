@@ -121,6 +121,16 @@ def test_concurrent_posts_are_each_durable_when_accepted_ordered_per_channel_and
         other.close()
 
 
+class WatchedGroupCommit(GroupCommit[Incoming, Message, None]):
+    """A group commit whose queue a test can watch (the daemon never asks): reads its lock and queue."""
+
+    @property
+    def queued(self) -> int:
+        """How many items wait for the commit under way to end."""
+        with self._cond:
+            return len(self._queue)
+
+
 def test_what_queues_during_a_commit_is_stored_in_one_transaction_and_dispatched_in_id_order(app: App) -> None:
     writer = TurnWriter(app.store, app.builder)
     gate = threading.Event()
@@ -138,7 +148,7 @@ def test_what_queues_during_a_commit_is_stored_in_one_transaction_and_dispatched
             assert app.store.messages.get(conn, message.id) is not None
         dispatched.append(message.id)
 
-    group: GroupCommit[Incoming, Message, None] = GroupCommit(commit, dispatch)
+    group = WatchedGroupCommit(commit, dispatch)
     results: dict[int, Message] = {}
 
     def post(i: int) -> None:

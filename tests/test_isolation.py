@@ -158,7 +158,7 @@ def test_alices_secrets_reach_no_one_else_by_any_path(daemons, fake_openai: Fake
     for who, headers in (("adapter for other channels", other), ("service key", service)):
         for method, path, kwargs in attempts:
             if who == "service key" and path.startswith("/v1/memory/"):
-                continue  # a service key's job: any user's memories, read-only (seed 003)
+                continue  # a service key's job: any user's memories, read-only (the service role)
             response = d.client.request(method, path, headers=headers, **kwargs)
             count(f"{who} {method} {path}", response.text)
             if response.status_code != 403:

@@ -1,6 +1,6 @@
 """Keys hold to what they are for: an adapter key acts only for its own network's users.
 
-The hole (issue 56): a key limited to ``irc-*`` posted as ``alice`` into a new channel
+The hole this closes: a key limited to ``irc-*`` posted as ``alice`` into a new channel
 inside its globs, declared it ``direct``, and the turn recalled alice's private memories.
 Every way in is tried here (``POST /v1/chat``, ``POST /v1/channels/{c}/messages``,
 ``/v1/chat/completions`` with ``metadata.channel``, MCP's ``chat`` over ``/mcp``): each is

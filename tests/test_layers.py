@@ -272,12 +272,16 @@ def _top_level_imports(path: Path) -> set[str]:
     ``<file>``: their text names the repository's directories, so those lines are kept whole."""
     found: set[str] = set()
     text = path.read_text(encoding="utf-8")
+    # A relative import (``from .test_x import y``) is named from the file's own package.
+    package = path.parent.relative_to(REPO).parts if path.is_relative_to(REPO) else (path.parent.name,)
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module)
-            found |= {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.level or node.module):
+            base = package[: len(package) - node.level + 1] if node.level else ()
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found.add(module)
+            found |= {f"{module}.{a.name}" for a in node.names}
     found |= {f"<file> {line.strip()}" for line in text.splitlines() if "spec_from_file_location(" in line}
     found |= {f"<file> {line.strip()}" for line in text.splitlines() if "sys.path.insert(" in line}
     return found
@@ -311,15 +315,18 @@ def test_tests_bench_and_testkit_import_only_what_they_may(tree: str) -> None:
 
 def test_the_crossing_check_sees_a_test_importing_a_test_and_a_bench_file(tmp_path: Path) -> None:
     """The check above reads what these lines import as the crossings they are."""
-    path = tmp_path / "t.py"
+    path = tmp_path / "tests" / "t.py"
+    path.parent.mkdir()
     path.write_text(
         "from tests.test_serve import Serve\nimport tests.support\n"
+        "from .test_api import client\nfrom . import test_web\n"
         "spec = spec_from_file_"  # split: this file's own text is checked too
         'location("x", REPO / "bench" / "locomo.py")\n'
     )
     found = _top_level_imports(path)
     assert "tests.test_serve" in found
     assert "tests.support" in found
+    assert {"tests.test_api", "tests.test_web"} <= found  # relative imports, named from the package
     assert any(name.startswith("<file>") and '"bench"' in name for name in found)
 
 

@@ -81,7 +81,7 @@ def test_the_tools_over_stdio_follow_the_http_apis_rules(tmp_path: Path, embedde
         again = payload(await call(client, "remember", text="User likes Python", category="preference"))
         assert again["stored"] is False
 
-        # The seed's own case, with the seed's result shape; bob's memory is not alice's to see.
+        # The first-use case, with the recall tool's result shape; bob's memory is not alice's to see.
         found = payload(await call(client, "recall", query="What programming language should I learn?"))
         assert set(found) == {"results", "total_found"}
         assert found["results"][0]["text"] == "User likes Python"

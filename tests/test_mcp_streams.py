@@ -1,7 +1,7 @@
 """``GET /mcp`` event streams are followers: counted against ``[daemon] max_followers_per_channel``
 and ``max_followers_per_key`` with the channel feeds, refused to a metrics key, and ended when the
 daemon stops, so that holding many of them cannot take every connection the daemon keeps
-(issue 56: 800 of them and ``/healthz``, ``/v1/chat`` and ``/v1/personas`` went unanswered)."""
+(once, 800 of them and ``/healthz``, ``/v1/chat`` and ``/v1/personas`` went unanswered)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.both_backends
 BUDDY = Reach("buddy")
 
 
-def test_seed_002_three_memories_related_query_returns_them_with_scores_best_first(app: App) -> None:
+def test_a_related_query_returns_three_memories_with_scores_best_first(app: App) -> None:
     """Store 3 memories; a related query returns the relevant one first, with scores, highest first."""
     for text, cat in [
         ("User's favorite color is blue", "preference"),
@@ -48,7 +48,7 @@ def test_seed_002_three_memories_related_query_returns_them_with_scores_best_fir
     assert result["created_at"].endswith("Z")
 
 
-def test_seed_002_limit_caps_and_default_is_5(app: App) -> None:
+def test_limit_caps_the_hits_and_the_default_is_5(app: App) -> None:
     for i in range(8):
         app.memory.add("buddy", GLOBAL, f"User note number {i} about programming in Python")
     assert len(app.memory.search(SearchQuery("Python programming", BUDDY, limit=1, min_relevance=0.0)).hits) == 1
@@ -56,11 +56,11 @@ def test_seed_002_limit_caps_and_default_is_5(app: App) -> None:
     assert len(app.memory.search(SearchQuery("Python programming", BUDDY, min_relevance=0.0)).hits) == 5
 
 
-def test_seed_002_empty_store_gives_an_empty_list(app: App) -> None:
+def test_an_empty_store_gives_an_empty_list(app: App) -> None:
     assert app.memory.search(SearchQuery("anything at all", BUDDY)).hits == ()
 
 
-def test_seed_002_cooking_ranks_above_programming_for_food_recipes(app: App) -> None:
+def test_cooking_ranks_above_programming_for_food_recipes(app: App) -> None:
     cooking = ["User loves cooking Italian pasta dishes", "User bakes sourdough bread every weekend"]
     programming = ["User writes Go microservices at work", "User is learning Rust lifetimes"]
     for text in cooking + programming:

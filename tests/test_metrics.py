@@ -249,7 +249,7 @@ def test_every_dashboard_expression_asks_for_a_series_the_daemon_serves(daemons:
             asked.add(re.sub(r"_(total|bucket|count|sum|created)$", "", name))
     missing = asked - served
     assert not missing, f"the dashboard asks for series the daemon does not serve: {sorted(missing)}"
-    # And it shows the four the issue names.
+    # And it shows the four a dashboard needs first: turns, their stages, tokens, the backlog.
     assert {"agentd_turns", "agentd_turn_stage_seconds", "agentd_model_tokens", "agentd_pending_messages"} <= asked
 
 

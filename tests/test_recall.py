@@ -83,7 +83,7 @@ def test_recall_min_score_in_config_sets_a_threshold(tmp_path: Path, embedder: L
         app.close()
 
 
-def test_automatic_retrieval_keeps_the_seed_000_threshold(app: App) -> None:
+def test_automatic_retrieval_keeps_the_default_relevance_threshold(app: App) -> None:
     app.memory.add("buddy", GLOBAL, "User likes Python", "preference")
     app.memory.add("buddy", GLOBAL, "User's dog is named Max")
     assert texts(app.memory.search(SearchQuery("What programming language should I learn?", ALICE)).hits) == [

@@ -11,8 +11,8 @@ precision 0.21, recall 0.40 overall).
 Any CPU: the models are int8, and onnxruntime's int8 kernels differ between CPUs (with AVX-512
 VNNI/AMX or without), so a question near the threshold may go either way. No bar here may be
 crossed by one such borderline case: each allows at least two cases more than the worst any
-tested CPU measured. The figures themselves belong in bench/ (``bench/recall_quality.py``,
-``bench/everyday.py``), which print them.
+tested CPU measured. The figures themselves belong in bench/ (``bench/recall_quality.py``, and with
+``--everyday`` for the everyday set), which prints them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rooms: several personas in one channel, answering people and each other (issue 54).
+"""Rooms: several personas in one channel, answering people and each other.
 
 Over real HTTP with the fake OpenAI server (its reply echoes the last user message, so a message
 naming two personas makes their replies name each other), a real SQLite store, and a real

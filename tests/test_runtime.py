@@ -294,7 +294,7 @@ def test_a_tool_call_round_trip_stores_and_recalls_a_memory(make_app, runtimes, 
     assert any(m.get("tool_calls") for m in last_request["messages"] if m["role"] == "assistant")
 
 
-def test_seed_002_recall_limit_default_empty_and_invalid(make_app, runtimes, fake_openai) -> None:
+def test_the_recall_tool_limit_default_empty_store_and_blank_query(make_app, runtimes, fake_openai) -> None:
     app = make_app()
     rt = runtimes(app)
     fake_openai.queue(Turn(tool_calls=[("recall", {"query": "anything"})]), Turn(text="nothing"))
@@ -330,7 +330,7 @@ def test_seed_002_recall_limit_default_empty_and_invalid(make_app, runtimes, fak
     assert invalid.error["code"] == "InvalidInput"
 
 
-def test_seed_002_cooking_memories_rank_higher_for_food_recipes(make_app, runtimes, fake_openai) -> None:
+def test_the_recall_tool_ranks_cooking_above_programming_for_food_recipes(make_app, runtimes, fake_openai) -> None:
     app = make_app()
     for text in [
         "User loves cooking Italian pasta dishes",
@@ -348,7 +348,7 @@ def test_seed_002_cooking_memories_rank_higher_for_food_recipes(make_app, runtim
     }
 
 
-def test_seed_002_tool_definitions_and_recall_without_an_embedder(make_app, fake_openai) -> None:
+def test_the_memory_tools_definitions_and_no_recall_without_an_embedder(make_app, fake_openai) -> None:
     from agentd import SkillExecutionFailed
     from agentd.memory import MemoryService
     from agentd.skills import RecallSkill, SkillCaller, build_registry

@@ -47,9 +47,10 @@ def test_a_users_memory_is_embedded_without_the_subject_that_names_them(text: st
 
 
 def test_carol_asking_recalls_the_memory_that_names_her(app: App) -> None:
-    """The seed's question, asked by carol in her direct channel, recalls "Carol likes Python" at the
-    default threshold, as it recalls "Likes Python"; bob, with the same memory in his scope, gets it as
-    his own, while "Carol likes Python" in bob's scope is about someone else."""
+    """The first-use question ("What programming language should I learn?"), asked by carol in her
+    direct channel, recalls "Carol likes Python" at the default threshold, as it recalls "Likes
+    Python"; bob, with the same memory in his scope, gets it as his own, while "Carol likes Python"
+    in bob's scope is about someone else."""
     app.memory.add("buddy", Scope.user("carol"), "Carol likes Python")
     app.memory.add("buddy", Scope.user("dave"), "Likes Python")
     app.memory.add("buddy", Scope.user("bob"), "Carol likes Python")

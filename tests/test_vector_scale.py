@@ -24,6 +24,7 @@ from agentd.search.subjects import indexed_text
 from agentd.store import Store, migrate, vectors
 from agentd.store.engine import create_engine
 from agentd.store.pgvectors import PgVectors
+from testkit.bulk import bulk
 from tests.conftest import PostgresDatabases
 from tests.support.fakeopenai import FakeOpenAI
 
@@ -239,6 +240,7 @@ def test_reembed_rebuilds_the_bit_table_for_the_new_model(
     assert hits[0].memory.text == "User likes Python"
 
 
+@pytest.mark.slow  # the litellm embedder starts a process (the fast tier refuses one)
 def test_a_store_bound_to_another_dimension_keeps_its_bit_table_in_step(
     tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -334,7 +336,7 @@ def _hnsw_used(conn: sa.Connection, query: np.ndarray) -> bool:
 def test_a_bulk_fill_on_postgresql_leaves_rows_vectors_and_words_consistent_and_searchable(
     postgres: PostgresDatabases, embedder: LocalEmbedder
 ) -> None:
-    """``Store.bulk``: memories added in one transaction while the HNSW graph is dropped, then built
+    """``testkit.bulk``: memories added in one transaction while the HNSW graph is dropped, then built
     once over every vector: each memory has its row, vector and words; duplicates are found as
     such; scoped and persona-wide searches (the latter through the graph) find what was added;
     a failed fill leaves the store and its graph as they were."""
@@ -352,7 +354,7 @@ def test_a_bulk_fill_on_postgresql_leaves_rows_vectors_and_words_consistent_and_
     items += [NewMemory("p", Scope.parse(scope), "fact", text) for scope, text in facts]
     items.append(NewMemory("p", Scope.parse(facts[1][0]), "fact", facts[1][1]))  # repeated within the fill
     vecs = np.vstack([filler, embedder.embed([t for _, t in facts]), embedder.embed([facts[1][1]])])
-    with store.bulk() as conn:
+    with bulk(store) as conn:
         placed = store.memories.add(conn, items[:700], vecs[:700])
         placed += store.memories.add(conn, items[700:], vecs[700:])
     ids = [mid for mid, _ in placed]
@@ -393,7 +395,7 @@ def test_a_bulk_fill_on_postgresql_leaves_rows_vectors_and_words_consistent_and_
         pass
 
     def fill_and_fail() -> None:
-        with store.bulk() as conn:
+        with bulk(store) as conn:
             store.memories.add(conn, [NewMemory("p", GLOBAL, "fact", "never kept")], embedder.embed(["never kept"]))
             raise Interrupted
 

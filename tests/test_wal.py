@@ -1,4 +1,4 @@
-"""Disk bounded (issue 56): the WAL is checkpointed and truncated while the daemon runs.
+"""Disk bounded: the WAL is checkpointed and truncated while the daemon runs.
 
 The mechanism, not a timing: every connection sets ``journal_size_limit`` (and
 ``secure_delete``); a keeper round truncates the WAL to nothing, is kept from it while a

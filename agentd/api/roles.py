@@ -38,7 +38,7 @@ class Policy(StrEnum):
     ADMIN = "admin"
     #: Admins, and adapters whose globs match the channel it names.
     CHANNEL = "channel"
-    #: Admins and service keys (seed 003's read-only memory endpoints).
+    #: Admins and service keys (the read-only memory endpoints: any user's memories, for a service).
     SERVICE = "service"
     #: Admins and metrics keys (``/metrics``, ``/v1/usage``: read-only operations data).
     METRICS = "metrics"

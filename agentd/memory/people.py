@@ -34,7 +34,7 @@ def export_user(store: Store, user: str, persona: str | None = None) -> dict[str
 
 def _stored_user(user: str) -> None:
     """A user id as one may have been stored: the identifier rules, except that a control,
-    invisible or bidirectional character (refused since issue 56, accepted before) is allowed,
+    invisible or bidirectional character (refused now, accepted by earlier versions) is allowed,
     so a person stored under such an id can still be exported and erased."""
     if not isinstance(user, str) or "\x00" in user or unseen_character(user) is None:
         check_identifier("user", user)

@@ -63,15 +63,6 @@ class GroupCommit(Generic[I, S, T]):
         self._queue: deque[_Pending[I, S, T]] = deque()
         self._cond = threading.Condition()
         self._leading = False
-        #: How many transactions stored how many items (for tests and the benchmark).
-        self.batches = 0
-        self.committed = 0
-
-    @property
-    def queued(self) -> int:
-        """How many items wait for the commit under way to end."""
-        with self._cond:
-            return len(self._queue)
 
     def submit(self, item: I, then: T) -> S:
         """Store ``item`` (with others queued at the same time), dispatch it with ``then``, return
@@ -111,8 +102,6 @@ class GroupCommit(Generic[I, S, T]):
                 for p in batch:
                     p.error = exc
                 return
-            self.batches += 1
-            self.committed += len(batch)
             for p, result in zip(batch, stored, strict=True):
                 p.stored = result
                 try:

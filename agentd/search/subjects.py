@@ -6,7 +6,8 @@ extractors write it ("Plays the cello"), as "User plays the cello", or in the fi
 person ("I play the cello"). Whoever asks, the question is theirs: "what
 instrument do I play?". An embedding model sees the name as a topic of its own
 and scores "Carol plays the cello" far below "Plays the cello" for that question
-(e5-small-v2: relevance 0.19 against 0.90 for the seed's own case).
+(e5-small-v2, asked "What programming language should I learn?": relevance 0.19 for
+"Carol likes Python" against 0.90 for "Likes Python").
 
 In a user's scope, who the memory is about is known: the user. So the vector of
 a user memory is made from its text with the leading subject that names the
@@ -14,7 +15,7 @@ user dropped (:func:`indexed_text`): their name (from the user id, see
 :func:`names_of`) or "I"/"My", with a following "is"/"am"/"'s" possessive, so
 those ways of writing it read like the subjectless form the model scores best.
 "User ..." is left as written: the model already reads it as the asker (0.89 for
-the seed's case), and stripping it made "The user's favorite food is pasta" a
+"User likes Python" in that case), and stripping it made "The user's favorite food is pasta" a
 match for "what is my favorite color?". The memory's text is kept as written; only its vector (and
 nothing shown) comes from the normalised text. Memories in other scopes are
 embedded as written: whom they are about is not known there.

@@ -180,21 +180,6 @@ class Store:
         if self._turns is not None:
             self._turns.share()
 
-    @contextmanager
-    def bulk(self) -> Iterator[sa.Connection]:
-        """One write transaction for a large fill (a benchmark, an import): add with
-        ``store.memories.add`` as usual, while the vector index builds its search
-        structure once at the end instead of row by row (PostgreSQL's HNSW graph:
-        dropped at the start, built over every vector at the end, with the memory
-        to hold it; until the commit, other readers of the vectors wait). A failure
-        rolls it all back, the graph included. On SQLite it is a plain write."""
-        with self.write() as conn:
-            self.vectors.begin_bulk(conn)
-            yield conn
-            self.vectors.finish_bulk(conn)
-            if self.backend == "postgresql":  # the planner's statistics, for the tables just filled
-                conn.exec_driver_sql("ANALYZE memories, memory_vectors, memory_words")
-
     # -- a person's data -------------------------------------------------------
 
     def export_user(self, user: str, persona: str | None = None) -> dict[str, Any]:

@@ -104,8 +104,8 @@ class MemoryRepo:
         """Insert ``items``; return ``(id, created)`` each (``created`` False for a duplicate).
 
         On PostgreSQL the rows go in one statement and the vectors by ``COPY``, whatever
-        their number; inside :meth:`~agentd.store.Store.bulk` the HNSW graph is built
-        once at the end instead of grown row by row.
+        their number; after the vector index's ``begin_bulk`` (a benchmark's fill) the HNSW
+        graph is built once at the end instead of grown row by row.
         """
         now = utcnow()
         values = [
