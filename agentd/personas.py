@@ -5,7 +5,7 @@ A persona file::
     name = "buddy"                 # must match the file name (buddy.toml)
     model = "offline"              # any litellm model string
     system_prompt = "You are ..."
-    max_tokens = 1024              # output reserve, subtracted from the window
+    max_reply_tokens = 1024        # a reply's length, at most (reserved in the window)
     context_window = 8192          # optional: overrides the window map
     channels = ["general"]         # channels bound to this persona (globs allowed)
     skills = ["remember", "recall", "delegate"]
@@ -42,6 +42,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentd._exceptions import ConfigError, NotFound
+from agentd.config import RENAMED_PERSONA_KEYS, apply_renames
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
@@ -89,7 +90,8 @@ class _PersonaFile(BaseModel):
     model: str = Field(min_length=1)
     system_prompt: str = Field(min_length=1)
     description: str = ""
-    max_tokens: int = Field(default=1024, ge=1)
+    #: A reply's length, at most, in tokens (the model is asked for no more, and the prompt leaves room for it).
+    max_reply_tokens: int = Field(default=1024, ge=1)
     context_window: int | None = Field(default=None, ge=256)
     temperature: float | None = Field(default=None, ge=0, le=2)
     channels: list[str] = []
@@ -147,7 +149,7 @@ class Persona:
     model: str
     system_prompt: str
     description: str
-    max_tokens: int
+    max_reply_tokens: int
     context_window: int | None
     temperature: float | None
     channels: tuple[str, ...]
@@ -171,6 +173,8 @@ class Persona:
 
     #: Its ``[[routines]]``, kept in step with the schedules at the daemon's start.
     routines: tuple[Routine, ...] = ()
+    #: A warning for each deprecated key its file gave (``RENAMED_PERSONA_KEYS``), naming the new one.
+    deprecations: tuple[str, ...] = ()
 
     def policy(self, tool: str) -> ToolPolicy:
         """``tool``'s policy (the default when the file sets none: everyone, everywhere, no approval)."""
@@ -189,6 +193,7 @@ class Persona:
 def _persona_from(
     path: Path, data: dict[str, object], skills: Collection[str] | Mapping[str, Collection[str]]
 ) -> Persona:
+    deprecations = apply_renames(data, RENAMED_PERSONA_KEYS, str(path))
     try:
         raw = _PersonaFile.model_validate(data)
     except ValidationError as exc:
@@ -213,7 +218,7 @@ def _persona_from(
         model=raw.model,
         system_prompt=raw.system_prompt,
         description=raw.description,
-        max_tokens=raw.max_tokens,
+        max_reply_tokens=raw.max_reply_tokens,
         context_window=raw.context_window,
         temperature=raw.temperature,
         channels=tuple(raw.channels),
@@ -229,6 +234,7 @@ def _persona_from(
         tool_policies=policies,
         routines=_routines(path, raw.routines),
         model_timeout_seconds=raw.model_timeout_seconds,
+        deprecations=deprecations,
     )
 
 

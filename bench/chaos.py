@@ -57,7 +57,7 @@ class Run:
 def write_home(root: Path, model: str, channels: int, embedding: str) -> Path:
     (root / "personas").mkdir(parents=True)
     (root / "personas" / "chaos.toml").write_text(
-        f'name = "chaos"\nmodel = "{model}"\nmax_tokens = 128\nchannels = ["chaos-*"]\n'
+        f'name = "chaos"\nmodel = "{model}"\nmax_reply_tokens = 128\nchannels = ["chaos-*"]\n'
         'skills = []\nsystem_prompt = "You are chaos. Answer briefly."\n'
     )
     config = root / "agentd.toml"

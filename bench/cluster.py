@@ -49,7 +49,7 @@ from testkit.pgembedded import EmbeddedPostgres  # noqa: E402
 PERSONA = """
 name = "echo"
 model = "offline"
-max_tokens = 256
+max_reply_tokens = 256
 channels = ["b*"]
 skills = []
 system_prompt = "You answer briefly."

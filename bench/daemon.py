@@ -162,7 +162,7 @@ def write_home(home: Path, turn_slots: int = 0, workers: str = "auto", niceness:
     personas.mkdir(parents=True)
     shutil.copy(example_personas() / "buddy.toml", personas / "buddy.toml")
     (personas / f"{FLOOR_PERSONA}.toml").write_text(
-        f'name = "{FLOOR_PERSONA}"\nmodel = "offline"\nmax_tokens = 256\nchannels = ["floor-*"]\n'
+        f'name = "{FLOOR_PERSONA}"\nmodel = "offline"\nmax_reply_tokens = 256\nchannels = ["floor-*"]\n'
         'skills = []\nsystem_prompt = "You answer briefly."\n'
     )
     config = home / "agentd.toml"

@@ -3,7 +3,7 @@
     python bench/history.py [--messages 10000] [--runs 200]
 
 One step = EarlierExchanges.recall: read the recent window, read at most
-``history.max_inspected`` of the user's newest earlier messages (index
+``history.tuning.max_inspected`` of the user's newest earlier messages (index
 ``ix_messages_channel_author_id``), tokenise and match them against the query,
 fetch the replies of the accepted ones, condense, harvest seeds. The channel
 holds the user's messages, each answered, interleaved with another user's.
@@ -90,7 +90,7 @@ def main() -> None:
     history = EarlierExchanges(store, cfg.history)
     h = cfg.history
     print(
-        f"user messages {args.messages:,}; max_inspected {h.max_inspected}, max_snippets {h.max_snippets}, "
+        f"user messages {args.messages:,}; max_inspected {h.tuning.max_inspected}, max_snippets {h.max_snippets}, "
         f"recent_window {h.recent_window}; {args.runs} runs each"
     )
     print(f"{'query':<18} {'p50':>8} {'p95':>8} {'inspected':>10} {'snippets':>9} seeds")

@@ -43,7 +43,7 @@ session date as the message time, the built-in offline model replying, each turn
 with its automatic retrieval as in a live conversation), episodic
 memory indexes the exchanges in the background (``[episodes]``, ``--keep``), and
 each question is asked through the preparation of a turn (``Runtime.preview``:
-the same automatic retrieval, with ``[episodes] min_score = 0`` and ``top_k`` the
+the same automatic retrieval, with ``[episodes] min_score = 0`` and ``max_per_reply`` the
 largest k). recall@k counts the episodes found, each mapped back to its turn.
 Only the hybrid mode exists on this path.
 

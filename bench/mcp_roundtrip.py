@@ -51,7 +51,7 @@ from agentd.store.memories import NewMemory  # noqa: E402
 PERSONA = """
 name = "buddy"
 model = "offline"
-max_tokens = 512
+max_reply_tokens = 512
 channels = ["general"]
 skills = ["remember", "recall"]
 system_prompt = "You are buddy."

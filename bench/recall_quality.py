@@ -12,7 +12,7 @@ queries carry the user's earlier messages (``history``), which go through
 the user-history recall and seeding as a turn does.
 
 Every query is asked as automatic retrieval asks it (``MemoryService.search``
-with ``limit = [memory] top_k`` and the ``min_score`` threshold, defaults 3 and
+with ``limit = [memory] max_per_reply`` and the ``min_score`` threshold, defaults 3 and
 0.5) in a fresh SQLite store. Per query type it prints: precision (recalled
 memories that should be, among recalled memories that are labelled either
 way), recall (recalled memories that should be, over ``min(len(recall),

@@ -8,7 +8,7 @@ candidates (agentd/search/rerank.py): the best ``pool`` by the e5-small-v2 cosin
 question and the fact's indexed text, reordered by ``z(search) + weight x z(cross-encoder)``
 (:func:`agentd.search.rerank.mixed_order`, on the calibrated relevance of that cosine; the
 cross-encoder reads the text :func:`agentd.search.subjects.reread_text` gives), then the rest.
-It prints the share of questions whose fact is in the first three (``[memory] top_k``), per kind
+It prints the share of questions whose fact is in the first three (``[memory] max_per_reply``), per kind
 (direct, one-step) and part (dev, held-out), for each pool and weight; ``dense`` is the search's
 order alone. The pool and weight were chosen on the dev columns only (docs/notes/recall-tuning.md,
 "Sixth pass").

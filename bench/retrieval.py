@@ -6,7 +6,7 @@ Seeds a store as ``bench/turn_cpu.py`` does (``--history`` messages in each of
 ``--channels`` channels, counted as indexed already, and ``--memories`` global
 memories for ``buddy``), then recalls for one question after
 another through the runtime's :class:`~agentd.recall.retrieval.Retriever`, as a
-turn does (``[memory] top_k`` memories, twice the persona's episode limit), with
+turn does (``[memory] max_per_reply`` memories, twice the persona's episode limit), with
 nothing else running in the process: no turn, no background indexing. Prints the
 wall time's p25, p50 and p90 in milliseconds, each recall measured by the
 retriever itself (the ``retrieval_ms`` a turn records).
@@ -57,8 +57,8 @@ def main() -> None:
         seed_cached(config_path, channels, args.history, args.memories, rng, args.cache, args.seed)
         app = App(load_config(config_path, environ={}))
         episodes = Episodes(app.store, app.memory, app.config.episodes, app.config.channel_visibility)
-        limit = app.config.memory.top_k
-        episode_limit = 2 * app.config.episodes.top_k  # as a turn asks
+        limit = app.config.memory.max_per_reply
+        episode_limit = 2 * app.config.episodes.max_per_reply  # as a turn asks
         print(
             f"bench/retrieval.py: {args.queries} recalls, {args.channels} channels, history "
             f"{args.history}/channel, memories {args.memories}; cpus {os.cpu_count()}; "

@@ -57,7 +57,7 @@ def write_home(home: Path) -> Path:
     (home / "personas").mkdir(parents=True)
     for name in TRIO:
         (home / "personas" / f"{name}.toml").write_text(
-            f'name = "{name}"\nmodel = "offline"\nmax_tokens = 256\nskills = []\n'
+            f'name = "{name}"\nmodel = "offline"\nmax_reply_tokens = 256\nskills = []\n'
             f'system_prompt = "You are {name}. Answer briefly."\n'
         )
     config = home / "agentd.toml"

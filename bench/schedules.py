@@ -44,7 +44,7 @@ from agentd.store.schedules import NewSchedule  # noqa: E402
 PERSONA = """
 name = "buddy"
 model = "offline"
-max_tokens = 256
+max_reply_tokens = 256
 channels = ["*"]
 skills = []
 system_prompt = "You answer briefly."

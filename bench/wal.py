@@ -32,7 +32,7 @@ from agentd.observe.log import configure  # noqa: E402
 
 PERSONA = """name = "buddy"
 model = "offline"
-max_tokens = 256
+max_reply_tokens = 256
 channels = ["bench-*"]
 skills = ["remember", "recall"]
 system_prompt = "You are buddy."

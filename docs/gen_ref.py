@@ -344,6 +344,7 @@ def config_reference() -> str:
     _UNDOCUMENTED.clear()
     parts.extend(_config_sections(_Root, "", toml))
     parts.extend(_persona_keys())
+    parts.extend(_deprecated_names())
     if _UNDOCUMENTED:
         raise SystemExit(
             "docs/gen_ref.py: no meaning for " + ", ".join(_UNDOCUMENTED) + ": add a #: comment above each in "
@@ -392,6 +393,24 @@ def configuration_guide() -> str:
     start, end = text.index(SECTIONS_START), text.index(SECTIONS_END)
     items = "\n".join(_section_items(_Root, ""))
     return text[: start + len(SECTIONS_START)] + "\n" + items + "\n" + text[end:]
+
+
+def _deprecated_names() -> Iterator[str]:
+    """The keys renamed or moved to a tuning table: old name, new name, since and until when."""
+    from agentd.config import RENAMED_KEYS, RENAMED_PERSONA_KEYS
+
+    yield "## Deprecated names\n"
+    yield (
+        "These keys were renamed (their old names said who read them, not what they mean) or moved to a "
+        "tuning table. The old name is still read, as the new one, with a warning naming the file, the old key "
+        "and the new one (a `config_deprecated` event in the log), on every load, until the release that removes "
+        "it (the deprecation policy in `CHANGELOG.md`). A file that gives both is refused, naming "
+        "both. `agentd.toml` keys are dotted from the file's root; persona file keys have no section.\n"
+    )
+    yield "| old name | new name | deprecated in | removed in |\n|---|---|---|---|"
+    rows = [f"| `{r.old}` | `{r.new}` | {r.since} | {r.removed_in} |" for r in RENAMED_KEYS]
+    rows += [f"| `{r.old}` (persona file) | `{r.new}` | {r.since} | {r.removed_in} |" for r in RENAMED_PERSONA_KEYS]
+    yield "\n".join(rows) + "\n"
 
 
 def _persona_keys() -> Iterator[str]:

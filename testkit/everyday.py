@@ -10,7 +10,7 @@ fear); then unrelated questions and shared-word traps.
 Per style, one fresh SQLite store holds every fact in that style, each in its user's
 scope (facts are dealt to the users in turn); each user asks their facts' questions in
 their direct channel (``dm-<id>``) as automatic retrieval asks (``MemoryService.search``,
-``limit = [memory] top_k``, the default threshold). A question counts as recalled when its
+``limit = [memory] max_per_reply``, the default threshold). A question counts as recalled when its
 fact is among the hits. Every user also asks every unrelated question and trap, which must
 recall nothing. Facts and questions are split: every third group of three is held out
 (``held``), never used to choose anything.
@@ -123,7 +123,7 @@ def evaluate_everyday(
             for fact in labelled.facts:
                 reach = Reach(labelled.persona, f"dm-{fact.user['id']}", fact.user["id"])
                 for question in fact.questions:
-                    hits = service.search(SearchQuery(question, reach, config.top_k, now=now)).hits
+                    hits = service.search(SearchQuery(question, reach, config.max_per_reply, now=now)).hits
                     found = ids[fact.key] in {h.memory.id for h in hits}
                     tally.asked[(fact.held, fact.kind)] += 1
                     tally.recalled[(fact.held, fact.kind)] += found
@@ -132,7 +132,7 @@ def evaluate_everyday(
             for user in labelled.users:
                 reach = Reach(labelled.persona, f"dm-{user['id']}", user["id"])
                 for question, part, _kind in labelled.silent:
-                    hits = service.search(SearchQuery(question, reach, config.top_k, now=now)).hits
+                    hits = service.search(SearchQuery(question, reach, config.max_per_reply, now=now)).hits
                     tally.silent[part] += 1
                     if hits:
                         tally.noisy[part] += 1
@@ -145,7 +145,7 @@ def evaluate_everyday(
 def everyday_report(name: str, tallies: dict[str, Tally], verbose: bool = False) -> str:
     """A table: recalled share per style (dev, held-out, one-step), silent questions that recalled something."""
     lines = [
-        f"## everyday recall, {name} (default threshold, top_k)",
+        f"## everyday recall, {name} (default threshold, max_per_reply)",
         f"{'style':<12} {'dev':>6} {'held':>6} {'direct':>7} {'1-step':>7} {'noisy dev':>10} {'noisy held':>11}",
     ]
     for style, t in tallies.items():

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agentd.access.scopes import Reach, Scope
-from agentd.config import MemoryConfig
+from agentd.config import MemoryConfig, MemoryTuning
 from agentd.embedders import Embedder
 from agentd.embedders.local import DEFAULT_MODEL, MODELS, LocalEmbedder
 from agentd.files.cache import cache_dir
@@ -269,7 +269,7 @@ def grid(
     for weight in GRID_WEIGHTS:
         cells = []
         for saturation in GRID_SATURATIONS:
-            config = MemoryConfig(lexical_weight=weight, lexical_saturation=saturation)
+            config = MemoryConfig(tuning=MemoryTuning(lexical_weight=weight, lexical_saturation=saturation))
             service = MemoryService(store, embedder, config, personas=[PERSONA], check_embedding=False)
             res = Result()
             for conv, dia in zip(conversations, dias, strict=True):
@@ -383,7 +383,7 @@ def latency_pass(
     rotating order), so a slower or busier stretch of the machine does not land on one mode.
 
     ``recall`` is the search as the recall skill and automatic retrieval call it: hybrid with
-    their defaults (limit ``memory.recall_limit``, threshold ``memory.min_score``); the modes
+    their defaults (limit ``memory.search_results``, threshold ``memory.min_score``); the modes
     ask for ``pool`` results with no threshold, as the recall@k pass does.
     """
     default = service.searcher
@@ -429,14 +429,14 @@ def run_real(
     home = workdir / "real"
     (home / "personas").mkdir(parents=True, exist_ok=True)
     (home / "personas" / "locomo.toml").write_text(
-        f'name = "{PERSONA}"\nmodel = "offline"\nmax_tokens = 256\ncontext_window = 2048\nskills = []\n'
+        f'name = "{PERSONA}"\nmodel = "offline"\nmax_reply_tokens = 256\ncontext_window = 2048\nskills = []\n'
         'system_prompt = "You are a participant\'s notebook."\n'
     )
     db = url or f"sqlite:///{home / 'real.db'}"
     (home / "agentd.toml").write_text(
         f'[database]\nurl = "{db}"\n[logging]\nlevel = "warning"\n'
         "[memory]\nretrieval_timeout_seconds = 120\n[history]\nenabled = false\n"
-        f'[episodes]\nkeep = "{keep}"\ncontext_messages = {context_turns}\ntop_k = {min(50, max(ks))}\n'
+        f'[episodes]\nkeep = "{keep}"\ncontext_messages = {context_turns}\nmax_per_reply = {min(50, max(ks))}\n'
         "min_score = 0.0\nbatch_size = 64\n"
         # A replay submits a whole conversation at once: admission control (a chat's bound) off.
         "[daemon]\nmax_pending = 1000000000\nmax_pending_per_channel = 1000000000\n"
@@ -529,9 +529,9 @@ def main(description: str = __doc__ or "") -> None:
     )
     parser.add_argument("--limit", type=int, help="only the first N conversations")
     parser.add_argument("--rounds", type=int, default=LATENCY_ROUNDS, help="rounds of the latency pass (0: none)")
-    parser.add_argument("--lexical-weight", type=float, help="[memory] lexical_weight (default: the embedder's)")
+    parser.add_argument("--lexical-weight", type=float, help="[memory.tuning] lexical_weight (default: the embedder's)")
     parser.add_argument(
-        "--lexical-saturation", type=float, help="[memory] lexical_saturation (default: the embedder's)"
+        "--lexical-saturation", type=float, help="[memory.tuning] lexical_saturation (default: the embedder's)"
     )
     parser.add_argument(
         "--cache",
@@ -574,7 +574,9 @@ def main(description: str = __doc__ or "") -> None:
             else:
                 (workdir / "locomo.db").unlink(missing_ok=True)
             if args.path in ("direct", "both"):
-                config = MemoryConfig(lexical_weight=args.lexical_weight, lexical_saturation=args.lexical_saturation)
+                config = MemoryConfig(
+                    tuning=MemoryTuning(lexical_weight=args.lexical_weight, lexical_saturation=args.lexical_saturation)
+                )
                 report = run(
                     args.file,
                     ks,

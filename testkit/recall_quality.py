@@ -184,11 +184,11 @@ def evaluate(
                             reply_to=msg.id,
                         )
                 recalled = EarlierExchanges(store, history).recall(channel, q.user, text, None)
-                text = seeded_query(text, recalled, history.seed_sparse_below)
+                text = seeded_query(text, recalled, history.tuning.seed_sparse_below)
             # As the recaller does: a query seeded from the user's earlier messages is about them.
             asker: Asker | None = "about" if text != q.text else None
-            hits = service.search(SearchQuery(text, reach, config.top_k, now=now, asker=asker)).hits
-            outcomes.append(Outcome(q, tuple(keys[h.memory.id] for h in hits), reachable, config.top_k))
+            hits = service.search(SearchQuery(text, reach, config.max_per_reply, now=now, asker=asker)).hits
+            outcomes.append(Outcome(q, tuple(keys[h.memory.id] for h in hits), reachable, config.max_per_reply))
         return outcomes
     finally:
         store.close()

@@ -32,7 +32,7 @@ from tests.support.pgserver import PostgresDatabases
 
 pytestmark = pytest.mark.both_backends
 
-OFFLINE = 'name = "quick"\nmodel = "offline"\nmax_tokens = 64\nskills = []\nsystem_prompt = "Be brief."\n'
+OFFLINE = 'name = "quick"\nmodel = "offline"\nmax_reply_tokens = 64\nskills = []\nsystem_prompt = "Be brief."\n'
 BOUNDS = "[daemon]\nmax_pending = 3\nmax_pending_per_channel = 2\n"
 
 

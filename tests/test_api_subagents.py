@@ -57,7 +57,8 @@ def test_delegate_runs_the_subagent_with_its_own_smaller_memory_context(daemons,
     assert answer["answer"] == "The deadline is the third of March."
     assert answer["channel"] == "general~helper"
     assert events[-1].data["text"] == "The helper says: the third of March."
-    # The subagent's request: its own memories (not the boss's), more than top_k but cut by the 1000-token budget.
+    # The subagent's request: its own memories (not the boss's), more than max_per_reply but cut by the
+    # 1000-token budget.
     helper_request = fake_openai.chat_requests()[1]
     system = "\n".join(m["content"] for m in helper_request["messages"] if m["role"] == "system")
     assert "You are helper" in system

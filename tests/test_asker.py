@@ -4,7 +4,7 @@ Automatic retrieval (``MemoryService.search`` without ``min_relevance``) reads w
 question asks of the person asking (agentd/search/intent.py, ``asks_of_asker``):
 
 - a decision or advice for them ("Would a seafood paella be safe for me?"): their own
-  memories compete by rank, down to ``[memory] advice_min_score``, since what constrains
+  memories compete by rank, down to ``[memory.tuning] advice_min_score``, since what constrains
   them (an allergy, a fear) rarely shares a word or a topic with the question;
 - something about them ("What's my dog called?"): their memories at ``personal_min_score``;
 - neither ("How do I change the row heights in a spreadsheet?"): none of their memories,
@@ -104,18 +104,18 @@ def test_memories_of_other_scopes_still_answer_any_question(carol: App) -> None:
     ],
 )
 def test_a_decision_for_the_asker_weighs_their_memories_by_rank(carol: App, question: str, fact: str) -> None:
-    hits = carol.memory.search(SearchQuery(question, CAROL, limit=carol.memory.config.top_k)).hits
+    hits = carol.memory.search(SearchQuery(question, CAROL, limit=carol.memory.config.max_per_reply)).hits
     assert fact in texts(hits)
     # The fact that constrains the decision shares no word with it: it is recalled below the
     # threshold a topic needs, where only the personal bar lets it in.
     (hit,) = [h for h in hits if h.memory.text == fact]
-    assert carol.memory.config.advice_min_score <= hit.relevance < carol.memory.config.min_score
+    assert carol.memory.config.tuning.advice_min_score <= hit.relevance < carol.memory.config.min_score
 
 
 def test_a_question_about_the_asker_keeps_a_threshold(carol: App) -> None:
     hits = carol.memory.search(SearchQuery("What's my dog's name?", CAROL)).hits
     assert texts(hits) == ["Carol has a golden retriever called Biscuit"]
-    assert all(h.relevance >= carol.memory.config.personal_min_score for h in hits)
+    assert all(h.relevance >= carol.memory.config.tuning.personal_min_score for h in hits)
 
 
 def test_a_direct_channel_over_post_v1_chat_shows_it_in_the_memory_context_event(daemons, fake_openai) -> None:  # type: ignore[no-untyped-def]

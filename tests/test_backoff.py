@@ -4,14 +4,17 @@ the Python client and the adapters wait (the client's exception classes: tests/t
 from __future__ import annotations
 
 import random
+import re
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from pathlib import Path
 
 import httpx
 
+import agentd
 from agentd.client.errors import error_from
-from agentd.llm.errors import backoff as model_backoff
 from agentd.llm.errors import retry_after as model_retry_after
+from agentd.timing import backoff
 from agentd.timing.backoff import Backoff, delay, retry_after_seconds
 
 
@@ -21,8 +24,6 @@ def test_delays_double_up_to_the_cap_within_their_jitter() -> None:
         wait = delay(attempt, 1.0, 10.0, jitter=0.5, rng=rng)
         assert ceiling / 2 <= wait <= ceiling
     assert delay(3, 0.25, 60.0, jitter=0.0) == 2.0  # no jitter: exactly first * 2**attempt
-    # The model client's backoff is this one: half to all of base * 2**attempt.
-    assert model_backoff(2, 1.0, 30.0, random.Random(3)) == delay(2, 1.0, 30.0, rng=random.Random(3))
 
 
 def test_a_backoff_grows_resets_and_never_goes_below_its_floor() -> None:
@@ -62,3 +63,20 @@ def test_the_model_client_and_the_python_client_read_retry_after_alike() -> None
     assert 100 < from_client <= 120
     ms = type("Ms", (Exception,), {"response": httpx.Response(429, headers={"retry-after-ms": "1500"})})
     assert model_retry_after(ms()) == 1.5
+
+
+def test_no_module_but_the_one_computes_a_backoff_or_reads_retry_after() -> None:
+    """Exponential growth (``** attempt``, ``* 2 **``, ``min(pause * 2, ...)``) and the parsing of an
+    HTTP date (``parsedate_to_datetime``) live in :mod:`agentd.timing.backoff` only; the rest call it."""
+    root = Path(agentd.__file__).parent
+    the_one = Path(backoff.__file__)
+    doubling = re.compile(r"\*\*\s*\(?(attempt|failures|tries)|\*\s*2\s*\*\*|min\(\s*\w+\s*\*\s*2\b")
+    found = [
+        path.relative_to(root).as_posix()
+        for path in root.rglob("*.py")
+        if path != the_one
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if (doubling.search(line) or "parsedate_to_datetime" in line) and not line.lstrip().startswith("#")
+    ]
+    # The store's file lock polls in microseconds on the group commit's path: a wait, not a retry.
+    assert [p for p in found if not p.endswith("store/writers.py")] == []

@@ -149,11 +149,11 @@ def test_import_skips_a_line_of_bad_utf8_accepts_a_bom_and_strict_imports_all_or
 
 def test_a_bad_config_fails_at_start_naming_file_and_key(tmp_path: Path) -> None:
     cfg = tmp_path / "agentd.toml"
-    cfg.write_text("[memory]\ntop_k = 'x'\n")
+    cfg.write_text("[memory]\nmax_per_reply = 'x'\n")
     result = agentd_cli("memory", "list", "-p", "buddy", config=cfg)
     assert result.returncode == 2
     assert str(cfg) in result.stderr
-    assert "memory.top_k" in result.stderr
+    assert "memory.max_per_reply" in result.stderr
     missing = agentd_cli("personas", config=tmp_path / "nope.toml")
     assert missing.returncode == 2
     assert "file not found" in missing.stderr

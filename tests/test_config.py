@@ -18,7 +18,7 @@ from tests.conftest import REPO, write_home
 def test_the_shipped_config_and_personas_load_as_they_are() -> None:
     """agentd.toml in the repository works unchanged, with at least two personas."""
     cfg = load_config(REPO / "agentd.toml", environ={})
-    assert cfg.memory.top_k == 3
+    assert cfg.memory.max_per_reply == 3
     assert cfg.memory.min_score == 0.5
     assert cfg.memory.auto_retrieve
     assert cfg.daemon.host == "127.0.0.1"
@@ -28,12 +28,13 @@ def test_the_shipped_config_and_personas_load_as_they_are() -> None:
 
 
 def test_defaults_without_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With no file anywhere the built-in defaults apply (top_k 3, recall limit 5,
-    context budget 2000 and limit 20, 200k for Claude)."""
+    """With no file anywhere the built-in defaults apply (3 memories per reply, 5 search results,
+    a context of 2000 tokens from 20 candidates, 200k for Claude)."""
     monkeypatch.chdir(tmp_path)
     cfg = load_config(None, environ={})
     assert cfg.source == "built-in defaults"
-    assert (cfg.memory.top_k, cfg.memory.recall_limit, cfg.memory.token_budget, cfg.memory.limit) == (3, 5, 2000, 20)
+    m = cfg.memory
+    assert (m.max_per_reply, m.search_results, m.context_tokens, m.context_candidates) == (3, 5, 2000, 20)
     assert cfg.memory.retrieval_timeout_seconds == 2.0
     assert cfg.models.claude_context_window == 200_000
 
@@ -41,7 +42,7 @@ def test_defaults_without_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_values_are_frozen(tmp_path: Path) -> None:
     cfg = load_config(write_home(tmp_path), environ={})
     with pytest.raises(pydantic.ValidationError, match="frozen"):
-        cfg.memory.top_k = 9  # type: ignore[misc]
+        cfg.memory.max_per_reply = 9  # type: ignore[misc]
 
 
 def test_relative_database_path_is_relative_to_the_config_file(tmp_path: Path) -> None:
@@ -52,7 +53,7 @@ def test_relative_database_path_is_relative_to_the_config_file(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("text", "key", "reason"),
     [
-        ('[memory]\ntop_k = "three"\n', "memory.top_k", "valid integer"),
+        ('[memory]\nmax_per_reply = "three"\n', "memory.max_per_reply", "valid integer"),
         ("[memory]\ntopk = 3\n", "memory.topk", "unknown key"),
         ("[nonsense]\nx = 1\n", "nonsense", "unknown key"),
         ("[memory]\nmin_score = 1.5\n", "memory.min_score", "less than or equal to 1"),
@@ -84,8 +85,8 @@ def test_invalid_toml_and_a_missing_file(tmp_path: Path) -> None:
 
 
 def test_agentd_config_env_names_the_file(tmp_path: Path) -> None:
-    path = write_home(tmp_path, "[memory]\ntop_k = 7\n")
-    assert load_config(None, environ={"AGENTD_CONFIG": str(path)}).memory.top_k == 7
+    path = write_home(tmp_path, "[memory]\nmax_per_reply = 7\n")
+    assert load_config(None, environ={"AGENTD_CONFIG": str(path)}).memory.max_per_reply == 7
 
 
 def test_environment_overrides_single_keys_with_typed_values(tmp_path: Path) -> None:
@@ -93,12 +94,12 @@ def test_environment_overrides_single_keys_with_typed_values(tmp_path: Path) -> 
     cfg = load_config(
         path,
         environ={
-            "AGENTD_MEMORY__TOP_K": "5",
+            "AGENTD_MEMORY__MAX_PER_REPLY": "5",
             "AGENTD_MEMORY__AUTO_RETRIEVE": "false",
             "AGENTD_DAEMON__API_KEY": "s3cret",
         },
     )
-    assert cfg.memory.top_k == 5
+    assert cfg.memory.max_per_reply == 5
     assert cfg.memory.auto_retrieve is False
     assert cfg.daemon.api_key == "s3cret"
 
@@ -106,8 +107,8 @@ def test_environment_overrides_single_keys_with_typed_values(tmp_path: Path) -> 
 def test_a_bad_environment_override_names_the_variable(tmp_path: Path) -> None:
     path = write_home(tmp_path)
     with pytest.raises(ConfigError) as info:
-        load_config(path, environ={"AGENTD_MEMORY__TOP_K": "many"})
-    assert "AGENTD_MEMORY__TOP_K" in str(info.value)
+        load_config(path, environ={"AGENTD_MEMORY__MAX_PER_REPLY": "many"})
+    assert "AGENTD_MEMORY__MAX_PER_REPLY" in str(info.value)
     with pytest.raises(ConfigError, match="AGENTD_<SECTION>__<KEY>"):
         load_config(path, environ={"AGENTD_MEMORY__": "3"})
 
@@ -119,10 +120,10 @@ def test_other_agentd_variables_are_never_fatal(tmp_path: Path) -> None:
         "AGENTD_API_KEY": "k",
         "AGENTD_HOME": str(tmp_path / "home"),
         "AGENTD_TOPK": "3",
-        "AGENTD_MEMORY__TOP_K": "4",
+        "AGENTD_MEMORY__MAX_PER_REPLY": "4",
     }
     cfg = load_config(write_home(tmp_path), environ=environ)
-    assert cfg.memory.top_k == 4
+    assert cfg.memory.max_per_reply == 4
     assert cfg.ignored_env == ("AGENTD_TOPK",)
 
 
@@ -144,25 +145,25 @@ def test_the_users_own_config_is_read_from_anywhere(tmp_path: Path, monkeypatch:
     """$AGENTD_HOME/agentd.toml (else the platform's config directory) when ./agentd.toml is absent;
     ./agentd.toml wins over it."""
     home = tmp_path / "home"
-    write_home(home, "[memory]\ntop_k = 6\n")
+    write_home(home, "[memory]\nmax_per_reply = 6\n")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     cfg = load_config(None, environ={"AGENTD_HOME": str(home)})
     assert cfg.source == str(home / "agentd.toml")
-    assert cfg.memory.top_k == 6
+    assert cfg.memory.max_per_reply == 6
     assert cfg.personas_dir == (home / "personas").resolve()
-    write_home(elsewhere, "[memory]\ntop_k = 2\n")
-    assert load_config(None, environ={"AGENTD_HOME": str(home)}).memory.top_k == 2
+    write_home(elsewhere, "[memory]\nmax_per_reply = 2\n")
+    assert load_config(None, environ={"AGENTD_HOME": str(home)}).memory.max_per_reply == 2
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    write_home(tmp_path / "xdg" / "agentd", "[memory]\ntop_k = 9\n")
+    write_home(tmp_path / "xdg" / "agentd", "[memory]\nmax_per_reply = 9\n")
     monkeypatch.chdir(tmp_path)
-    assert load_config(None, environ={}).memory.top_k == 9
+    assert load_config(None, environ={}).memory.max_per_reply == 9
 
 
 def test_without_a_personas_dir_the_shipped_personas_are_used(tmp_path: Path) -> None:
     path = tmp_path / "agentd.toml"
-    path.write_text("[memory]\ntop_k = 3\n")
+    path.write_text("[memory]\nmax_per_reply = 3\n")
     cfg = load_config(path, environ={})
     personas = Personas.load(cfg.personas_dir, tuple(SKILLS))
     assert {"buddy", "researcher"} <= set(personas)
@@ -212,7 +213,11 @@ def test_the_shipped_agentd_toml_lists_every_key_with_its_default() -> None:
     [
         ('name = "x"\nmodel = "offline"\nsystem_prompt = "hi"\n', "name", "file name"),
         ('name = "p"\nsystem_prompt = "hi"\n', "model", "Field required"),
-        ('name = "p"\nmodel = "offline"\nsystem_prompt = "hi"\nmax_tokens = "lots"\n', "max_tokens", "integer"),
+        (
+            'name = "p"\nmodel = "offline"\nsystem_prompt = "hi"\nmax_reply_tokens = "lots"\n',
+            "max_reply_tokens",
+            "integer",
+        ),
         ('name = "p"\nmodel = "offline"\nsystem_prompt = "hi"\nskills = ["fly"]\n', "skills", "unknown skill"),
         ('name = "p"\nmodel = "offline"\nsystem_prompt = "hi"\ncolour = "red"\n', "colour", "unknown key"),
     ],

@@ -95,7 +95,7 @@ def test_the_configuration_reference_has_every_key_with_its_default(generated: d
         section, key = dotted[1:].rsplit(".", 1)
         table = page[page.index(f"## `[{section}]`") :].split("\n## ")[0]
         assert re.search(rf"^\| `{key}` \| (?:[^|]|\\\|)+ \| (?:`[^`]*`|unset) \| \S", table, re.M), dotted
-    assert re.search(r"^\| `top_k` \| integer \(≥ 1, ≤ 100\) \| `3` \| ", page, re.M)
+    assert re.search(r"^\| `max_per_reply` \| integer \(≥ 1, ≤ 100\) \| `3` \| ", page, re.M)
     assert re.search(r"^\| `min_score` \| number \(≥ 0.0, ≤ 1.0\) \| `0.5` \| ", page, re.M)
     from agentd.personas import _PersonaFile
 

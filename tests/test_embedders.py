@@ -60,7 +60,7 @@ def test_memory_settings_override_the_embedders_word_weights(app: App, tmp_path:
     assert app.memory.fusion.date_weight == embedder.words.date_weight
     config = load_config(
         write_home(
-            tmp_path / "other", "[memory]\nlexical_weight = 0.0\ndate_weight = 0.4\nplain_lexical_weight = 0.1\n"
+            tmp_path / "other", "[memory.tuning]\nlexical_weight = 0.0\ndate_weight = 0.4\nplain_lexical_weight = 0.1\n"
         ),
         environ={},
     )

@@ -32,7 +32,7 @@ from tests.support.fakeopenai import EmbeddingFault, FakeOpenAI, embedding_confi
 TALKER = """
 name = "talker"
 model = "offline"
-max_tokens = 150
+max_reply_tokens = 150
 context_window = 400
 channels = ["general", "dm-*", "other"]
 skills = []

@@ -121,7 +121,7 @@ def test_a_failure_that_is_not_transient_is_not_retried(daemons, fake_openai) ->
 
 
 def test_the_offline_model_is_never_retried_and_finishes(daemons) -> None:
-    offline = 'name = "fake"\nmodel = "offline"\nmax_tokens = 256\nsystem_prompt = "You are fake."\n'
+    offline = 'name = "fake"\nmodel = "offline"\nmax_reply_tokens = 256\nsystem_prompt = "You are fake."\n'
     d = daemons('[embedding]\nprovider = "none"\n' + RETRIES, personas={"fake": offline})
     events = d.chat("hello")
     assert events[-1].event == "done"

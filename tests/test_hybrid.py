@@ -11,7 +11,7 @@ import pytest
 from agentd import InvalidInput
 from agentd.access.scopes import GLOBAL, Reach, Scope
 from agentd.app import App
-from agentd.config import MemoryConfig
+from agentd.config import MemoryConfig, MemoryTuning
 from agentd.embedders.calibration import WordWeights
 from agentd.search import SearchQuery
 from agentd.search.dates import query_dates
@@ -323,10 +323,12 @@ def test_plain_query_weights_come_from_the_model_unless_configured() -> None:
     plain = fusion.for_query("where does my sister live?")
     assert (plain.lexical_weight, plain.lexical_saturation) == (0.05, 30.0)
     assert fusion.for_query("Where does Ana live?") == fusion
-    configured = Fusion.of(words, MemoryConfig(plain_lexical_weight=0.2, plain_lexical_saturation=20.0))
+    configured = Fusion.of(
+        words, MemoryConfig(tuning=MemoryTuning(plain_lexical_weight=0.2, plain_lexical_saturation=20.0))
+    )
     assert configured.for_query("where does my sister live?").lexical_weight == 0.2
     # A model without plain weights gives every query its one weight (or the configured one).
-    same = Fusion.of(WordWeights(1.5, 10.0, 0.5), MemoryConfig(lexical_weight=0.3))
+    same = Fusion.of(WordWeights(1.5, 10.0, 0.5), MemoryConfig(tuning=MemoryTuning(lexical_weight=0.3)))
     assert same.for_query("where does my sister live?") == same
     assert same.lexical_weight == 0.3
 

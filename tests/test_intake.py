@@ -25,7 +25,7 @@ from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 
 pytestmark = pytest.mark.both_backends
 
-OFFLINE = 'name = "quick"\nmodel = "offline"\nmax_tokens = 64\nskills = []\nsystem_prompt = "Be brief."\n'
+OFFLINE = 'name = "quick"\nmodel = "offline"\nmax_reply_tokens = 64\nskills = []\nsystem_prompt = "Be brief."\n'
 
 
 @pytest.fixture

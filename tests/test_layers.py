@@ -6,7 +6,7 @@
   metrics, traces), ``web``, ``_compat``; and ``access.scopes``;
 * layer 1: ``store``, ``llm``, ``embedders`` (with each model's calibration), ``client``;
 * layer 2: ``search``, ``prompt``, ``memory``, ``recall``, ``skills``, ``mcp.client``, ``access``
-  (identity, visibility), ``spend`` (usage, caps), ``timing.schedules``;
+  (identity, visibility), ``spend`` (usage, caps), ``timing.schedules``, ``ops`` (the operations);
 * layer 3: ``runtime``, and ``app`` (the wiring; at the root, so a command that builds parts imports
   no runtime);
 * layer 4: ``api``, ``cli``, ``adapters``, ``mcp.server``; layer 5: ``__main__``.
@@ -81,7 +81,7 @@ def _imported(path: Path) -> set[str]:
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module]
-            # ``from agentd.mcp import server`` imports the unit ``mcp.server``.
+            # ``from agentd.mcp.client import server`` imports the unit ``mcp.server``.
             if node.module.split(".")[0] == "agentd":
                 names += [f"{node.module}.{a.name}" for a in node.names]
         for name in names:

@@ -52,7 +52,7 @@ def test_limit_caps_the_hits_and_the_default_is_5(app: App) -> None:
     for i in range(8):
         app.memory.add("buddy", GLOBAL, f"User note number {i} about programming in Python")
     assert len(app.memory.search(SearchQuery("Python programming", BUDDY, limit=1, min_relevance=0.0)).hits) == 1
-    assert app.memory.config.recall_limit == 5
+    assert app.memory.config.search_results == 5
     assert len(app.memory.search(SearchQuery("Python programming", BUDDY, min_relevance=0.0)).hits) == 5
 
 

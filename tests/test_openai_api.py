@@ -219,7 +219,7 @@ def test_a_client_that_sends_no_user_is_the_default_user_on_a_keyless_daemon(dae
     """One identity: llm or Open WebUI sending no ``user`` to a loopback daemon without keys act as
     the default user ([user] name), as the CLI and the web page do: in their direct channel, with
     their memories."""
-    d = daemons('[memory]\ndecay_weight = 0.0\n[user]\nname = "web"\n')
+    d = daemons('[memory.tuning]\ndecay_weight = 0.0\n[user]\nname = "web"\n')
     d.app.memory.add("fake", Scope.user("web"), "The user's favorite color is blue", "preference")
     fake_openai.queue(Turn(text="Blue."))
     answer = d.client.post(

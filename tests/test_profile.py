@@ -26,7 +26,7 @@ from tests.conftest import agentd_cli, write_home
 OFFLINE = """
 name = "buddy"
 model = "offline"
-max_tokens = 128
+max_reply_tokens = 128
 skills = []
 system_prompt = "You are buddy."
 """

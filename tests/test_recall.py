@@ -71,7 +71,7 @@ def test_recall_results_have_the_seeds_fields_and_whole_second_timestamps(app: A
 
 
 def test_recall_min_score_in_config_sets_a_threshold(tmp_path: Path, embedder: LocalEmbedder) -> None:
-    home = write_home(tmp_path, "[memory]\nrecall_min_score = 0.5\n")
+    home = write_home(tmp_path, "[memory]\nsearch_min_score = 0.5\n")
     app = App(load_config(home, environ={}), embedder=embedder)
     try:
         for text in PYTHON_PRACTICE:

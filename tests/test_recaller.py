@@ -21,7 +21,7 @@ from tests.conftest import write_home
 PERSONA = """
 name = "buddy"
 model = "offline"
-max_tokens = 128
+max_reply_tokens = 128
 context_window = 1024
 skills = []
 system_prompt = "You are buddy."

@@ -97,12 +97,14 @@ def texts(hits) -> list[str]:  # type: ignore[no-untyped-def]
 def test_a_decision_recalls_the_constraint_the_search_alone_ranks_too_low(
     reranking: MemoryService, search_order: MemoryService
 ) -> None:
-    top_k = reranking.config.top_k
-    assert "Dana is allergic to peanuts" not in texts(search_order.search(SearchQuery(SATAY, DANA, limit=top_k)).hits)
-    hits = reranking.search(SearchQuery(SATAY, DANA, limit=top_k)).hits
+    per_reply = reranking.config.max_per_reply
+    assert "Dana is allergic to peanuts" not in texts(
+        search_order.search(SearchQuery(SATAY, DANA, limit=per_reply)).hits
+    )
+    hits = reranking.search(SearchQuery(SATAY, DANA, limit=per_reply)).hits
     assert "Dana is allergic to peanuts" in texts(hits)
     # The mix orders; every memory keeps the relevance the search gave it, above the advice bar.
-    assert all(h.relevance >= reranking.config.advice_min_score for h in hits)
+    assert all(h.relevance >= reranking.config.tuning.advice_min_score for h in hits)
 
 
 def test_on_decisions_written_afterwards_the_mix_recalls_no_fewer_constraints(
@@ -110,10 +112,10 @@ def test_on_decisions_written_afterwards_the_mix_recalls_no_fewer_constraints(
 ) -> None:
     """Out of sample (docs/notes/recall-tuning.md, "Sixth pass"): 13 of 14 either way today; the mix
     gains the chicken satay and loses the Thai curry, where it ranks "collects vinyl"-like hubs high."""
-    top_k = reranking.config.top_k
+    per_reply = reranking.config.max_per_reply
 
     def recalled(service: MemoryService) -> int:
-        return sum(fact in texts(service.search(SearchQuery(q, DANA, limit=top_k)).hits) for q, fact in DECISIONS)
+        return sum(fact in texts(service.search(SearchQuery(q, DANA, limit=per_reply)).hits) for q, fact in DECISIONS)
 
     assert recalled(reranking) >= recalled(search_order) >= len(DECISIONS) - 2
 
@@ -195,6 +197,6 @@ def test_a_decision_is_reordered_on_either_backend(app) -> None:  # type: ignore
     for text in FACTS:
         app.memory.add("buddy", Scope.user("dana"), text)
     app.memory.add("buddy", Scope.user("erin"), "Erin is allergic to peanuts")  # another user's: never a result
-    hits = app.memory.search(SearchQuery(SATAY, DANA, limit=app.memory.config.top_k)).hits
+    hits = app.memory.search(SearchQuery(SATAY, DANA, limit=app.memory.config.max_per_reply)).hits
     assert "Dana is allergic to peanuts" in texts(hits)
     assert all(h.memory.scope == Scope.user("dana") for h in hits)

@@ -28,7 +28,7 @@ from tests.support.serve import Serve
 OFFLINE = """
 name = "buddy"
 model = "offline"
-max_tokens = 256
+max_reply_tokens = 256
 channels = ["general", "dm-*", "room*"]
 skills = ["remember", "recall", "schedule"]
 system_prompt = "You are buddy."
@@ -366,9 +366,11 @@ def test_a_recurring_schedule_fires_at_each_occurrence_and_never_a_burst(tmp_pat
     not fired, moved on, still scheduled."""
     from agentd.app import App
     from agentd.config import load_config
+    from agentd.ops.base import OpContext
+    from agentd.ops.schedules import NewScheduleBody, create
     from agentd.runtime import Runtime
     from agentd.runtime.scheduler import Scheduler
-    from agentd.timing.schedules import ScheduleRequest, get, make
+    from agentd.timing.schedules import get
 
     home = write_home(tmp_path, QUIET + "[schedules]\nmax_lateness_seconds = 600\n", PERSONAS)
     app = App(load_config(home, environ={}))
@@ -376,8 +378,10 @@ def test_a_recurring_schedule_fires_at_each_occurrence_and_never_a_burst(tmp_pat
     now = [datetime.now(UTC)]
     scheduler = Scheduler(runtime, clock=lambda: now[0])  # not started: rounds run when the test says
     try:
-        request = ScheduleRequest("buddy", "general", "tick", "alice", cron="*/5 * * * *", timezone="UTC")
-        made = make(app.store, app.config, app.personas, request, "test")
+        request = NewScheduleBody(
+            persona="buddy", channel="general", text="tick", user="alice", cron="*/5 * * * *", timezone="UTC"
+        )
+        made = get(app.store, create(OpContext.operator(app), request).id)
         first = made.next_at
         assert first is not None
         now[0] = first

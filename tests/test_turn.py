@@ -20,7 +20,7 @@ from tests.conftest import write_home
 OFFLINE = """
 name = "buddy"
 model = "offline"
-max_tokens = 128
+max_reply_tokens = 128
 context_window = 1024
 skills = ["remember", "recall"]
 system_prompt = "You are buddy."

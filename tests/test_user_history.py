@@ -23,7 +23,7 @@ from tests.conftest import agentd_cli, write_home
 OFFLINE = """
 name = "buddy"
 model = "offline"
-max_tokens = 128
+max_reply_tokens = 128
 context_window = 1024
 skills = []
 system_prompt = "You are buddy."
@@ -109,7 +109,10 @@ def test_a_sparse_follow_up_finds_the_memory_the_earlier_exchange_points_to(make
 
 @pytest.mark.parametrize(
     "config",
-    ["[history]\nrecent_window = 0\nenabled = false\n", "[history]\nrecent_window = 0\nseed_sparse_below = 0\n"],
+    [
+        "[history]\nrecent_window = 0\nenabled = false\n",
+        "[history]\nrecent_window = 0\n[history.tuning]\nseed_sparse_below = 0\n",
+    ],
     ids=["history-off", "seeds-off"],
 )
 def test_without_the_seeds_the_sparse_follow_up_finds_nothing(make_runtime, config: str) -> None:
@@ -233,7 +236,9 @@ def test_newest_first_up_to_max_snippets(history_app) -> None:
 
 
 def test_a_literal_substring_match_is_kept_even_below_the_overlap_threshold(tmp_path, embedder) -> None:
-    home = write_home(tmp_path, "[history]\nrecent_window = 0\nmin_overlap_ratio = 1.0\n", {"buddy": OFFLINE})
+    home = write_home(
+        tmp_path, "[history]\nrecent_window = 0\n[history.tuning]\nmin_overlap_ratio = 1.0\n", {"buddy": OFFLINE}
+    )
     app = App(load_config(home, environ={}), embedder=embedder)
     try:
         with app.store.write() as conn:
@@ -269,7 +274,9 @@ def test_seeds_are_deduplicated_case_insensitively(tmp_path, embedder) -> None:
 
 
 def test_inspection_is_bounded_by_max_inspected(tmp_path, embedder) -> None:
-    home = write_home(tmp_path, "[history]\nrecent_window = 0\nmax_inspected = 5\n", {"buddy": OFFLINE})
+    home = write_home(
+        tmp_path, "[history]\nrecent_window = 0\n[history.tuning]\nmax_inspected = 5\n", {"buddy": OFFLINE}
+    )
     app = App(load_config(home, environ={}), embedder=embedder)
     try:
         with app.store.write() as conn:
@@ -313,7 +320,7 @@ def test_condense_counts_characters_and_never_splits_cjk_or_emoji(text: str, lim
 
 
 def test_cjk_history_is_matched_and_cut_to_the_rune_limit(tmp_path, embedder) -> None:
-    home = write_home(tmp_path, "[history]\nrecent_window = 0\nsnippet_rune_limit = 16\n", {"buddy": OFFLINE})
+    home = write_home(tmp_path, "[history]\nrecent_window = 0\nmax_snippet_chars = 16\n", {"buddy": OFFLINE})
     app = App(load_config(home, environ={}), embedder=embedder)
     try:
         long = "我们明天去公园散步，然后去博物馆看展览，晚上一起吃火锅"

@@ -121,7 +121,7 @@ def test_the_page_follows_the_configured_user_and_says_when_a_channel_is_shared(
 
 
 def test_chat_streams_shows_recalled_memories_and_forgets(daemons, fake_openai, browser, tmp_path) -> None:
-    d = daemons('[memory]\ndecay_weight = 0.0\n[user]\nname = "web"\n')
+    d = daemons('[memory.tuning]\ndecay_weight = 0.0\n[user]\nname = "web"\n')
     blue, _ = d.app.memory.add("fake", Scope.user("web"), "The user's favorite color is blue", "preference")
     d.app.memory.add("fake", Scope.user("web"), "The user's favorite food is pasta", "preference")
     reply = "Your favorite color is blue, as you told me before."
@@ -220,7 +220,7 @@ def test_a_reload_keeps_the_conversation_with_what_each_reply_was_given(daemons,
     """The page opens on the channel's stored messages: after a reload, the exchange is still there,
     labelled with the persona that replied, with the memories its reply was given and its budget
     (from the reply's context record)."""
-    d = daemons('[memory]\ndecay_weight = 0.0\n[user]\nname = "web"\n')
+    d = daemons('[memory.tuning]\ndecay_weight = 0.0\n[user]\nname = "web"\n')
     d.app.memory.add("fake", Scope.user("web"), "The user's favorite color is blue", "preference")
     fake_openai.queue(Turn(text="Blue, as you said."))
     browser.get(d.url + "/")
@@ -332,7 +332,7 @@ def click(driver: object, css: str) -> None:
 KEEPER = """
 name = "keeper"
 model = "offline"
-max_tokens = 512
+max_reply_tokens = 512
 channels = ["general", "dm-*"]
 skills = ["remember", "schedule"]
 owners = ["web"]

@@ -13,10 +13,12 @@ from agentd.access.scopes import IDENTIFIER_PATTERN, check_identifier
 from agentd.api.chat import SSE_DOC
 from agentd.api.keys import Principal, Role
 from agentd.api.redact import reduced
-from agentd.api.roles import Policy, allow, caller_of
+from agentd.api.roles import Acting, Policy, allow, caller_of
 from agentd.api.schemas import MAX_ID, ChannelPost
 from agentd.api.sse import HEADERS, MEDIA_TYPE
 from agentd.api.state import Daemon, daemon
+from agentd.ops import chat as ops
+from agentd.ops.chat import in_conversation
 from agentd.schemas.responses import COMMON_ERRORS, ChannelList, MessagePage, PostAccepted, error_responses
 
 router = APIRouter(tags=["channels"], responses=COMMON_ERRORS)
@@ -32,7 +34,7 @@ Channel = Annotated[str, Path(pattern=IDENTIFIER_PATTERN, description="1-128 cha
     **allow(Policy.CHANNEL),
 )
 async def post_message(
-    channel: Channel, body: ChannelPost, d: Annotated[Daemon, Depends(daemon)], request: Request
+    channel: Channel, body: ChannelPost, d: Annotated[Daemon, Depends(daemon)], ctx: Acting
 ) -> JSONResponse:
     """Store a message for the channel's persona and answer at once with its id (202).
 
@@ -43,18 +45,8 @@ async def post_message(
     (a channel bound to several personas) ``[channels.NAME] answer`` decides: ``persona`` is the
     first to answer, ``triggered`` the others in order (``persona`` null: nobody is asked to).
     """
-    persona = d.answering(channel, body.persona, body.text)
     accepted = await run_in_threadpool(
-        lambda: d.runtime.submit(
-            persona,
-            channel,
-            body.user,
-            body.text,
-            disable_memory=body.disable_memory,
-            source="channel",
-            visibility=body.visibility,
-            caller=caller_of(request),
-        )
+        ops.chat, in_conversation(ctx, d.runtime, source="channel"), body.to_request(channel)
     )
     d.hub.wake(channel)
     return JSONResponse(

@@ -6,15 +6,15 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from agentd.api.roles import Policy, allow, caller_of, check_channel
-from agentd.api.schemas import ChatRequest
+from agentd.api.roles import Acting, Policy, allow
 from agentd.api.sse import HEADERS, MEDIA_TYPE, EventBridge, frame
 from agentd.api.state import Daemon, daemon
-from agentd.runtime import Accepted
+from agentd.ops import chat as ops
+from agentd.ops.chat import ChatAccepted, ChatRequest, in_conversation, room_decides
 from agentd.runtime.events import Triggered
 from agentd.schemas.responses import COMMON_ERRORS, error_responses
 
@@ -29,7 +29,7 @@ SSE_DOC: dict[int | str, dict[str, Any]] = {
 @router.post(
     "/v1/chat", response_class=StreamingResponse, responses={**SSE_DOC, **error_responses(429)}, **allow(Policy.CHANNEL)
 )
-async def chat(body: ChatRequest, d: Annotated[Daemon, Depends(daemon)], request: Request) -> StreamingResponse:
+async def chat(body: ChatRequest, d: Annotated[Daemon, Depends(daemon)], ctx: Acting) -> StreamingResponse:
     """Send a message and stream the reply as server-sent events.
 
     Each event's ``event:`` names it and ``data:`` is its JSON: ``memory_context``
@@ -42,33 +42,19 @@ async def chat(body: ChatRequest, d: Annotated[Daemon, Depends(daemon)], request
     The message is stored before anything else happens; bad input is a 4xx
     before the stream starts.
     """
-    check_channel(caller_of(request), body.channel)
-    persona = d.answering(body.channel, body.persona, body.message)
     bridge = EventBridge(asyncio.get_running_loop())
-    accepted = await run_in_threadpool(
-        lambda: d.runtime.submit(
-            persona,
-            body.channel,
-            body.user,
-            body.message,
-            disable_memory=body.disable_memory,
-            sink=bridge.sink,
-            source="chat",
-            visibility=body.visibility,
-            caller=caller_of(request),
-        )
-    )
+    accepted = await run_in_threadpool(ops.chat, in_conversation(ctx, d.runtime, bridge.sink, "chat"), body)
     d.hub.wake(body.channel)
     headers = {**HEADERS, "X-Agentd-Message-Id": str(accepted.message_id), "X-Agentd-Request-Id": accepted.request_id}
-    if persona is not None:
+    if not room_decides(d.app, body.channel, body.persona):
         return StreamingResponse(bridge.frames(), media_type=MEDIA_TYPE, headers=headers)
     return StreamingResponse(_room_frames(accepted, bridge), media_type=MEDIA_TYPE, headers=headers)
 
 
-async def _room_frames(accepted: Accepted, bridge: EventBridge) -> AsyncIterator[bytes]:
+async def _room_frames(accepted: ChatAccepted, bridge: EventBridge) -> AsyncIterator[bytes]:
     """In a room: ``triggered`` first (who answers), then the first persona's reply (nobody's: the
     stream ends there)."""
-    said = Triggered(accepted.persona, accepted.also, accepted.message_id)
+    said = Triggered(accepted.persona, tuple(accepted.also), accepted.message_id)
     yield frame(said.type, said.as_json())
     if accepted.persona:
         async for chunk in bridge.frames():

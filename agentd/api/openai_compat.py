@@ -40,11 +40,13 @@ from agentd.access.scopes import check_identifier, unseen_character
 from agentd.api.client_messages import Earlier, reconcile
 from agentd.api.errors import seconds_until
 from agentd.api.openai_errors import openai_error
-from agentd.api.roles import Policy, allow, caller_of, check_channel
+from agentd.api.roles import Acting, Policy, allow, caller_of
 from agentd.api.sse import HEADERS, KEEPALIVE, MEDIA_TYPE, EventBridge
 from agentd.api.state import Daemon, daemon
+from agentd.ops import chat as ops
+from agentd.ops.base import parse
+from agentd.ops.chat import ChatRequest, check_channel, in_conversation, persona_for
 from agentd.runtime import Done, Error, Event, HistoryContext, MemoryContext, TokenDelta
-from agentd.runtime.acting import check_acting
 from agentd.schemas.responses import openai_error_responses
 from agentd.spend.caps import SpendCaps
 
@@ -212,7 +214,9 @@ def get_model(model: str, d: Annotated[Daemon, Depends(daemon)]) -> dict[str, An
     responses={200: {"content": {MEDIA_TYPE: {}, "application/json": {}}}, **openai_error_responses(403)},
     **allow(Policy.CHANNEL),
 )
-async def chat_completions(body: ChatCompletionRequest, d: Annotated[Daemon, Depends(daemon)], request: Request) -> Any:
+async def chat_completions(
+    body: ChatCompletionRequest, d: Annotated[Daemon, Depends(daemon)], request: Request, ctx: Acting
+) -> Any:
     """Answer the conversation's last user message as the persona named by ``model``
     (a ``chat.completion``, or ``chat.completion.chunk`` server-sent events with ``stream``)."""
     _check_model(d, body.model)
@@ -221,16 +225,17 @@ async def chat_completions(body: ChatCompletionRequest, d: Annotated[Daemon, Dep
     check_identifier("user", user)
     meta = body.metadata or {}
     channel = meta.get("channel") or f"dm-{user}"
-    check_channel(caller, channel)
-    check_acting(caller, user)  # before the earlier messages are stored as ``user``
-    # The default channel is this user's own; a named one is shared unless the caller says otherwise.
-    visibility = meta.get("visibility") or (None if meta.get("channel") else "direct")
-    persona = d.persona_for(channel, body.model)
+    check_channel(ctx, channel)
+    ctx.check_user(user)  # before the earlier messages are stored as ``user``
+    persona = persona_for(d.app, channel, body.model)
     text, earlier = _split([m.model_dump() for m in body.messages])
-    disable_tools = _tools_off(body)
-    disable_memory = meta.get("disable_memory", "").lower() in ("true", "1", "yes")
     if not text.strip():
         raise InvalidInput(f"messages[{len(body.messages) - 1}].content", "must not be empty or whitespace")
+    # The default channel is this user's own; a named one is shared unless the caller says otherwise.
+    visibility = meta.get("visibility") or (None if meta.get("channel") else "direct")
+    disable_memory = meta.get("disable_memory", "").lower() in ("true", "1", "yes")
+    given = {"persona": persona, "channel": channel, "user": user, "message": text, "visibility": visibility}
+    asked = parse(ChatRequest, {**given, "disable_memory": disable_memory})  # refused before anything is stored
     d.runtime.check_room(persona, channel)  # 429 before the earlier messages are stored
     # A spend cap reached: 429 with Retry-After at its reset, before anything is stored (a streamed
     # answer could not change its status later). The turn checks again (a cap reached meanwhile).
@@ -238,20 +243,8 @@ async def chat_completions(body: ChatCompletionRequest, d: Annotated[Daemon, Dep
     await d.probe(lambda: caps.check(d.app.personas[persona], user))
     imported = await run_in_threadpool(reconcile, d.app.store, channel, user, persona, earlier)
     bridge = EventBridge(asyncio.get_running_loop())
-    accepted = await run_in_threadpool(
-        lambda: d.runtime.submit(
-            persona,
-            channel,
-            user,
-            text,
-            disable_memory=disable_memory,
-            sink=bridge.sink,
-            source="openai",
-            disable_tools=disable_tools,
-            visibility=visibility,
-            caller=caller,
-        )
-    )
+    conversation = in_conversation(ctx, d.runtime, bridge.sink, "openai", disable_tools=_tools_off(body))
+    accepted = await run_in_threadpool(ops.chat, conversation, asked)
     d.hub.wake(channel)
     info = {
         "channel": channel,

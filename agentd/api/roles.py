@@ -20,10 +20,10 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 
 from agentd._exceptions import Forbidden, UnauthorizedCaller
-from agentd.access.scopes import DELEGATION_MARK
 from agentd.api.keys import Principal, Role
 from agentd.api.state import Daemon, daemon
 from agentd.ops.base import OpContext
+from agentd.ops.chat import refuse_delegation
 
 #: The scope key the door stores the caller under.
 PRINCIPAL_KEY = "agentd.principal"
@@ -98,11 +98,8 @@ def check_channel(who: Principal | None, channel: str, *, write: bool = True) ->
     ``write``: posting, chatting or following; an admin may still read a
     delegation channel's stored messages (what a subagent was asked and said).
     """
-    if DELEGATION_MARK in channel and (write or who is None or who.role is not Role.ADMIN):
-        raise Forbidden(
-            f"{channel!r} is a delegation's internal channel (its name has {DELEGATION_MARK!r}): "
-            "it cannot be posted to or followed from outside"
-        )
+    if write or who is None or who.role is not Role.ADMIN:
+        refuse_delegation(channel)
     if who is not None and not who.may_use_channel(channel):
         globs = ", ".join(who.channels) or "none"
         raise Forbidden(f"the {who.role} key {who.name!r} may not use channel {channel!r} (its channels: {globs})")

@@ -14,11 +14,8 @@ a body may hold a lone UTF-16 surrogate (it cannot be stored or sent back as UTF
 
 from __future__ import annotations
 
-from typing import Literal
+from pydantic import BaseModel, ConfigDict
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from agentd.config import MAX_MESSAGE_CHARS
 from agentd.ops.fields import (
     CATEGORY_PATTERN,
     MAX_ID,
@@ -35,6 +32,7 @@ from agentd.ops.fields import (
     TokenBudget,
 )
 from agentd.ops.memory import IMPORT_ITEM, MAX_IMPORT, AddMemory, ImportRequest, KnownFactsRequest, SearchRequest
+from agentd.ops.models import VISIBILITY_FIELD, ChannelPost, ChatRequest, Visibility
 
 #: The shared field types live with the operations (:mod:`agentd.ops.fields`); re-exported for the routes.
 __all__ = [
@@ -57,6 +55,10 @@ __all__ = [
     "ImportRequest",
     "KnownFactsRequest",
     "SearchRequest",
+    "VISIBILITY_FIELD",
+    "ChannelPost",
+    "ChatRequest",
+    "Visibility",
 ]
 
 #: Longest message a query string may carry (``GET /v1/budget``): percent-encoded it stays
@@ -66,41 +68,5 @@ MAX_QUERY_MESSAGE = 2000
 HTTP_LINE_LIMIT = 65_536
 
 
-#: Who reads a channel: ``direct`` (this user and the persona) or ``shared``.
-Visibility = Literal["direct", "shared"]
-VISIBILITY_FIELD = Field(
-    None,
-    description="Who reads the channel: 'direct' (only this user and the persona) or 'shared' (the default). "
-    "The channel's first message that says so decides; [channels.NAME] visibility in the config wins.",
-)
-
-
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
-
-
-class ChatRequest(_Body):
-    """``POST /v1/chat``."""
-
-    persona: PersonaName | None = Field(
-        None,
-        description="The persona that answers (default: the one the message addresses, else the channel's; "
-        "in a room, the room decides: [channels.NAME] answer).",
-    )
-    channel: Identifier = Field(description="The channel the conversation lives in.")
-    user: Identifier = Field(description="Who is speaking (scopes user memories and earlier exchanges).")
-    message: Text = Field(
-        max_length=MAX_MESSAGE_CHARS, description="The user's message (at most [runtime] max_message_chars: 32000)."
-    )
-    disable_memory: bool = Field(False, description="Skip automatic memory retrieval for this message.")
-    visibility: Visibility | None = VISIBILITY_FIELD
-
-
-class ChannelPost(_Body):
-    """``POST /v1/channels/{channel}/messages``."""
-
-    user: Identifier = Field(description="Who is speaking.")
-    text: Text = Field(max_length=MAX_MESSAGE_CHARS, description="The message (at most [runtime] max_message_chars).")
-    persona: PersonaName | None = Field(None, description="Who answers (default: the persona bound to the channel).")
-    disable_memory: bool = False
-    visibility: Visibility | None = VISIBILITY_FIELD

@@ -10,13 +10,11 @@ from typing import TypeVar
 from anyio import CapacityLimiter, to_thread
 from fastapi import Request
 
-from agentd._exceptions import InvalidInput
-from agentd.access.scopes import check_identifier
-from agentd.api.addressing import addressed_to
 from agentd.api.feed import ChannelHub
 from agentd.api.keys import KeyBook
 from agentd.app import App
 from agentd.embedders.guard import waiting_since
+from agentd.ops.chat import answering, persona_for
 from agentd.runtime import Runtime
 
 T = TypeVar("T")
@@ -69,58 +67,12 @@ class Daemon:
         return await to_thread.run_sync(work, limiter=self.pools.probe)
 
     def answering(self, channel: str, named: str | None, text: str | None = None) -> str | None:
-        """:meth:`persona_for`, except in a room (``[channels.NAME]`` binding several personas) when
-        the request names no persona: ``None``, the room decides who answers (the runtime's intake,
-        :mod:`agentd.runtime.rooms`)."""
-        entry = self.app.config.channels.get(channel)
-        if named is None and entry is not None and len(entry.personas) > 1:
-            check_identifier("channel", channel)
-            return None
-        return self.persona_for(channel, named, text)
+        """Who answers ``text`` in ``channel`` (``None``: the room decides): :func:`agentd.ops.chat.answering`."""
+        return answering(self.app, channel, named, text)
 
     def persona_for(self, channel: str, named: str | None, text: str | None = None) -> str:
-        """The persona that answers in ``channel``.
-
-        1. ``named`` (the request's ``persona`` field), if given: it must be allowed here.
-        2. The persona the message ``text`` addresses (``NAME: ...``, ``NAME, ...``,
-           ``@NAME``; :mod:`agentd.api.addressing`) among those allowed here.
-        3. The channel's default.
-
-        Allowed here: a channel bound in config (``[channels.NAME] personas = [...]``)
-        is answered only by those personas, and its default is the first; any other
-        channel may be answered by any persona, and its default is the single
-        persona whose ``channels`` globs match it (several matching: name one).
-        """
-        check_identifier("channel", channel)
-        personas = self.app.personas
-        entry = self.app.config.channels.get(channel)
-        bound = list(entry.personas) if entry is not None else []
-        if named is not None:
-            persona = personas[named].name  # NotFound names the known ones
-            if bound and persona not in bound:
-                raise InvalidInput(
-                    "persona", f"{persona!r} is not bound to channel {channel!r} (bound: {', '.join(bound)})"
-                )
-            return persona
-        addressed = addressed_to(text, bound or list(personas))
-        if addressed is not None:
-            return addressed
-        if bound:
-            return bound[0]
-        matching = [p.name for p in personas.bound_to(channel)]
-        if len(matching) == 1:
-            return matching[0]
-        if not matching:
-            raise InvalidInput(
-                "persona",
-                f"channel {channel!r} is bound to no persona: name one, or bind it with "
-                f"[channels.{channel}] personas = [...] in agentd.toml",
-            )
-        raise InvalidInput(
-            "persona",
-            f"channel {channel!r} matches several personas ({', '.join(matching)}): name one, "
-            "or address one in the message (NAME: ... or @NAME)",
-        )
+        """The persona that answers in ``channel``: :func:`agentd.ops.chat.persona_for`."""
+        return persona_for(self.app, channel, named, text)
 
 
 async def daemon(request: Request) -> Daemon:

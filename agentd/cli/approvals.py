@@ -7,14 +7,20 @@ second (its approvals desk), in whichever way it runs turns.
 from __future__ import annotations
 
 import getpass
+import json
+from datetime import datetime
+from typing import Any
 
 import click
 from rich.table import Table
 
 from agentd.app import App
+from agentd.cli.acting import operator, request
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
-from agentd.skills.approvals import STATES, decide, list_approvals
+from agentd.ops import approvals as ops
+from agentd.ops.approvals import STATES
+from agentd.ops.base import ADMIN, OpContext
 
 
 @click.group()
@@ -30,10 +36,14 @@ def approvals() -> None:
 @pass_app
 def list_(app: App, state: str | None, every: bool, persona: str | None, as_json: bool) -> None:
     """List the tool calls waiting for approval (newest first), with who asked and the arguments."""
-    found = list_approvals(app.store, None if every else (state or "pending"), persona)
+    query = request(ops.ApprovalQuery, {"state": "--state", "persona": "--persona"}, persona=persona)
+    if every or state:  # None: every state (the model's default is pending)
+        query = query.model_copy(update={"state": None if every else state})
+    listed = ops.list_approvals(operator(app), query)
     if as_json:
-        print_json({"approvals": [a.as_json() for a in found]})
+        print_json(listed.as_json())
         return
+    found = listed.approvals
     if not found:
         out.print("no approvals" if every or state else "no tool call waits for approval")
         return
@@ -46,10 +56,23 @@ def list_(app: App, state: str | None, every: bool, persona: str | None, as_json
             a.channel,
             a.asked_by,
             a.tool,
-            a.arguments[:80],
-            f"{a.created_at:%m-%d %H:%M}",
+            _arguments(a.arguments)[:80],
+            f"{datetime.fromisoformat(a.created_at):%m-%d %H:%M}",
         )
     out.print(table)
+
+
+def _arguments(given: Any) -> str:
+    """A call's arguments as the model sent them (JSON text)."""
+    return given if isinstance(given, str) else json.dumps(given, ensure_ascii=False)
+
+
+def _decide(app: App, approval_id: int, decision: str, reason: str | None = None) -> ops.ApprovalOut:
+    """Decide as the operator at the command line."""
+    asked = request(
+        ops.ApprovalDecision, {"id": "ID", "reason": "--reason"}, id=approval_id, decision=decision, reason=reason
+    )
+    return ops.decide(OpContext(app, ADMIN, _operator()), asked)
 
 
 def _operator() -> str:
@@ -66,7 +89,7 @@ def _operator() -> str:
 @pass_app
 def approve(app: App, approval_id: int, as_json: bool) -> None:
     """Approve tool call ID: the daemon runs it and the turn goes on with its result."""
-    decided = decide(app.store, approval_id, "approve", _operator())
+    decided = _decide(app, approval_id, "approve")
     if as_json:
         print_json(decided.as_json())
         return
@@ -80,7 +103,7 @@ def approve(app: App, approval_id: int, as_json: bool) -> None:
 @pass_app
 def deny(app: App, approval_id: int, reason: str | None, as_json: bool) -> None:
     """Deny tool call ID: it is never run; the turn goes on with the denial."""
-    decided = decide(app.store, approval_id, "deny", _operator(), reason)
+    decided = _decide(app, approval_id, "deny", reason)
     if as_json:
         print_json(decided.as_json())
         return

@@ -48,7 +48,7 @@ def budget_table(b: ContextBudget, has_message: bool = True) -> Table:
         ("history", b.history_tokens, f"{b.history_messages} of {b.history_available} messages"),
         ("current message", b.current_tokens, "" if has_message else "none given"),
         ("tool definitions", b.tools_tokens, ""),
-        ("output reserve", b.output_reserve, "persona max_tokens"),
+        ("output reserve", b.output_reserve, "persona max_reply_tokens"),
         ("free", b.free_tokens, ""),
     ]
     for name, tokens, detail in rows:

@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -240,6 +240,11 @@ def _known_model(p: Persona) -> Check | None:
     )
 
 
+def _deprecated_keys(messages: Iterable[str]) -> list[Check]:
+    """A warning for each renamed key the config or a persona file still uses (read as the new one)."""
+    return [Check("deprecated key", True, message, warning=True) for message in messages]
+
+
 def checks(app: App, ping_timeout: float | None = None) -> list[Check]:
     """Every check, in order; later ones are skipped when what they need failed.
 
@@ -249,6 +254,7 @@ def checks(app: App, ping_timeout: float | None = None) -> list[Check]:
         _run("config", lambda: _startup(app)),
         Check("data directory", True, str(app.config.data_dir)),
     ]
+    found += _deprecated_keys(app.config.deprecations)
     if app.config.ignored_env:
         found.append(
             Check(
@@ -305,6 +311,7 @@ def checks(app: App, ping_timeout: float | None = None) -> list[Check]:
     if personas_check.ok:
         found += [_credentials(p) for p in app.personas.values()]
         found += [c for c in (_known_model(p) for p in app.personas.values()) if c is not None]
+        found += _deprecated_keys(m for p in app.personas.values() for m in p.deprecations)
         found += _mcp_servers(app)
         if ping_timeout is not None:
             found += ping_all(list(app.personas.values()), ping_timeout)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from functools import update_wrapper
 from typing import Any, TypeVar
@@ -143,11 +144,15 @@ def pass_app(f: F) -> F:
         app = root.meta.get("agentd.app")
         if app is None:
             from agentd.app import App
-            from agentd.config import load_config
-            from agentd.observe.log import configure
+            from agentd.config import ConfigDeprecationWarning, load_config
+            from agentd.observe.log import configure, log_deprecations
 
-            config = load_config(root.params.get("config_path"))
+            # Deprecated keys are logged (once logging is set up as the file says), not printed.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConfigDeprecationWarning)
+                config = load_config(root.params.get("config_path"))
             configure(config.logging)
+            log_deprecations(config.deprecations)
             app = App(config)
             root.meta["agentd.app"] = app
             ctx.call_on_close(app.close)

@@ -131,7 +131,7 @@ def add(
     is_flag=True,
     help="Also the earlier exchanges indexed as episodes: those of --channel and of the user's direct channels.",
 )
-@click.option("--limit", "-n", type=click.IntRange(1, 1000), help="How many results (default: memory.recall_limit).")
+@click.option("--limit", "-n", type=click.IntRange(1, 1000), help="How many results (default: memory.search_results).")
 @click.option("--min-score", type=click.FloatRange(0, 1), help="Relevance threshold (default: memory.min_score).")
 @_json
 @pass_app

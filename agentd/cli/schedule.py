@@ -1,19 +1,37 @@
 """``agentd schedule``: make, list and cancel schedules in the database (a running daemon fires them).
 
-The checks are :mod:`agentd.timing.schedules`' (the API's and the ``schedule`` skill's): a bad time, cron
-expression or timezone exits with 2 and names the field. A running daemon notices a schedule made
+Each command is a thin adapter over its operation in :mod:`agentd.ops.schedules` (the API's and
+the ``schedule`` tools' too), acting as the operator: a bad time, cron expression or timezone
+exits with 2 and names the field, as the API's 422 does. A running daemon notices a schedule made
 here within ``[schedules] rescan_seconds``.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import click
 
 from agentd.app import App
+from agentd.cli.acting import operator, request
 from agentd.cli.main import pass_app
 from agentd.cli.output import out, print_json
-from agentd.store.schedules import Schedule
-from agentd.timing.schedules import STATES, ScheduleRequest, cancel, listing, make
+from agentd.ops import schedules as ops
+from agentd.ops.schedules import ScheduleOut
+from agentd.store.schedules import STATES
+
+#: The flag that gives each field (a refused value names it).
+FLAGS = {
+    "persona": "PERSONA",
+    "text": "TEXT",
+    "channel": "--channel",
+    "user": "--user",
+    "at": "--at",
+    "cron": "--cron",
+    "timezone": "--timezone",
+    "state": "--state",
+    "limit": "--limit",
+}
 
 
 @click.group()
@@ -26,11 +44,16 @@ def schedule() -> None:
     """
 
 
-def _line(s: Schedule) -> str:
-    when = f"cron '{s.cron}' {s.timezone or 'UTC'}" if s.cron else f"at {s.at:%Y-%m-%d %H:%M:%S}Z" if s.at else ""
-    due = f"  next {s.next_at:%Y-%m-%d %H:%M:%S}Z" if s.next_at else ""
+def _line(s: ScheduleOut) -> str:
+    when = f"cron '{s.cron}' {s.timezone or 'UTC'}" if s.cron else f"at {_time(s.at)}" if s.at else ""
+    due = f"  next {_time(s.next_at)}" if s.next_at else ""
     user = f"  for {s.user}" if s.user else ""
     return f"{s.id:>5}  {s.state:<9}  {s.persona} in {s.channel}{user}  {when}{due}  {s.text!r}"
+
+
+def _time(iso: str | None) -> str:
+    """An ISO time of a schedule (UTC, ``...Z``) as the listing shows it: ``2026-12-01 08:00:00Z``."""
+    return f"{datetime.fromisoformat(iso or ''):%Y-%m-%d %H:%M:%S}Z"
 
 
 @schedule.command()
@@ -56,8 +79,11 @@ def add(
 ) -> None:
     """Have PERSONA take a turn in a channel, triggered by TEXT, at a time (--at) or at each
     occurrence of a cron expression (--cron, --timezone)."""
-    request = ScheduleRequest(persona, channel, text, user, at, cron, timezone)
-    made = make(app.store, app.config, app.personas, request, "cli")
+    asked = request(
+        ops.NewScheduleBody, FLAGS, persona=persona, channel=channel, text=text, user=user, at=at, cron=cron,
+        timezone=timezone,
+    )  # fmt: skip
+    made = ops.create(operator(app), asked)
     if as_json:
         print_json(made.as_json())
         return
@@ -75,7 +101,8 @@ def list_schedules(
     app: App, persona: str | None, user: str | None, state: str | None, limit: int, as_json: bool
 ) -> None:
     """Schedules in every state, newest first."""
-    found = listing(app.store, state=state, persona=persona, user=user, limit=limit)
+    query = request(ops.ScheduleQuery, FLAGS, state=state, persona=persona, user=user, limit=limit)
+    found = ops.list_schedules(operator(app), query).schedules
     if as_json:
         print_json([s.as_json() for s in found])
         return
@@ -92,7 +119,7 @@ def list_schedules(
 @pass_app
 def cancel_schedule(app: App, schedule_id: int, as_json: bool) -> None:
     """Cancel schedule ID (one already fired, missed or cancelled is left as it is)."""
-    found = cancel(app.store, schedule_id)
+    found = ops.cancel(operator(app), request(ops.ScheduleRef, {"id": "ID"}, id=schedule_id))
     if as_json:
         print_json(found.as_json())
         return

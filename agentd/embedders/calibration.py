@@ -49,7 +49,7 @@ class WordWeights:
 
     Hybrid search adds word and date evidence to the cosine (agentd/search/fusion.py),
     so how much it may add depends on how spread out the model's cosines are: each
-    embedder carries the weights measured for it, and ``[memory]`` settings override them.
+    embedder carries the weights measured for it, and ``[memory.tuning]`` settings override them.
     """
 
     #: The most the best word match of a query adds to a cosine.

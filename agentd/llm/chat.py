@@ -25,12 +25,13 @@ from typing import Any
 from agentd._exceptions import LLMAuthError, LLMError, LLMMalformed, LLMTruncated
 from agentd.llm import litellm_module
 from agentd.llm.cost import count_call
-from agentd.llm.errors import backoff, is_transient, map_error, retry_after
+from agentd.llm.errors import is_transient, map_error, retry_after
 from agentd.llm.models import missing_credentials, request_key
 from agentd.llm.offline import OfflineChat, is_offline
 from agentd.llm.types import ChatModel, ModelSettings, ModelTurn, ToolCallRequest, Usage
 from agentd.observe import tracing
 from agentd.observe.log import get_logger
+from agentd.timing.backoff import delay
 
 log = get_logger("agentd.llm")
 
@@ -124,7 +125,7 @@ class LitellmChat:
         """Seconds to wait before trying again, or ``None``: do not."""
         if attempt >= retries or not is_transient(error, streamed):
             return None
-        wait = backoff(attempt, settings.retry_backoff, settings.retry_max_wait)
+        wait = delay(attempt, settings.retry_backoff, settings.retry_max_wait)
         asked = retry_after(cause)
         if asked is not None:
             if asked > settings.retry_max_wait:

@@ -15,7 +15,6 @@ MCP, the web page) shows this one message.
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 
@@ -31,7 +30,7 @@ from agentd._exceptions import (
     LLMUnreachable,
 )
 from agentd.llm import litellm_module
-from agentd.timing.backoff import delay, retry_after_seconds
+from agentd.timing.backoff import retry_after_seconds
 
 #: HTTP statuses worth another try: the server is overloaded or briefly away.
 TRANSIENT_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
@@ -156,8 +155,3 @@ def retry_after(exc: BaseException, now: datetime | None = None) -> float | None
         except ValueError:
             pass
     return retry_after_seconds(headers.get("retry-after"), now)
-
-
-def backoff(attempt: int, base: float, cap: float, rng: random.Random | None = None) -> float:
-    """Seconds before try ``attempt + 1``: ``base * 2**attempt``, capped, with jitter (half to all of it)."""
-    return delay(attempt, base, cap, rng=rng)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from agentd.observe.log import get_logger
 from agentd.store import Store
+from agentd.timing.backoff import delay
 
 log = get_logger("agentd.background")
 
@@ -105,7 +106,7 @@ class JobWorker:
                     break  # resumed at the next start
                 failures = self._failures.get(channel, 0) + 1
                 self._failures[channel] = failures
-                wait = min(MAX_BACKOFF, BACKOFF * 2 ** (failures - 1))
+                wait = delay(failures - 1, BACKOFF, MAX_BACKOFF, jitter=0.0)
                 log.warning("background_job_failed", job=self._job, channel=channel, error=repr(exc), retry_s=wait)
                 with self._changed:
                     self._pending.setdefault(channel, time.monotonic() + wait)

@@ -219,7 +219,7 @@ class Extractor:
 
     def _candidates(self, exchange: Exchange) -> list[Memory]:
         persona = exchange.reply.persona or exchange.reply.author
-        n = self._config.extract_candidates
+        n = self._config.tuning.extract_candidates
         if not n or self._memory.embedder is None:
             return []
         scope = Scope.user(exchange.message.author)

@@ -82,7 +82,7 @@ class MemoryService:
 
     @property
     def fusion(self) -> Fusion:
-        """The hybrid-search weights in use (the embedder's own unless ``[memory]`` sets them)."""
+        """The hybrid-search weights in use (the embedder's own unless ``[memory.tuning]`` sets them)."""
         return self._searcher.fusion
 
     @property

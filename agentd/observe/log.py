@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agentd.config import LoggingConfig
@@ -102,6 +103,15 @@ def get_logger(name: str) -> Any:
             _set_up(*_pending)
             _pending = None
     return structlog.get_logger(name)
+
+
+def log_deprecations(messages: Sequence[str]) -> None:
+    """Log each deprecated key that was read (:class:`agentd.config.ConfigDeprecationWarning`'s
+    message: the file, the old key, the new one) as a ``config_deprecated`` event, on every load."""
+    if messages:
+        log = get_logger("agentd.config")
+        for message in messages:
+            log.warning("config_deprecated", detail=message)
 
 
 def _shared() -> list[structlog.typing.Processor]:

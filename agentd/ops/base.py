@@ -185,7 +185,11 @@ class OpContext:
     def check_user(self, user: str) -> None:
         """Refuse a caller that may not act for ``user`` (as :func:`agentd.runtime.acting.check_acting`)."""
         if self.rights is not None and not self.rights.may_act_as(user):
-            raise Forbidden(f"the {self.role} key {self.name!r} may not act as user {user!r}")
+            raise Forbidden(
+                f"the {self.role} key {self.name!r} may not post or chat as user {user!r}: an adapter key acts "
+                "only for the users it owns (its network's, e.g. 'irc:*', or those given with "
+                "agentd keys create --users)"
+            )
 
     def check_channel(self, channel: str) -> None:
         """Refuse a caller that may not use ``channel``."""

@@ -106,7 +106,7 @@ def search(ctx: OpContext, request: SearchRequest) -> SearchResponse:
             _searched(ctx, request.persona),
             user=request.user_id,
             channel=request.channel,
-            limit=request.limit or memory.config.limit,
+            limit=request.limit or memory.config.context_candidates,
             min_relevance=request.min_score or 0.0,
         )
     return SearchResponse(results=[_hit(h) for h in hits], total_found=len(hits))
@@ -114,7 +114,7 @@ def search(ctx: OpContext, request: SearchRequest) -> SearchResponse:
 
 def _threshold(request: RecallQuery, configured: float | None) -> float:
     """The MCP tool's ``minScore`` (default none, as its schema says); the skill's
-    ``memory.recall_min_score`` (default none)."""
+    ``memory.search_min_score`` (default none)."""
     if isinstance(request, RecallArgs):
         return request.min_score or 0.0
     return configured or 0.0
@@ -123,8 +123,8 @@ def _threshold(request: RecallQuery, configured: float | None) -> float:
 @operation("memory_recall", roles=(*SEARCHERS, PERSONA))
 def recall(ctx: OpContext, request: RecallQuery) -> RecallResult:
     """The memories the caller's conversation may see (global, its channel's, its user's own), best
-    first: ``limit`` default ``memory.recall_limit``; the threshold is the MCP tool's ``minScore``,
-    the skill's ``memory.recall_min_score`` (either unset: none)."""
+    first: ``limit`` default ``memory.search_results``; the threshold is the MCP tool's ``minScore``,
+    the skill's ``memory.search_min_score`` (either unset: none)."""
     from agentd.recall import known_facts
 
     if not request.query.strip():
@@ -137,8 +137,8 @@ def recall(ctx: OpContext, request: RecallQuery) -> RecallResult:
         _searched(ctx, None),
         user=ctx.user,
         channel=ctx.channel,
-        limit=request.limit or config.recall_limit,
-        min_relevance=_threshold(request, config.recall_min_score),
+        limit=request.limit or config.search_results,
+        min_relevance=_threshold(request, config.search_min_score),
         shared_channel=ctx.shared_channel,
     )
     found = [RecallItem.model_validate({**h.as_recall_result(), "id": h.memory.id}) for h in hits]
@@ -163,12 +163,12 @@ def context(ctx: OpContext, request: KnownFactsRequest) -> KnownFactsResponse:
         personas,
         user=request.user_id,
         channel=request.channel,
-        limit=request.limit or memory.config.limit,
+        limit=request.limit or memory.config.context_candidates,
         min_relevance=request.min_score or 0.0,
     )
     counters = {c.name: c for c in (ctx.parts.token_counter(ctx.parts.personas[p]) for p in personas)}
     count = lambda text: max((c.count(text) for c in counters.values()), default=0)  # noqa: E731 - fits any of them
-    block = known_facts.known_facts(hits, request.token_budget or memory.config.token_budget, count)
+    block = known_facts.known_facts(hits, request.token_budget or memory.config.context_tokens, count)
     return KnownFactsResponse.model_validate(block.as_json())
 
 

@@ -2,18 +2,21 @@
 
 Plain pydantic models over :mod:`agentd.ops.fields` (and nothing heavier: no store, no embedder),
 so a client can import them to read the daemon's answers. The operations that take and give
-them are in :mod:`agentd.ops.memory` and :mod:`agentd.ops.users`. A model's class name is its
+them are in :mod:`agentd.ops.memory`, :mod:`agentd.ops.users`, :mod:`agentd.ops.schedules`,
+:mod:`agentd.ops.approvals` and :mod:`agentd.ops.chat`. A model's class name is its
 component's name in the OpenAPI schema: renaming one changes the published schema.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import ConfigDict, Field
 
 from agentd._exceptions import InvalidInput
 from agentd.access.scopes import GLOBAL, Scope
+from agentd.config import MAX_MESSAGE_CHARS
 from agentd.ops.fields import (
     CATEGORY_PATTERN,
     MAX_ID,
@@ -34,6 +37,8 @@ from agentd.ops.fields import (
 
 if TYPE_CHECKING:
     from agentd.store.memories import Memory
+    from agentd.store.schedules import Schedule
+    from agentd.store.tools import Approval
 
 
 class ActsFor(Protocol):
@@ -201,7 +206,7 @@ class SearchRequest(Request):
     )
     persona: PersonaName | None = Field(None, description="Search this persona's memories (default: every persona).")
     channel: Identifier | None = Field(None, description="Include this channel's memories.")
-    limit: Limit | None = Field(None, description="Default: memory.limit (20).")
+    limit: Limit | None = Field(None, description="Default: memory.context_candidates (20).")
     min_score: Score | None = Field(
         None,
         alias="minScore",
@@ -211,7 +216,7 @@ class SearchRequest(Request):
 
 class LocalSearch(SearchRequest):
     """``agentd memory search``: a search as a turn would make it. Unset, ``limit`` is
-    ``memory.recall_limit`` and ``min_score`` a turn's thresholds; ``episodes`` adds the earlier
+    ``memory.search_results`` and ``min_score`` a turn's thresholds; ``episodes`` adds the earlier
     exchanges indexed as episodes (those of ``channel`` and of the user's direct channels)."""
 
     episodes: bool = False
@@ -225,9 +230,9 @@ class KnownFactsRequest(Request):
     )
     query: Text = Field(description="The current message; memories are ranked by relevance to it.")
     token_budget: TokenBudget | None = Field(
-        None, alias="tokenBudget", description="Default 2000 (memory.token_budget)."
+        None, alias="tokenBudget", description="Default 2000 (memory.context_tokens)."
     )
-    limit: Limit | None = Field(None, description="Memories considered; default 20 (memory.limit).")
+    limit: Limit | None = Field(None, description="Memories considered; default 20 (memory.context_candidates).")
     persona: PersonaName | None = Field(None, description="Default: every persona.")
     channel: Identifier | None = None
     min_score: Score | None = Field(
@@ -497,3 +502,293 @@ class UserForgotten(Result):
     until_vacuum: str | None = Field(
         description="PostgreSQL: what the server keeps until its own vacuum, and what the operator can run."
     )
+
+
+# -- schedules (:mod:`agentd.ops.schedules`) ------------------------------------------------------
+
+
+#: A schedule's state.
+ScheduleState = Literal["scheduled", "fired", "missed", "cancelled"]
+#: The longest ``in_minutes`` a reminder may be set for (a year).
+MAX_MINUTES = 366 * 24 * 60
+#: The most schedules a persona's ``list_schedules`` shows.
+TOOL_LIST_LIMIT = 50
+
+
+class NewScheduleBody(Request):
+    """``POST /v1/schedules``: ``at`` (one time) or ``cron`` (a recurrence), exactly one."""
+
+    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["at"]}, {"required": ["cron"]}]})
+
+    persona: PersonaName
+    channel: Identifier
+    user: Identifier | None = Field(
+        default=None, description="Whose memories its firings recall; a service key must name one."
+    )
+    text: Text = Field(description="What the persona is told when it fires (its turn's trigger message).")
+    # ``str`` with no value, not ``str | None``: absent, never null (the schema's oneOf counts a key
+    # as given, so a null would be one given); hence the ignores.
+    at: str = Field(  # type: ignore[assignment]
+        None,
+        description="ISO 8601 with an offset, in the future (e.g. 2026-11-28T09:00:00+01:00).",
+        json_schema_extra={"format": "date-time"},
+    )
+    cron: str = Field(default=None, max_length=128, description="Five fields: minute hour day month weekday.")  # type: ignore[assignment]
+    timezone: str | None = Field(default=None, max_length=64, description="IANA name for cron (default UTC).")
+
+
+class ScheduleOut(Result):
+    """One schedule."""
+
+    id: int
+    persona: str
+    channel: str
+    user: str | None
+    text: str
+    at: str | None
+    cron: str | None
+    timezone: str | None
+    next_at: str | None = Field(description="When it is next due (null once fired, missed or cancelled).")
+    state: str = Field(description="scheduled | fired | missed | cancelled")
+    created_by: str
+    created_at: str
+    last_fired_at: str | None
+    fired_count: int
+    last_message_id: int | None = Field(description="The trigger message of its last firing.")
+    routine: str | None = Field(description="The persona file's [[routines]] entry it mirrors.")
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> ScheduleOut:
+        """The stored schedule, as every interface shows it."""
+        return cls.model_validate(schedule.as_json())
+
+
+class ScheduleList(Result):
+    """``GET /v1/schedules``: newest first."""
+
+    schedules: list[ScheduleOut]
+
+
+class ScheduleQuery(Request):
+    """Which schedules to list (every filter optional; a caller that is not an admin: its user's)."""
+
+    state: ScheduleState | None = Field(default=None, description="Only those in this state.")
+    persona: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
+    user: Identifier | None = Field(default=None, description="Only this user's.")
+    limit: int = Field(200, ge=1, le=10_000)
+
+
+class ScheduleRef(Request):
+    """One schedule, by id (``user``: the user a caller that is not an admin acts for)."""
+
+    id: int = Field(ge=1, le=MAX_ID, description="The schedule's id.")
+    user: Identifier | None = None
+
+
+# -- the model's tools: what a persona may say (the conversation gives the rest) -------------------
+
+
+class ScheduleArgs(Request):
+    """``schedule``: a reminder at one time (``at`` or ``in_minutes``) or a recurrence (``cron``)."""
+
+    text: Text = Field(description="What to do or say then, e.g. 'Remind alice to stretch'.")
+    in_minutes: float | None = Field(default=None, gt=0, le=MAX_MINUTES, description="Minutes from now (one time).")
+    at: str | None = Field(default=None, description="ISO 8601 time with an offset (one time).")
+    cron: str | None = Field(
+        default=None, max_length=128, description="Five-field cron: minute hour day month weekday."
+    )
+    timezone: str | None = Field(default=None, max_length=64, description="IANA timezone of cron (default UTC).")
+
+    def to_request(self, ctx: ActsFor) -> NewScheduleBody:
+        """The schedule to make, in the conversation of ``ctx`` (its persona, channel and user)."""
+        at = self.at
+        if self.in_minutes is not None:
+            if at is not None:
+                raise InvalidInput("in_minutes", "give at or in_minutes, not both")
+            at = (datetime.now(UTC) + timedelta(minutes=self.in_minutes)).isoformat()
+        given = {"persona": ctx.persona, "channel": ctx.channel, "text": self.text, "at": at, "cron": self.cron}
+        fields = {k: v for k, v in given.items() if v is not None}
+        return parse(NewScheduleBody, {**fields, "timezone": self.timezone})
+
+
+class ListSchedulesArgs(Request):
+    """``list_schedules``: the conversation user's schedules."""
+
+    state: ScheduleState | None = None
+
+    def to_request(self) -> ScheduleQuery:
+        """The query (at most :data:`TOOL_LIST_LIMIT`)."""
+        return ScheduleQuery(state=self.state, limit=TOOL_LIST_LIMIT)
+
+
+class CancelScheduleArgs(Request):
+    """``cancel_schedule``: one of the conversation user's schedules."""
+
+    id: int = Field(ge=1, le=MAX_ID, description="The schedule's id.")
+
+    def to_request(self) -> ScheduleRef:
+        """The schedule to cancel."""
+        return ScheduleRef(id=self.id)
+
+
+# -- approvals (:mod:`agentd.ops.approvals`) ------------------------------------------------------
+
+
+#: An approval's state.
+ApprovalState = Literal["pending", "approved", "denied", "expired"]
+
+
+class ApprovalOut(Result):
+    """One tool call waiting for (or given) an owner's decision."""
+
+    id: int
+    persona: str
+    channel: str
+    message_id: int = Field(description="The user message whose turn waits.")
+    tool: str
+    arguments: Any = Field(description="The call's arguments, as the model sent them.")
+    asked_by: str = Field(description="Who started the turn (whose rights the call has).")
+    state: ApprovalState
+    decided_by: str | None
+    reason: str | None
+    created_at: str
+    expires_at: str = Field(description="When it is denied if nobody decides.")
+    decided_at: str | None
+
+    @classmethod
+    def of(cls, approval: Approval) -> ApprovalOut:
+        """The stored approval, as every interface shows it."""
+        return cls.model_validate(approval.as_json())
+
+
+class ApprovalList(Result):
+    """``GET /v1/approvals``."""
+
+    approvals: list[ApprovalOut]
+
+
+class ApprovalQuery(Request):
+    """Which approvals to list (``state`` ``None``: every state)."""
+
+    state: ApprovalState | None = "pending"
+    persona: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
+    limit: int = Field(default=1000, ge=1, le=10_000)
+
+
+class DecisionIn(Request):
+    """``POST /v1/approvals/{id}``: the decision."""
+
+    decision: Literal["approve", "deny"]
+    reason: str | None = Field(default=None, max_length=2000, description="Why (the model, and the person, are told).")
+    user: Identifier | None = Field(
+        default=None,
+        description="The owner deciding (required for a key that is not an admin's: one of the persona's owners).",
+    )
+
+    def to_request(self, approval_id: int) -> ApprovalDecision:
+        """The decision on approval ``approval_id``."""
+        return ApprovalDecision(id=approval_id, decision=self.decision, reason=self.reason, user=self.user)
+
+
+class ApprovalDecision(DecisionIn):
+    """The decision on approval ``id``."""
+
+    id: int = Field(ge=1, le=MAX_ID, description="The approval's id.")
+
+
+# -- chat (:mod:`agentd.ops.chat`) ----------------------------------------------------------------
+
+
+#: Who reads a channel: ``direct`` (this user and the persona) or ``shared``.
+Visibility = Literal["direct", "shared"]
+VISIBILITY_FIELD = Field(
+    default=None,
+    description="Who reads the channel: 'direct' (only this user and the persona) or 'shared' (the default). "
+    "The channel's first message that says so decides; [channels.NAME] visibility in the config wins.",
+)
+
+
+class ChatRequest(Request):
+    """``POST /v1/chat``."""
+
+    persona: PersonaName | None = Field(
+        default=None,
+        description="The persona that answers (default: the one the message addresses, else the channel's; "
+        "in a room, the room decides: [channels.NAME] answer).",
+    )
+    channel: Identifier = Field(description="The channel the conversation lives in.")
+    user: Identifier = Field(description="Who is speaking (scopes user memories and earlier exchanges).")
+    message: Text = Field(
+        max_length=MAX_MESSAGE_CHARS, description="The user's message (at most [runtime] max_message_chars: 32000)."
+    )
+    disable_memory: bool = Field(False, description="Skip automatic memory retrieval for this message.")
+    visibility: Visibility | None = VISIBILITY_FIELD
+
+
+class ChannelPost(Request):
+    """``POST /v1/channels/{channel}/messages``."""
+
+    user: Identifier = Field(description="Who is speaking.")
+    text: Text = Field(max_length=MAX_MESSAGE_CHARS, description="The message (at most [runtime] max_message_chars).")
+    persona: PersonaName | None = Field(
+        default=None, description="Who answers (default: the persona bound to the channel)."
+    )
+    disable_memory: bool = False
+    visibility: Visibility | None = VISIBILITY_FIELD
+
+    def to_request(self, channel: str) -> ChatRequest:
+        """The same message as a chat in ``channel``."""
+        return parse(
+            ChatRequest,
+            {
+                "persona": self.persona,
+                "channel": channel,
+                "user": self.user,
+                "message": self.text,
+                "disable_memory": self.disable_memory,
+                "visibility": self.visibility,
+            },
+        )
+
+
+class ChatArgs(Request):
+    """MCP's ``chat``: the session gives the user, and the persona and channel it was opened with."""
+
+    message: Text = Field(max_length=MAX_MESSAGE_CHARS, description="The message, as the user would write it.")
+    persona: PersonaName | None = Field(default=None, description="Who answers (default: this session's persona).")
+    channel: Identifier | None = Field(
+        default=None,
+        description="The conversation (default: this session's channel, else the session user's "
+        "own direct channel dm-USER, where all of their memories may be recalled).",
+    )
+    visibility: Visibility | None = Field(
+        default=None,
+        description="Who reads a new channel: direct (only this user, who may then be reminded "
+        "of anything they said anywhere) or shared (the default: only what was learned there).",
+    )
+
+    def to_request(self, ctx: ActsFor) -> ChatRequest:
+        """The chat of the session's user (which the session must have): in the user's own channel
+        ``dm-USER`` unless one is given (there what this session stored, scope user, is recalled)."""
+        if not ctx.user:
+            raise InvalidInput("user", "chat needs a user to act for, and this session has none")
+        own = f"dm-{ctx.user}"
+        channel = self.channel or ctx.channel or own
+        given = {
+            "persona": ctx.persona_for(self.persona),
+            "channel": channel,
+            "user": ctx.user,
+            "message": self.message,
+        }
+        visibility = self.visibility or ("direct" if channel == own else None)
+        return parse(ChatRequest, {**given, "visibility": visibility})
+
+
+class ChatAccepted(Result):
+    """A stored message and the request that answers it."""
+
+    message_id: int
+    request_id: str
+    persona: str = Field(description="Who answers first ('': nobody was asked to, in a room).")
+    channel: str
+    also: list[str] = Field(default_factory=list, description="In a room, who answers after it, in order.")

@@ -148,7 +148,7 @@ class ContextBuilder:
         one the turn answers when it is not its own: it is the prompt's current message)."""
         window = self.window(persona)
         items, available = self.history(
-            channel, before_id, self.counter(persona), window.tokens - persona.max_tokens, before_user=before_user
+            channel, before_id, self.counter(persona), window.tokens - persona.max_reply_tokens, before_user=before_user
         )
         if skip is not None:
             items = [i for i in items if i.message_id != skip]
@@ -165,7 +165,7 @@ class ContextBuilder:
         :meth:`recent` read for this turn (read now when not given).
         """
         window = self.window(persona)
-        room = window.tokens - persona.max_tokens
+        room = window.tokens - persona.max_reply_tokens
         items, _available = recent if recent is not None else self.recent(persona, channel, before_id)
         spent, oldest = 0, None
         for item in items:
@@ -231,7 +231,7 @@ class ContextBuilder:
             model=persona.model,
             system_prompt=(system_prompt or persona.system_prompt).strip(),
             current=current,
-            output_reserve=persona.max_tokens,
+            output_reserve=persona.max_reply_tokens,
             project=self._projects.load(project_dir),
             memories=tuple(memories),
             user_history=tuple(user_history),

@@ -4,11 +4,11 @@ Pipeline, per reply:
 
 1. **Candidates**: this user's earlier ``user`` messages in this channel (a user's
    words in a private channel never surface in a group), at most
-   ``history.max_inspected`` of the newest. Empty messages, other users', system
+   ``history.tuning.max_inspected`` of the newest. Empty messages, other users', system
    and tool messages are never candidates.
 2. **Overlap**: words (minimal filtering: lower-case, stop words out) of each
    candidate against the query's. Kept when at least two words overlap, or the
-   overlap ratio (shared / query words) reaches ``history.min_overlap_ratio``;
+   overlap ratio (shared / query words) reaches ``history.tuning.min_overlap_ratio``;
    a literal substring match either way round is always kept, even with no
    content word shared ("what about it" said again). One guard: a substring
    without a content word counts only when it has two words or more and no
@@ -16,7 +16,7 @@ Pipeline, per reply:
    which recur in every conversation and would turn thanks into a search).
    No recency weight in the overlap itself.
 3. **Snippets**: newest first, up to ``history.max_snippets``, each paired with
-   the assistant's reply to it, both cut to ``history.snippet_rune_limit``
+   the assistant's reply to it, both cut to ``history.max_snippet_chars``
    characters (grapheme clusters are never split: CJK and emoji stay whole).
    Only exchanges the prompt does not carry anyway are summarised: those older
    than the oldest message its transcript can hold (``transcript_from``, from
@@ -151,7 +151,7 @@ class EarlierExchanges:
                 recent = self._store.messages.history_page(conn, channel, before_id, cfg.recent_window)
                 if recent:
                     summarise_before = min(summarise_before, recent[-1][0])
-            candidates = self._store.messages.by_author(conn, channel, user, newest, cfg.max_inspected)
+            candidates = self._store.messages.by_author(conn, channel, user, newest, cfg.tuning.max_inspected)
             accepted = [
                 (msg_id, content)
                 for msg_id, content in candidates
@@ -166,9 +166,9 @@ class EarlierExchanges:
             exchanges.append(
                 RecalledExchange(
                     message_id=msg_id,
-                    user_text=condense(content, cfg.snippet_rune_limit),
+                    user_text=condense(content, cfg.max_snippet_chars),
                     reply_id=reply.id if reply else None,
-                    reply_text=condense(reply.content, cfg.snippet_rune_limit) if reply else None,
+                    reply_text=condense(reply.content, cfg.max_snippet_chars) if reply else None,
                 )
             )
         # Seeds come from the tokens candidate selection extracted (the user's own words),
@@ -184,7 +184,7 @@ class EarlierExchanges:
         shared = len(query_words.intersection(w for w in tokens if is_content(w)))
         if not shared:
             return False
-        return shared >= 2 or shared / len(query_words) >= self._config.min_overlap_ratio
+        return shared >= 2 or shared / len(query_words) >= self._config.tuning.min_overlap_ratio
 
 
 #: Earlier messages are inspected turn after turn: the words of this many short ones are kept.

@@ -43,7 +43,7 @@ class RecallRequest:
     reach: Reach
     #: Off: nothing is recalled (``disable_memory``, ``[memory] auto_retrieve = false``).
     enabled: bool = True
-    #: How many memories (``None``: ``[memory] top_k``).
+    #: How many memories (``None``: ``[memory] max_per_reply``).
     limit: int | None = None
     #: The stored current message: only older messages are recalled (``None``: a preview).
     before_id: int | None = None
@@ -73,7 +73,7 @@ class Recalled:
     earlier_status: RecallStatus
     #: Memories, near misses, the ineligible, every episode found; its status and time.
     retrieval: Retrieval
-    #: The episodes the prompt may carry: those the transcript does not, at most ``[episodes] top_k``.
+    #: The episodes the prompt may carry: those the transcript does not, at most ``[episodes] max_per_reply``.
     episodes: tuple[MemoryHit, ...] = ()
     profile: tuple[Memory, ...] = ()
     times: RecallTimes = field(default_factory=RecallTimes)
@@ -104,7 +104,7 @@ class Recaller:
     @property
     def episode_limit(self) -> int:
         """How many episodes a prompt may carry (0: episodes are not recalled)."""
-        return self._config.episodes.top_k if self._episodes is not None else 0
+        return self._config.episodes.max_per_reply if self._episodes is not None else 0
 
     def wants_transcript(self, query: str, user: str | None, enabled: bool) -> bool:
         """Whether :meth:`recall` will look at ``transcript_from`` (else the caller need not find it)."""
@@ -120,13 +120,13 @@ class Recaller:
         if req.enabled and cfg.history.enabled and req.user is not None and query:
             earlier = self._earlier.recall(req.channel, req.user, query, req.before_id, req.transcript_from)
             earlier_status = RecallStatus.OK
-            query = seeded_query(query, earlier, cfg.history.seed_sparse_below)
+            query = seeded_query(query, earlier, cfg.history.tuning.seed_sparse_below)
         earlier_at = time.perf_counter()
         limit = self.episode_limit
         retrieval = self._retriever.recall(
             query,
             req.reach,
-            req.limit or cfg.memory.top_k,
+            req.limit or cfg.memory.max_per_reply,
             enabled=req.enabled,
             # Some found may be in the transcript and left out: ask for a few more.
             episode_limit=limit * 2,

@@ -4,7 +4,7 @@ A question about what was said *on* a day ("What did Maria share on 16 June,
 2023?") is answered by memories written that day: their ``created_at`` is
 evidence that words and vectors cannot see. :func:`query_dates` finds the
 explicit calendar dates (day, month and year all given) in a query; hybrid
-search adds ``[memory] date_weight`` to the effective cosine of a candidate
+search adds ``[memory.tuning] date_weight`` to the effective cosine of a candidate
 (from either pool) created on one of them (UTC day; agentd/search/fusion.py).
 No extra query runs: only candidates the words or vectors found are boosted.
 

@@ -14,8 +14,8 @@ boost for memories created on a calendar day the query names (:mod:`agentd.searc
 Without ``min_relevance`` (automatic retrieval's thresholds), a memory about the user (user scope)
 is a result only for a question that asks something of the asker
 (:func:`~agentd.search.intent.asks_of_asker`; the request's ``asker`` says what instead, for a
-follow-up seeded from the user's earlier messages): at ``memory.personal_min_score`` for a
-question about them ("what's my dog called?"), at ``memory.advice_min_score`` for a decision or
+follow-up seeded from the user's earlier messages): at ``memory.tuning.personal_min_score`` for a
+question about them ("what's my dog called?"), at ``memory.tuning.advice_min_score`` for a decision or
 advice for them ("Would a seafood paella be safe for me?": their memories compete by rank, and
 the cross-encoder reorders them, :mod:`agentd.search.rerank`). "Why is the Dead Sea so salty?"
 recalls none of them. A given ``min_relevance`` applies to every memory alike.
@@ -81,13 +81,13 @@ class Searcher:
         self._config = config
         self._fusion = fusion
         self._check_persona = check_persona
-        self._recency = Recency(config.half_life_days, config.decay_weight)
+        self._recency = Recency(config.tuning.half_life_days, config.tuning.decay_weight)
         self._encoder_failed = False
         self._mode: SearchMode = "hybrid"
 
     @property
     def fusion(self) -> Fusion:
-        """The hybrid-search weights in use (the embedder's own unless ``[memory]`` sets them)."""
+        """The hybrid-search weights in use (the embedder's own unless ``[memory.tuning]`` sets them)."""
         return self._fusion
 
     def embed_query(self, text: str) -> np.ndarray:
@@ -147,7 +147,7 @@ class Searcher:
         query, reach, mode = request.query, request.reach, self._mode
         # Both sides fetch a bounded pool, so one search costs the same at any store size
         # (up to the index lookups themselves).
-        pool = max(limit * 2, self._config.candidate_pool)
+        pool = max(limit * 2, self._config.tuning.candidate_pool)
         use_words = mode != "dense" and self._fusion.lexical_weight > 0
         terms = lexical_terms(query) if use_words else []
         qvec: np.ndarray | QueryVector | None = None
@@ -206,7 +206,7 @@ class Searcher:
         return [r for r in ranked if r.relevance >= bar.general or r.id in own]
 
     def _reranked(self, conn: Any, query: str, above: list[Ranked], reach: Reach) -> list[Ranked]:
-        """``above`` with the asker's best ``memory.rerank_pool`` own memories (user scope) in the order
+        """``above`` with the asker's best ``memory.tuning.rerank_pool`` own memories (user scope) in the order
         of the cross-encoder mixed with the search's (:mod:`agentd.search.rerank`), in the places the
         search gave them; ``above`` as it is when reranking is off or the cross-encoder cannot be loaded.
 
@@ -215,7 +215,7 @@ class Searcher:
         if not self._config.rerank or reach.user is None or len(above) < 2:
             return above
         own = self._store.memories.in_scope(conn, [r.id for r in above], Scope.user(reach.user))
-        head = [r for r in above if r.id in own][: self._config.rerank_pool]
+        head = [r for r in above if r.id in own][: self._config.tuning.rerank_pool]
         encoder = self._cross_encoder() if len(head) >= 2 else None
         if encoder is None:
             return above
@@ -227,7 +227,7 @@ class Searcher:
         except (RuntimeError, ValueError) as exc:  # onnxruntime's failures: the decision keeps the search's order
             get_logger(__name__).warning("rerank.failed", error=str(exc), effect="the search's order is kept")
             return above
-        order = iter(mixed_order(head, cross, self._config.rerank_weight))
+        order = iter(mixed_order(head, cross, self._config.tuning.rerank_weight))
         places = {r.id for r in head}
         return [next(order) if r.id in places else r for r in above]
 
@@ -248,7 +248,7 @@ class Searcher:
         query, limit = request.query, request.limit
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query", "must not be empty")
-        limit = self._config.recall_limit if limit is None else limit
+        limit = self._config.search_results if limit is None else limit
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise InvalidInput("limit", "must be a positive integer")
         self._check_persona(request.reach.persona)
@@ -261,7 +261,7 @@ class Searcher:
             return Bar.single(threshold)
         if asks == "none":
             return Bar(threshold, None)
-        own = self._config.advice_min_score if asks == "for" else self._config.personal_min_score
+        own = self._config.tuning.advice_min_score if asks == "for" else self._config.tuning.personal_min_score
         return Bar(threshold, min(threshold, own))
 
     def _winners(
@@ -306,7 +306,7 @@ class Searcher:
             return []
         # The newest memories of the user answer "what do you know about me?"; preferences are
         # looked for further back, since only some memories are preferences.
-        scan = max(limit, self._config.candidate_pool) * (1 if facet == "all" else 4)
+        scan = max(limit, self._config.tuning.candidate_pool) * (1 if facet == "all" else 4)
         with self._store.read() as conn:
             memories = self._store.memories.page(conn, reach.persona, Scope.user(reach.user), scan)
             allowed = eligible_ids(self._store, conn, reach, memories, excluded)

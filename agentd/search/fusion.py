@@ -108,22 +108,22 @@ class Fusion:
 
     @classmethod
     def of(cls, words: WordWeights, config: MemoryConfig) -> Fusion:
-        """The embedder's weights, with what ``[memory]`` sets explicitly instead."""
+        """The embedder's weights, with what ``[memory.tuning]`` sets explicitly instead."""
 
         def pick(configured: float | None, own: float) -> float:
             return own if configured is None else configured
 
-        weight = pick(config.lexical_weight, words.lexical_weight)
-        saturation = pick(config.lexical_saturation, words.lexical_saturation)
+        weight = pick(config.tuning.lexical_weight, words.lexical_weight)
+        saturation = pick(config.tuning.lexical_saturation, words.lexical_saturation)
         # A plain query's weights default to the model's, and to the naming query's when it has none.
         plain_weight = weight if words.plain_weight is None else words.plain_weight
         plain_saturation = saturation if words.plain_saturation is None else words.plain_saturation
         return cls(
             weight,
             saturation,
-            pick(config.date_weight, words.date_weight),
-            pick(config.plain_lexical_weight, plain_weight),
-            pick(config.plain_lexical_saturation, plain_saturation),
+            pick(config.tuning.date_weight, words.date_weight),
+            pick(config.tuning.plain_lexical_weight, plain_weight),
+            pick(config.tuning.plain_lexical_saturation, plain_saturation),
         )
 
     def for_query(self, query: str) -> Fusion:

@@ -46,7 +46,7 @@ class QueryVector:
 class SearchQuery:
     """One search: the best memories for ``query`` within ``reach``, best first.
 
-    ``limit`` defaults to ``[memory] recall_limit``; ``min_relevance`` to ``[memory] min_score``
+    ``limit`` defaults to ``[memory] search_results``; ``min_relevance`` to ``[memory] min_score``
     (automatic retrieval's thresholds, which depend on what the query asks of the asker; a given
     value applies to every memory alike, 0 for none). ``scopes`` narrows the search to those
     scopes (``None``: every scope ``reach`` sees). ``now`` is the moment recency and the dates a

@@ -36,6 +36,7 @@ import sqlalchemy as sa
 
 from agentd._exceptions import StoreError
 from agentd.observe.log import get_logger
+from agentd.timing.backoff import Backoff
 
 log = get_logger("agentd.cluster")
 
@@ -280,7 +281,8 @@ class ClusterLink:
         return conn
 
     def _listen(self, conn: psycopg.Connection[Any] | None) -> None:
-        pause = 0.2
+        # Without jitter: one daemon's connection, not a crowd's.
+        pause = Backoff(first=0.2, cap=self._lease / 2, jitter=0.0)
         while not self._stop.is_set():
             try:
                 if conn is None:
@@ -290,14 +292,13 @@ class ClusterLink:
                     self._on_reconnect()
                 for note in conn.notifies(timeout=0.5):
                     self._received(note.channel, note.payload)
-                pause = 0.2
+                pause.reset()
             except psycopg.Error as exc:
                 log.warning("cluster_listen_lost", error=str(exc).strip())
                 if conn is not None:
                     conn.close()
                 conn = None
-                self._stop.wait(pause)
-                pause = min(pause * 2, self._lease / 2)
+                self._stop.wait(pause.next())
             except Exception:  # a bug in a handler must not stop the cluster's ears
                 log.exception("cluster_notification_failed")
         if conn is not None:

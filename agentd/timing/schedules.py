@@ -1,5 +1,5 @@
-"""Making, listing and cancelling schedules: the checks every way in shares (the API, the CLI, the
-``schedule`` skill, persona routines), so each refuses bad input with the same words.
+"""Storing, listing and cancelling schedules, and telling the scheduler (the operations of
+:mod:`agentd.ops.schedules` check what every way in asks; persona routines are synced here).
 
 A schedule is a persona's turn in a channel, optionally for a user, at one time (``at``) or at
 each occurrence of a five-field ``cron`` in an IANA ``timezone``. The daemon's scheduler
@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from agentd._exceptions import InvalidInput, NotFound
-from agentd.access.scopes import DELEGATION_MARK, check_identifier
 from agentd.config import Config
 from agentd.personas import Personas
 from agentd.store import Store
 from agentd.store.schedules import STATES, NewSchedule, Schedule
-from agentd.timing.recurrence import check_cron, next_occurrence, parse_at, zone
+from agentd.timing.recurrence import next_occurrence
 
 #: Called with a schedule's next due time when one is made or cancelled in this process.
 Listener = Callable[[], None]
@@ -49,54 +48,9 @@ def _changed() -> None:
         listener()
 
 
-@dataclass(frozen=True)
-class ScheduleRequest:
-    """What a caller asks for: ``at`` (ISO 8601 with an offset) or ``cron`` (+ ``timezone``)."""
-
-    persona: str
-    channel: str
-    text: str
-    user: str | None = None
-    at: str | datetime | None = None
-    cron: str | None = None
-    timezone: str | None = None
-
-
-def checked(request: ScheduleRequest, config: Config, personas: Personas, created_by: str) -> NewSchedule:
-    """The schedule to store, or :class:`~agentd.InvalidInput` naming the field and why
-    (:class:`~agentd.NotFound` for an unknown persona)."""
-    persona = personas[request.persona].name
-    check_identifier("channel", request.channel)
-    if DELEGATION_MARK in request.channel:
-        raise InvalidInput("channel", "is a delegation's internal channel")
-    if request.user is not None:
-        check_identifier("user", request.user)
-    text = request.text
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidInput("text", "must not be empty or whitespace")
-    limit = config.runtime.max_message_chars
-    if len(text) > limit:
-        raise InvalidInput("text", f"is {len(text)} characters; the limit is {limit} ([runtime] max_message_chars)")
-    if (request.at is None) == (request.cron is None):
-        field = "at" if request.at is None else "cron"
-        raise InvalidInput(field, "give either at (one time) or cron (a recurrence), exactly one of them")
-    now = datetime.now(UTC)
-    if request.cron is not None:
-        tz = request.timezone or "UTC"
-        zone(tz)
-        cron = check_cron(request.cron)
-        first = next_occurrence(cron, tz, now)
-        return NewSchedule(persona, request.channel, request.user, text, first, created_by, cron=cron, timezone=tz)
-    if request.timezone is not None:
-        zone(request.timezone)
-    assert request.at is not None
-    at = parse_at(request.at, now)
-    return NewSchedule(persona, request.channel, request.user, text, at, created_by, at=at, timezone=request.timezone)
-
-
-def make(store: Store, config: Config, personas: Personas, request: ScheduleRequest, created_by: str) -> Schedule:
-    """Check and store a schedule (at most ``[schedules] max_per_user`` active per user)."""
-    new = checked(request, config, personas, created_by)
+def make(store: Store, config: Config, new: NewSchedule) -> Schedule:
+    """Store a checked schedule (:mod:`agentd.ops.schedules` checks it), at most ``[schedules]
+    max_per_user`` active per user."""
     bound = config.schedules.max_per_user
     with store.write() as conn:
         if new.user is not None and store.schedules.active_count(conn, new.user) >= bound:
@@ -179,4 +133,4 @@ def sync_routines(store: Store, personas: Personas) -> int:
     return changed
 
 
-__all__ = ["STATES", "ScheduleRequest", "cancel", "checked", "get", "listing", "make", "on_change", "sync_routines"]
+__all__ = ["STATES", "cancel", "get", "listing", "make", "on_change", "sync_routines"]

@@ -14,7 +14,7 @@ from tests.support.serve import Serve
 ECHO = """
 name = "echo"
 model = "offline"
-max_tokens = 256
+max_reply_tokens = 256
 channels = ["c*"]
 skills = []
 system_prompt = "You answer briefly."

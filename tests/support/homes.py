@@ -9,7 +9,7 @@ from pathlib import Path
 BUDDY = """
 name = "buddy"
 model = "offline"
-max_tokens = 512
+max_reply_tokens = 512
 channels = ["general", "dm-*"]
 skills = ["remember", "recall", "delegate"]
 system_prompt = "You are buddy. You remember things."
@@ -18,7 +18,7 @@ system_prompt = "You are buddy. You remember things."
 SCHOLAR = """
 name = "scholar"
 model = "offline"
-max_tokens = 512
+max_reply_tokens = 512
 channels = ["research"]
 skills = ["recall", "remember"]
 system_prompt = "You are scholar. Answer briefly."

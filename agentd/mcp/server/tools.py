@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 import queue
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentd._exceptions import AgentdError, ErrorCode, Forbidden, InvalidInput, NotFound, TurnError
+from agentd._exceptions import AgentdError, ErrorCode, NotFound, TurnError
 from agentd.access.identity import acting_user
-from agentd.access.scopes import DELEGATION_MARK, check_identifier, unseen_character
+from agentd.access.scopes import check_identifier
+from agentd.ops import chat as chat_ops
 from agentd.ops import memory as ops
 from agentd.ops.base import OPERATIONS, OpContext, Request, parse, tool_schema
 from agentd.runtime.events import Done, Error, Event, MemoryContext, ToolCall, ToolResult
@@ -82,21 +83,6 @@ class Session:
     caller: McpCaller = LocalCaller()
 
 
-def _str(arguments: dict[str, Any], name: str, *, required: bool = False) -> str | None:
-    value = arguments.get(name)
-    if value is None:
-        if required:
-            raise InvalidInput(name, "is required")
-        return None
-    if not isinstance(value, str) or (required and not value.strip()):
-        raise InvalidInput(name, "must be a non-empty string" if required else "must be a string")
-    return value
-
-
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
-
-
 @dataclass(frozen=True)
 class Tool:
     """One tool over one operation: its description, its arguments' model (the input schema), the
@@ -153,7 +139,7 @@ TOOLS: dict[str, Tool] = {
 #: The roles (as the daemon's keys name them) each tool admits: its operation's (its HTTP twin's).
 ADMITTED: dict[str, tuple[str, ...]] = {
     **{name: OPERATIONS[tool.operation].key_roles for name, tool in TOOLS.items()},
-    "chat": ("admin", "adapter"),  # POST /v1/chat (an adapter: its channels only)
+    "chat": OPERATIONS["chat"].key_roles,  # POST /v1/chat (an adapter: its channels only)
 }
 
 
@@ -165,24 +151,7 @@ DEFINITIONS: dict[str, tuple[str, dict[str, Any]]] = {
             "Send a message to an agentd persona and get its reply. The persona recalls what it knows first; "
             "the answer says which memories it was given and which tools it called."
         ),
-        _schema(
-            {
-                "message": {"type": "string", "description": "The message, as the user would write it."},
-                "persona": {"type": "string", "description": "Who answers (default: this session's persona)."},
-                "channel": {
-                    "type": "string",
-                    "description": "The conversation (default: this session's channel, else the session user's "
-                    "own direct channel dm-USER, where all of their memories may be recalled).",
-                },
-                "visibility": {
-                    "type": "string",
-                    "enum": ["direct", "shared"],
-                    "description": "Who reads a new channel: direct (only this user, who may then be reminded "
-                    "of anything they said anywhere) or shared (the default: only what was learned there).",
-                },
-            },
-            ["message"],
-        ),
+        tool_schema(chat_ops.ChatArgs),
     ),
 }
 
@@ -210,17 +179,12 @@ class Tools:
             ctx = self.context(session)
             ctx.require(name, OPERATIONS[tool.operation].roles)  # before the arguments, as over HTTP
             return tool.run(ctx, parse(tool.arguments, arguments))
-        who = session.caller
-        if who.role not in ADMITTED[name]:
-            raise Forbidden(
-                f"the {who.role} key {who.name!r} may not call {name}: it needs a key with the role "
-                f"{' or '.join(ADMITTED[name])}"
-            )
-        args = arguments or {}
-        unknown = sorted(set(args) - set(DEFINITIONS[name][1]["properties"]))
-        if unknown:
-            raise InvalidInput(unknown[0], "unknown argument")
-        return self._chat(args, session)
+        # chat: the one tool that waits for the runtime.
+        ctx = self.context(session)
+        ctx.require(name, OPERATIONS["chat"].roles)
+        # A session without a user chats as its key's user (the operator's default user on stdio).
+        ctx = replace(ctx, user=ctx.user or acting_user(None, session.caller, self._app.config))
+        return self._chat(parse(chat_ops.ChatArgs, arguments), ctx)
 
     def context(self, s: Session) -> OpContext:
         """Who a session's call acts as, and for whom: its key, persona, user and channel."""
@@ -237,59 +201,12 @@ class Tools:
 
     # -- chat ------------------------------------------------------------------------------
 
-    def _chat(self, args: dict[str, Any], s: Session) -> dict[str, Any]:
-        message = _str(args, "message", required=True)
-        assert message is not None
-        persona = self._persona(s, _str(args, "persona"))
-        user = s.user or acting_user(None, s.caller, self._app.config)
-        # The session user's own channel by default, as the OpenAI endpoint and the web page: there
-        # what this session stored (remember, scope user) is recalled.
-        own = f"dm-{user}"
-        channel = _str(args, "channel") or s.channel or own
-        check_identifier("channel", channel)
-        self._check_channel(s.caller, channel, persona)
+    def _chat(self, args: chat_ops.ChatArgs, ctx: OpContext) -> dict[str, Any]:
+        """:func:`agentd.ops.chat.chat` (as ``POST /v1/chat``), waiting for the reply."""
+        request = args.to_request(ctx)
         events: queue.Queue[Event] = queue.Queue()
-        accepted = self._runtime().submit(
-            persona,
-            channel,
-            user,
-            message,
-            sink=events.put,
-            source="mcp",
-            visibility=_str(args, "visibility") or ("direct" if channel == own else None),
-            caller=s.caller,
-        )
-        return _outcome(accepted.persona, channel, events)
-
-    # -- shared checks -----------------------------------------------------------------------
-
-    def _persona(self, s: Session, named: str | None = None) -> str:
-        """The persona a tool acts for: the call's, the session's, or the only one."""
-        personas = self._app.personas
-        for given in (named, s.persona):
-            unseen = unseen_character(given) if given else None
-            if unseen is not None:
-                raise InvalidInput("persona", f"must not hold control, invisible or bidirectional characters: {unseen}")
-        if named or s.persona:
-            return personas[named or s.persona or ""].name  # NotFound names the known ones
-        if len(personas) == 1:
-            return next(iter(personas))
-        raise InvalidInput(
-            "persona",
-            f"this session names no persona (agentd mcp --persona P, /mcp?persona=P); known: {', '.join(personas)}",
-        )
-
-    def _check_channel(self, who: McpCaller, channel: str, persona: str) -> None:
-        """As ``POST /v1/chat``: no delegation channel, an adapter's own channels, a bound channel's personas."""
-        if DELEGATION_MARK in channel:
-            raise Forbidden(f"{channel!r} is a delegation's internal channel: it cannot be posted to from outside")
-        if not who.may_use_channel(channel):
-            raise Forbidden(f"the {who.role} key {who.name!r} may not use channel {channel!r}")
-        entry = self._app.config.channels.get(channel)
-        if entry is not None and entry.personas and persona not in entry.personas:
-            raise InvalidInput(
-                "persona", f"{persona!r} is not bound to channel {channel!r} (bound: {', '.join(entry.personas)})"
-            )
+        accepted = chat_ops.chat(chat_ops.in_conversation(ctx, self._runtime(), events.put, "mcp"), request)
+        return _outcome(accepted.persona, request.channel, events)
 
 
 def _outcome(persona: str, channel: str, events: queue.Queue[Event]) -> dict[str, Any]:

@@ -459,7 +459,7 @@ class Responder:
         cfg = self._config
         return ModelSettings(
             model=self._persona.model,
-            max_tokens=self._persona.max_tokens,
+            max_tokens=self._persona.max_reply_tokens,
             temperature=self._persona.temperature,
             api_base=self._persona.api_base,
             api_key_env=self._persona.api_key_env,

@@ -86,8 +86,8 @@ class TurnRunner:
             outcome = self.responder(target, child).respond(
                 turn,
                 chain=(*chain, persona),
-                memory_limit=self._config.runtime.subagent_limit,
-                memory_budget=self._config.runtime.subagent_token_budget,
+                memory_limit=self._config.runtime.subagent_memory_candidates,
+                memory_budget=self._config.runtime.subagent_memory_tokens,
             )
         if not outcome.ok:
             error = next((e for e in events if isinstance(e, Error)), None)
