@@ -119,7 +119,8 @@ def test_a_question_about_the_asker_keeps_a_threshold(carol: App) -> None:
 
 
 def test_a_direct_channel_over_post_v1_chat_shows_it_in_the_memory_context_event(daemons, fake_openai) -> None:  # type: ignore[no-untyped-def]
-    d = daemons()
+    # Not about timeouts: a worker process's first retrieval on a loaded machine can take past the 2 s default.
+    d = daemons("[memory]\nretrieval_timeout_seconds = 30\n")
     for text in FACTS:
         d.app.memory.add("fake", Scope.user("carol"), text)
     fake_openai.queue(Turn(text="Grapes, mostly."), Turn(text="Better not."))

@@ -25,7 +25,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from agentd.spend.caps import SpendCaps, day_of
 from agentd.store.spend import Spent
 from tests.conftest import agentd_cli
-from tests.support import wait_for
+from tests.support import COUNTS_TURNS_ON_METRICS, wait_for
 from tests.support.fakeopenai import FakeOpenAI, Turn, fake_persona
 
 TEN_WORDS = Turn(text="one two three four five six seven eight nine ten")  # 11 + 10 = 21 tokens
@@ -50,6 +50,7 @@ def refusals(metrics_text: str, persona: str, cap: str) -> float:
 
 
 @pytest.mark.both_backends
+@pytest.mark.local_actors(COUNTS_TURNS_ON_METRICS)
 def test_a_persona_past_its_token_cap_is_refused_with_no_model_call(daemons: Any, fake_openai: FakeOpenAI) -> None:
     d = daemons(personas={"capped": capped(fake_openai, "capped", "max_tokens_per_day = 20\n")})
     counted = refusals(d.client.get("/metrics").text, "capped", "max_tokens_per_day")  # metrics are per process
@@ -143,6 +144,7 @@ def test_mcp_chat_past_a_cap_is_a_tool_error_naming_it(daemons: Any, fake_openai
     assert len(fake_openai.chat_requests()) == 1
 
 
+@pytest.mark.local_actors(COUNTS_TURNS_ON_METRICS)
 def test_a_user_cap_counts_every_persona_and_spares_other_users(daemons: Any, fake_openai: FakeOpenAI) -> None:
     personas = {"one": capped(fake_openai, "one", ""), "two": capped(fake_openai, "two", "")}
     d = daemons("[users]\nmax_tokens_per_day = 30\n", personas=personas)

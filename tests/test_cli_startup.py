@@ -221,14 +221,11 @@ def test_logs_are_json_lines_unless_a_person_is_watching() -> None:
 
 
 def test_the_daemon_logs_json_with_an_access_line_per_request(tmp_path: Path) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     code = "import sys; from agentd.cli.main import main; sys.argv[0] = 'agentd'; main()"
     work = tmp_path / "work"
     work.mkdir()
     proc = subprocess.Popen(
-        [sys.executable, "-c", code, "serve", "--port", str(port)],
+        [sys.executable, "-c", code, "serve", "--port", "0"],  # it says which port it got
         env=isolated_env(tmp_path),
         cwd=work,
         stdout=subprocess.PIPE,
@@ -237,8 +234,9 @@ def test_the_daemon_logs_json_with_an_access_line_per_request(tmp_path: Path) ->
     )
     try:
         assert proc.stdout is not None
-        assert "listening" in proc.stdout.readline()
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+        line = proc.stdout.readline()
+        assert "agentd listening on " in line, line
+        with httpx.Client(base_url=line.split("listening on ")[1].split()[0], timeout=30) as client:
             assert client.get("/healthz").status_code == 200
             assert client.get("/v1/nowhere").status_code == 404
     finally:

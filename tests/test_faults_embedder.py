@@ -13,7 +13,6 @@ import json
 import signal
 import subprocess
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -287,25 +286,35 @@ def test_sigterm_ends_the_daemon_while_the_embedder_hangs(tmp_path, fake_openai,
 
 def test_with_a_hung_embedder_every_request_waits_its_timeout_once_not_once_per_wave(daemons, fake_openai) -> None:
     """45 searches at once, 16 threads for them: those queued behind the hung calls used to wait for a
-    thread (30 s) and then their own timeout again (60 s, 90 s). The timeout counts from the request."""
-    timeout = 4.0
-    d = daemons(config(fake_openai, timeout=timeout, retrieval_timeout=0.5))
+    thread (30 s) and then their own timeout again (60 s, 90 s). The timeout counts from the request: a
+    queued request is refused without a call, or waits for a call slot only what is left of its timeout
+    (tests/test_embedder_guard.py checks each rule on its own). Judged by what the daemon did, not by the
+    time it took: bench/embedder_timeout.py measures the slowest answer against the timeout."""
+    d = daemons(config(fake_openai, timeout=4.0, retrieval_timeout=0.5))
     d.app.memory.add("fake", GLOBAL, "User likes Python")
     fake_openai.embedding_fault = EmbeddingFault("hang")
     searches = 45
-
-    def search(i: int) -> tuple[int, float]:
-        start = time.monotonic()
-        r = many.post("/v1/memory/search", json={"query": f"python {i}", "persona": "fake"})
-        return r.status_code, time.monotonic() - start
-
-    pool = ThreadPoolExecutor(searches)
     with httpx.Client(base_url=d.url, timeout=120, limits=httpx.Limits(max_connections=60)) as many:
-        answers = list(pool.map(search, range(searches)))
-    pool.shutdown()
+        with ThreadPoolExecutor(searches) as pool:
+            answers = list(
+                pool.map(
+                    lambda i: many.post("/v1/memory/search", json={"query": f"python {i}", "persona": "fake"}),
+                    range(searches),
+                )
+            )
+        hung = fake_openai.hanging
     fake_openai.release()
-    assert {status for status, _took in answers} == {504}
-    slowest = max(took for _status, took in answers)
-    # One timeout and the time to answer, not two or three timeouts. (Still a wall-clock bound: how many
-    # calls reach the embedder depends on when the hung ones time out, so no count stands in for it.)
-    assert slowest < 1.75 * timeout, sorted(round(t, 1) for _s, t in answers)
+    assert {a.status_code for a in answers} == {504}
+    assert {a.json()["error"]["code"] for a in answers} == {"embedder_timeout"}
+    # Each answer names the model and which timeout ended it; none waited for the model to answer.
+    reasons = (
+        "did not answer within 4 s",  # it called the model, which hung: the guard's timeout
+        "timed out after 4 s",  # the same, ended by the HTTP client's own timeout a moment before
+        "was not called: its caller waited",  # its timeout had passed while it queued for a thread
+        "every one of its call slots is taken",  # what was left of its timeout passed waiting for a slot
+    )
+    for answer in answers:
+        message = answer.json()["error"]["message"]
+        assert "openai/fake-embed" in message, message
+        assert any(reason in message for reason in reasons), message
+    assert hung >= 1, "no search reached the hung embedder"

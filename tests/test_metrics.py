@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from agentd.api.keys import KeyBook
 from tests.conftest import REPO, write_home
 from tests.support import wait_for
 from tests.support.fakeopenai import FakeOpenAI, Turn, fake_persona
+from tests.support.processes import Process, start_on_a_free_port
 from tests.support.serve import Serve
 from tests.support.workers import channels_of_both_workers, post_all, wait_answered
 
@@ -47,42 +46,34 @@ def total(scraped: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: s
     return sum(v for (n, ls), v in scraped.items() if n == name and set(labels.items()) <= set(ls))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def prometheus(tmp_path: Path) -> Iterator[Any]:
     """``start(target_url)``: Debian's Prometheus on a loopback port, scraping ``target_url``'s
-    ``/metrics`` every second; returns a function that runs an instant query."""
+    ``/metrics`` every second; returns a function that runs an instant query. Prometheus listens
+    where ``--web.listen-address`` says and cannot report a port the system chose (port 0), so it
+    starts on a free port, and again on another if that one was taken first
+    (:func:`~tests.support.processes.start_on_a_free_port`)."""
     if not Path(PROMETHEUS).exists():
         pytest.skip("prometheus is not installed (apt-get install prometheus; .ci/run does)")
-    procs: list[subprocess.Popen[bytes]] = []
+    procs: list[Process] = []
 
     def start(target: str) -> Any:
-        port = free_port()
         conf = tmp_path / "prometheus.yml"
         host = target.removeprefix("http://")
         conf.write_text(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
             f"scrape_configs:\n  - job_name: agentd\n    static_configs:\n      - targets: ['{host}']\n"
         )
-        log = (tmp_path / "prometheus.log").open("wb")
-        proc = subprocess.Popen(
-            [
-                PROMETHEUS,
-                f"--config.file={conf}",
-                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
+
+        def launch(port: int) -> Process:
+            args = [PROMETHEUS, f"--config.file={conf}", f"--storage.tsdb.path={tmp_path / 'tsdb'}"]
+            procs.append(Process([*args, f"--web.listen-address=127.0.0.1:{port}"], tmp_path / "prometheus.log"))
+            return procs[-1]
+
+        port, _process = start_on_a_free_port(
+            launch, lambda p, _s: _ready(f"http://127.0.0.1:{p}/-/ready"), "Prometheus", 60
         )
-        procs.append(proc)
         api = f"http://127.0.0.1:{port}/api/v1"
-        wait_for(lambda: _ready(f"http://127.0.0.1:{port}/-/ready"), 60, "Prometheus to be ready")
 
         def query(expr: str) -> list[dict[str, Any]]:
             answer = httpx.get(f"{api}/query", params={"query": expr}, timeout=10).json()
@@ -93,8 +84,7 @@ def prometheus(tmp_path: Path) -> Iterator[Any]:
 
     yield start
     for proc in procs:
-        proc.terminate()
-        proc.wait(20)
+        proc.stop()
 
 
 def _ready(url: str) -> bool:

@@ -18,7 +18,7 @@ from tests.support import Running
 BUDDY = """
 name = "buddy"
 model = "offline"
-max_tokens = 256
+max_reply_tokens = 256
 channels = ["general", "dm-*"]
 skills = ["schedule"]
 owners = ["carol"]
@@ -96,7 +96,7 @@ def test_deciding_an_approval_over_http_and_the_cli_refuses_alike(daemon: Runnin
 
 
 def test_a_chat_and_a_channel_post_choose_the_persona_by_one_rule(daemon: Running) -> None:
-    """``POST /v1/chat`` and ``POST /v1/channels/{channel}/messages``: the same operation decides
+    """``POST /v1/chat``, ``POST /v1/channels/{channel}/messages`` and ``agentd chat``: the same operation decides
     that buddy does not answer in scholar's bound channel, with the same code, field and words."""
     chat = {"persona": "buddy", "channel": "library", "user": "alice", "message": "hello"}
     error = _refused(daemon.client.post("/v1/chat", json=chat), 422)
@@ -105,6 +105,10 @@ def test_a_chat_and_a_channel_post_choose_the_persona_by_one_rule(daemon: Runnin
     assert (error["code"], error["field"]) == ("invalid_input", "persona")
     assert again == error
     assert "not bound to channel 'library'" in error["message"]
+    # agentd chat sends its message through the same operation: the same words, nothing stored.
+    said = _cli_error("chat", "buddy", "--channel", "library", "--user", "alice", "-m", "hello", home=daemon.home)
+    assert said == error["message"]
+    assert daemon.client.get("/v1/channels/library/messages").json()["messages"] == []
 
 
 def test_the_schemas_come_from_the_operations_models(daemon: Running) -> None:

@@ -22,7 +22,7 @@ from agentd.runtime.rooms import answerers, called_on, named
 from tests.conftest import write_home
 from tests.fakeopenai import FakeOpenAI, Turn, fake_persona
 from tests.pgserver import PostgresDatabases
-from tests.support import Running, read_sse, wait_for
+from tests.support import COUNTS_TURNS_ON_METRICS, Running, read_sse, wait_for
 from tests.support.serve import Serve
 
 TRIO = ("alpha", "beta", "gamma")
@@ -159,6 +159,7 @@ def test_require_mention_answers_only_the_named(daemons: Callable[..., Running],
     assert statuses == {"just chatting": "noted", "@beta what is new?": "answered"}
 
 
+@pytest.mark.local_actors(COUNTS_TURNS_ON_METRICS)
 def test_a_chain_stops_at_max_persona_turns_with_an_event_and_a_metric(
     daemons: Callable[..., Running], fake_openai: FakeOpenAI
 ) -> None:

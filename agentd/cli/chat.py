@@ -2,22 +2,31 @@
 
 from __future__ import annotations
 
+import queue
 import sys
 import threading
+from collections.abc import Iterator
 
 import click
 from rich.markup import escape
 
 from agentd._exceptions import AgentdError, LLMAuthError
 from agentd.app import App
+from agentd.cli import acting
 from agentd.cli.main import pass_app
 from agentd.cli.output import err, out, print_json_line
 from agentd.cli.waiting import Waiting, model_wait
 from agentd.llm.models import missing_credentials
 from agentd.llm.offline import is_offline
 from agentd.observe.log import configure
+from agentd.ops.chat import ChatRequest, in_conversation
+from agentd.ops.chat import chat as chat_operation
 from agentd.personas import Persona
 from agentd.runtime import Done, Error, Event, HistoryContext, MemoryContext, Runtime, TokenDelta, ToolCall, ToolResult
+from agentd.runtime.intake import until_done
+
+#: The flag that gives each field of the chat request (an error names it).
+FLAGS = {"persona": "--persona", "channel": "--channel", "user": "--user", "message": "--message"}
 
 
 def default_channel(persona: Persona) -> str:
@@ -113,9 +122,7 @@ def chat(
             try:
                 if waiting is not None:
                     waiting.__enter__()
-                events = runtime.chat(
-                    p.name, channel, user, line, disable_memory=no_memory, visibility=visibility, timeout=wait
-                )
+                events = _turn(app, runtime, p.name, channel, user, line, no_memory, visibility, wait)
                 for event in events:
                     if waiting is not None and isinstance(event, TokenDelta | Done | Error):
                         waiting.done()
@@ -137,6 +144,25 @@ def chat(
         loading.join()
     if failed and message is not None:
         sys.exit(1)
+
+
+def _turn(  # noqa: PLR0913 - the command's flags, passed on
+    app: App,
+    runtime: Runtime,
+    persona: str,
+    channel: str,
+    user: str,
+    line: str,
+    no_memory: bool,
+    visibility: str | None,
+    wait: float,
+) -> Iterator[Event]:
+    """One message through the chat operation (as every way in sends one), and its turn's events."""
+    events: queue.Queue[Event] = queue.Queue()
+    ctx = in_conversation(acting.operator(app, user=user), runtime, sink=events.put)
+    values = {"persona": persona, "channel": channel, "user": user, "message": line, "visibility": visibility}
+    chat_operation(ctx, acting.request(ChatRequest, FLAGS, disable_memory=no_memory, **values))
+    return until_done(events, wait)
 
 
 def _preload(app: App) -> None:

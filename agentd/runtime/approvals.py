@@ -21,7 +21,9 @@ claiming leaves the message ``pending``, answered by ``resume_pending``.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable
+from dataclasses import replace
 
 from agentd._exceptions import StoreError
 from agentd.app import App
@@ -113,7 +115,10 @@ class ApprovalDesk:
     def _hand(self, message: Message | None) -> int:
         if message is None or message.persona is None or message.persona not in self._app.personas:
             return 0
-        self._route(resumed_turn(message, self._sink))
+        # A request id of its own: the message was handed on before (its turn paused, or it was held),
+        # and a worker process remembers the request ids it answered so as not to answer a message
+        # twice when the daemon sends it again after a restart; under the old id it would drop this one.
+        self._route(replace(resumed_turn(message, self._sink), request_id=uuid.uuid4().hex))
         return 1
 
     def _run(self) -> None:

@@ -82,6 +82,20 @@ class Accepted:
     also: tuple[str, ...] = ()
 
 
+def until_done(events: queue.Queue[Event], timeout: float) -> Iterator[Event]:
+    """A turn's events from ``events`` (its sink's queue) up to its ``Done`` or ``Error``; a
+    ``reply_timeout`` error when none comes within ``timeout`` seconds of the last."""
+    while True:
+        try:
+            event = events.get(timeout=timeout)
+        except queue.Empty:
+            yield Error(ErrorCode.REPLY_TIMEOUT, f"no reply within {timeout:g} s")
+            return
+        yield event
+        if isinstance(event, Done | Error):
+            return
+
+
 class Intake:
     """Accepts messages, stores them, and hands their turns to one dispatcher; a small synchronous API."""
 
@@ -312,15 +326,7 @@ class Intake:
             disable_tools=disable_tools,
             visibility=visibility,
         )
-        while True:
-            try:
-                event = events.get(timeout=timeout)
-            except queue.Empty:
-                yield Error(ErrorCode.REPLY_TIMEOUT, f"no reply within {timeout:g} s")
-                return
-            yield event
-            if isinstance(event, Done | Error):
-                return
+        return until_done(events, timeout)
 
     def preview(self, persona: str, channel: str, user: str | None, message: str | None) -> PreparedTurn:
         """What ``persona``'s next turn in ``channel`` would be given (the same preparation as a turn)."""
@@ -481,4 +487,4 @@ def _options(disable_memory: bool, disable_tools: bool, queue: list[str]) -> dic
     return options or None
 
 
-__all__ = ["FIRING_SHARE", "Accepted", "Claim", "Intake"]
+__all__ = ["FIRING_SHARE", "Accepted", "Claim", "Intake", "until_done"]

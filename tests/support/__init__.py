@@ -26,6 +26,16 @@ from agentd.app import App
 #: The repository's root.
 REPO = Path(__file__).resolve().parent.parent.parent
 
+#: Why a test runs its ``daemons`` on local actors (``@pytest.mark.local_actors(REASON)``) rather than
+#: the worker processes ``agentd serve`` runs by default: it reads counters off ``/metrics`` that a
+#: turn increments. The in-process daemon serves the test process's own metrics; a worker counts in
+#: a registry of its own (``agentd serve`` adds them up through a multiprocess directory, which
+#: tests/test_metrics.py checks with worker processes).
+COUNTS_TURNS_ON_METRICS = "counts what a turn did on /metrics, which shows only the test process's own counts"
+#: ... or it reads the turn's log lines from its captured stderr (``capfd``): a worker process writes
+#: to the stderr its fork server inherited when the first worker of the run started.
+READS_THE_TURNS_LOG = "reads the turn's log lines from the stderr the test captures, which a worker does not write to"
+
 #: Debian's Chromium and its driver (never a downloaded browser), and the flags every headless run
 #: here needs: without the background-networking ones Chromium keeps dialling hosts this machine
 #: cannot reach. Shared by tests/test_web.py and docs/pictures.py.
