@@ -1,6 +1,5 @@
-"""The one backoff (:mod:`agentd.timing.backoff`) and the one ``Retry-After`` parser, and the client's one
-exception class per error code: what the model client, the Python client and the adapters wait
-and raise."""
+"""The one backoff (:mod:`agentd.timing.backoff`) and the one ``Retry-After`` parser: what the model client,
+the Python client and the adapters wait (the client's exception classes: tests/test_client.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +10,9 @@ from email.utils import format_datetime
 from pathlib import Path
 
 import httpx
-import pytest
 
 import agentd
-from agentd._exceptions import CATALOGUE, ErrorCode
-from agentd.client import errors
-from agentd.client.errors import ApiError, error_from
+from agentd.client.errors import error_from
 from agentd.llm.errors import retry_after as model_retry_after
 from agentd.timing import backoff
 from agentd.timing.backoff import Backoff, delay, retry_after_seconds
@@ -67,36 +63,6 @@ def test_the_model_client_and_the_python_client_read_retry_after_alike() -> None
     assert 100 < from_client <= 120
     ms = type("Ms", (Exception,), {"response": httpx.Response(429, headers={"retry-after-ms": "1500"})})
     assert model_retry_after(ms()) == 1.5
-
-
-def test_every_code_of_the_catalogue_has_its_client_exception() -> None:
-    answered_by_the_daemon = [c for c in CATALOGUE if c not in (ErrorCode.DAEMON_ERROR, ErrorCode.DAEMON_UNREACHABLE)]
-    for code in answered_by_the_daemon:
-        kind = errors.ERRORS.get(str(code))
-        assert kind is not None, f"agentd.client.errors has no class for {code!r}"
-        assert issubclass(kind, ApiError)
-        assert kind.remote is code
-        assert getattr(errors, kind.__name__) is kind
-        assert kind.__name__ in errors.__all__
-    assert len(set(errors.ERRORS.values())) == len(answered_by_the_daemon)
-
-
-@pytest.mark.parametrize(
-    ("status", "code", "expected"),
-    [
-        (429, "budget_exceeded", errors.BudgetExceededError),
-        (404, "not_found", errors.NotFoundError),
-        (502, "llm_auth", errors.LLMAuthError),
-        (418, "from_a_newer_daemon", ApiError),
-    ],
-)
-def test_an_error_answer_raises_the_class_of_its_code(status: int, code: str, expected: type[ApiError]) -> None:
-    body = f'{{"error": {{"code": "{code}", "field": null, "message": "no"}}}}'.encode()
-    raised = error_from(httpx.Response(status), body)
-    assert type(raised) is expected
-    assert raised.remote_code == code
-    assert raised.code == ErrorCode.DAEMON_ERROR  # unchanged: what the client raises, not what the daemon said
-    assert raised.status == status
 
 
 def test_no_module_but_the_one_computes_a_backoff_or_reads_retry_after() -> None:

@@ -35,6 +35,8 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(["_exceptions", "config", "personas", "web", "_compat"], 0),
     **dict.fromkeys(["text", "files", "timing", "observe", "access.scopes"], 0),
     **dict.fromkeys(["store", "llm", "embedders", "client"], 1),
+    # The API's answer models, which the client returns: below the client's users, beside the operations' models.
+    "schemas": 1,
     # recall imports memory and prompt (same layer; the cycle test keeps them from importing it back).
     **dict.fromkeys(
         ["prompt", "memory", "recall", "skills", "mcp.client", "access", "spend", "timing.schedules", "ops"], 2

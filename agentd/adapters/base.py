@@ -49,6 +49,7 @@ from agentd.adapters.split import split_text
 from agentd.adapters.state import AdapterState
 from agentd.client import ApiError, AsyncAgentdClient, AsyncFeed, Backoff, DaemonUnreachable
 from agentd.observe.log import get_logger
+from agentd.schemas.responses import PersonaOut
 
 #: Messages the adapter posted in a room whose sender it keeps (the room's replies address them).
 ROOM_ASKED = 50
@@ -113,7 +114,7 @@ class Adapter(ABC):
         self.notice_interval = notice_interval
         self.busy_patience = busy_patience
         #: The daemon's personas (name, channels ...), as last read by :meth:`refresh_personas`.
-        self.personas: list[dict[str, Any]] = []
+        self.personas: list[PersonaOut] = []
         #: The personas each configured channel is bound to, as last read (several: a room).
         self.bindings: dict[str, list[str]] = {}
         for room in self.rooms:
@@ -199,15 +200,15 @@ class Adapter(ABC):
     @property
     def persona_names(self) -> list[str]:
         """The daemon's persona names."""
-        return [str(p["name"]) for p in self.personas]
+        return [p.name for p in self.personas]
 
     def notice_for(self, channel: str, error: ApiError) -> str:
         """The short notice for a post the daemon refused: what happened and what to do."""
         if error.status == 429:
             return "agentd is busy right now and could not take your message: please send it again in a few minutes."
         if error.field == "persona":
-            names = [str(p["name"]) for p in self.personas if any(
-                fnmatch.fnmatchcase(channel, str(glob)) for glob in p.get("channels", ())
+            names = [p.name for p in self.personas if any(
+                fnmatch.fnmatchcase(channel, glob) for glob in p.channels
             )]  # fmt: skip
             if len(names) > 1:
                 count = _COUNTS.get(len(names), str(len(names)))
@@ -420,9 +421,9 @@ class Adapter(ABC):
     async def _find_stored(self, channel: str, user: str, text: str, since: int) -> int | None:
         """The id of our message if the daemon stored it though its answer was lost."""
         for m in await self.client.messages(channel, after=since, limit=1000):
-            mine = m["role"] == "user" and m["author"] == user and m["content"] == text
-            if mine and str(m["id"]) not in self._claimed:
-                return int(m["id"])
+            mine = m.role == "user" and m.author == user and m.content == text
+            if mine and str(m.id) not in self._claimed:
+                return m.id
         return None
 
     def _posted(self, channel: str, message_id: int, inbound: Inbound) -> None:

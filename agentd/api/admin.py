@@ -9,10 +9,10 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from agentd import __version__
 from agentd.access.scopes import IDENTIFIER_PATTERN, check_identifier
-from agentd.api.responses import COMMON_ERRORS, BudgetResponse, Health, PersonaList, error_responses
 from agentd.api.roles import ADMITTED, ROLES_EXTENSION, Policy, allow, caller_of
 from agentd.api.schemas import MAX_NAME, MAX_QUERY_MESSAGE
 from agentd.api.state import Daemon, daemon
+from agentd.schemas.responses import COMMON_ERRORS, BudgetResponse, Health, PersonaList, error_responses
 
 router = APIRouter(tags=["admin"], responses=COMMON_ERRORS)
 

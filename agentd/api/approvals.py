@@ -15,13 +15,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query
 from starlette.concurrency import run_in_threadpool
 
-from agentd.api.responses import COMMON_ERRORS, error_responses
 from agentd.api.roles import Acting, Policy, allow
 from agentd.api.state import Daemon, daemon
 from agentd.ops import approvals as ops
 from agentd.ops.approvals import ApprovalList, ApprovalOut, ApprovalState, DecisionIn
 from agentd.ops.base import parse
 from agentd.ops.fields import MAX_ID, MAX_NAME
+from agentd.schemas.responses import COMMON_ERRORS, error_responses
 
 router = APIRouter(tags=["approvals"], responses=COMMON_ERRORS)
 

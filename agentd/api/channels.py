@@ -13,13 +13,13 @@ from agentd.access.scopes import IDENTIFIER_PATTERN, check_identifier
 from agentd.api.chat import SSE_DOC
 from agentd.api.keys import Principal, Role
 from agentd.api.redact import reduced
-from agentd.api.responses import COMMON_ERRORS, ChannelList, MessagePage, PostAccepted, error_responses
 from agentd.api.roles import Acting, Policy, allow, caller_of
 from agentd.api.schemas import MAX_ID, ChannelPost
 from agentd.api.sse import HEADERS, MEDIA_TYPE
 from agentd.api.state import Daemon, daemon
 from agentd.ops import chat as ops
 from agentd.ops.chat import in_conversation
+from agentd.schemas.responses import COMMON_ERRORS, ChannelList, MessagePage, PostAccepted, error_responses
 
 router = APIRouter(tags=["channels"], responses=COMMON_ERRORS)
 #: A channel name in a path.

@@ -10,13 +10,13 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from agentd.api.responses import COMMON_ERRORS, error_responses
 from agentd.api.roles import Acting, Policy, allow
 from agentd.api.sse import HEADERS, MEDIA_TYPE, EventBridge, frame
 from agentd.api.state import Daemon, daemon
 from agentd.ops import chat as ops
 from agentd.ops.chat import ChatAccepted, ChatRequest, in_conversation, room_decides
 from agentd.runtime.events import Triggered
+from agentd.schemas.responses import COMMON_ERRORS, error_responses
 
 router = APIRouter(tags=["chat"], responses=COMMON_ERRORS)
 

@@ -18,10 +18,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.convertors import Convertor, register_url_convertor
 
-from agentd.api.responses import COMMON_ERRORS, error_responses
 from agentd.api.roles import Acting, Policy, allow
 from agentd.api.state import Daemon, daemon
 from agentd.ops import memory as ops
+from agentd.schemas.responses import COMMON_ERRORS, error_responses
 
 router = APIRouter(tags=["memory"], responses=COMMON_ERRORS)
 

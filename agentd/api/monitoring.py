@@ -13,11 +13,11 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 
 from agentd._exceptions import NotFound
-from agentd.api.responses import UsageResponse, error_responses
 from agentd.api.roles import Policy, allow
 from agentd.api.schemas import MAX_NAME
 from agentd.api.state import Daemon, daemon
 from agentd.observe import metrics
+from agentd.schemas.responses import UsageResponse, error_responses
 from agentd.spend.caps import SpendCaps
 from agentd.spend.usage import usage_report
 

@@ -40,7 +40,6 @@ from agentd.access.scopes import check_identifier, unseen_character
 from agentd.api.client_messages import Earlier, reconcile
 from agentd.api.errors import seconds_until
 from agentd.api.openai_errors import openai_error
-from agentd.api.responses import openai_error_responses
 from agentd.api.roles import Acting, Policy, allow, caller_of
 from agentd.api.sse import HEADERS, KEEPALIVE, MEDIA_TYPE, EventBridge
 from agentd.api.state import Daemon, daemon
@@ -48,6 +47,7 @@ from agentd.ops import chat as ops
 from agentd.ops.base import parse
 from agentd.ops.chat import ChatRequest, check_channel, in_conversation, persona_for
 from agentd.runtime import Done, Error, Event, HistoryContext, MemoryContext, TokenDelta
+from agentd.schemas.responses import openai_error_responses
 from agentd.spend.caps import SpendCaps
 
 #: The key check, the Host check, the body limit, bad input (400, as OpenAI answers it), an

@@ -14,12 +14,12 @@ from fastapi import APIRouter, Path, Query
 from starlette.concurrency import run_in_threadpool
 
 from agentd.access.scopes import IDENTIFIER_PATTERN
-from agentd.api.responses import COMMON_ERRORS, error_responses
 from agentd.api.roles import Acting, Policy, allow
 from agentd.ops import schedules as ops
 from agentd.ops.base import parse
 from agentd.ops.fields import MAX_ID, MAX_NAME
 from agentd.ops.schedules import NewScheduleBody, ScheduleList, ScheduleOut, ScheduleState
+from agentd.schemas.responses import COMMON_ERRORS, error_responses
 
 router = APIRouter(tags=["schedules"], responses=COMMON_ERRORS)
 

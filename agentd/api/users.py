@@ -9,10 +9,10 @@ from fastapi import APIRouter, Path, Query
 from starlette.concurrency import run_in_threadpool
 
 from agentd.access.scopes import IDENTIFIER_PATTERN
-from agentd.api.responses import COMMON_ERRORS, error_responses
 from agentd.api.roles import Acting, Policy, allow
 from agentd.api.schemas import MAX_NAME
 from agentd.ops import users as ops
+from agentd.schemas.responses import COMMON_ERRORS, error_responses
 
 router = APIRouter(tags=["users"], responses=COMMON_ERRORS)
 #: A user id in a path.

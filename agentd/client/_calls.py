@@ -1,4 +1,8 @@
-"""The requests both clients send and how their answers are read (one place for both)."""
+"""The requests both clients send and how their answers are read (one place for both).
+
+Each answer is read into the model the API serves it as (:mod:`agentd.schemas.responses`):
+one shape per answer, on both sides of the wire.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,23 @@ from urllib.parse import quote
 
 from httpx_sse import ServerSentEvent
 
-from agentd.client.models import Memory, Posted, StreamEvent
+from agentd.client.models import StreamEvent
+from agentd.schemas.responses import (
+    BudgetResponse,
+    Forgotten,
+    Health,
+    KnownFactsResponse,
+    MemoryAdded,
+    MemoryHitOut,
+    MemoryList,
+    MemoryOut,
+    MessageOut,
+    MessagePage,
+    PersonaList,
+    PersonaOut,
+    PostAccepted,
+    SearchResponse,
+)
 
 T = TypeVar("T")
 
@@ -36,21 +56,25 @@ def channel_path(channel: str, tail: str) -> str:
     return f"/v1/channels/{quote(channel, safe='')}/{tail}"
 
 
-def health() -> Call[dict[str, Any]]:
-    return Call("GET", "/healthz", dict)
+def health() -> Call[Health]:
+    """``GET /healthz``."""
+    return Call("GET", "/healthz", Health.model_validate)
 
 
-def personas() -> Call[list[dict[str, Any]]]:
-    return Call("GET", "/v1/personas", lambda j: list(j["personas"]))
+def personas() -> Call[list[PersonaOut]]:
+    """``GET /v1/personas``: the personas."""
+    return Call("GET", "/v1/personas", lambda j: PersonaList.model_validate(j).personas)
 
 
 def bindings() -> Call[dict[str, list[str]]]:
-    return Call("GET", "/v1/personas", lambda j: {str(k): list(v) for k, v in j.get("channel_bindings", {}).items()})
+    """``GET /v1/personas``: the personas each configured channel is bound to."""
+    return Call("GET", "/v1/personas", lambda j: PersonaList.model_validate(j).channel_bindings)
 
 
 def post(
     channel: str, user: str, text: str, persona: str | None, disable_memory: bool, visibility: str | None = None
-) -> Call[Posted]:
+) -> Call[PostAccepted]:
+    """``POST /v1/channels/{channel}/messages``."""
     body = _drop_none(
         {
             "user": user,
@@ -60,19 +84,13 @@ def post(
             "visibility": visibility,
         }
     )
-    return Call(
-        "POST",
-        channel_path(channel, "messages"),
-        lambda j: Posted(int(j["id"]), str(j["channel"]), str(j["persona"]), str(j["request_id"])),
-        json=body,
-        ok=(202,),
-    )
+    return Call("POST", channel_path(channel, "messages"), PostAccepted.model_validate, json=body, ok=(202,))
 
 
-def messages(channel: str, after: int, limit: int) -> Call[list[dict[str, Any]]]:
-    return Call(
-        "GET", channel_path(channel, "messages"), lambda j: list(j["messages"]), {"after": after, "limit": limit}
-    )
+def messages(channel: str, after: int, limit: int) -> Call[list[MessageOut]]:
+    """``GET /v1/channels/{channel}/messages``: the messages after id ``after``."""
+    params = {"after": after, "limit": limit}
+    return Call("GET", channel_path(channel, "messages"), lambda j: MessagePage.model_validate(j).messages, params)
 
 
 def add_memory(
@@ -83,7 +101,8 @@ def add_memory(
     user: str | None,
     channel: str | None,
     metadata: dict[str, Any] | None,
-) -> Call[tuple[Memory, bool]]:
+) -> Call[tuple[MemoryOut, bool]]:
+    """``POST /v1/memories``: the memory, and whether it was new (False: an identical one was stored)."""
     body = _drop_none(
         {
             "persona": persona,
@@ -95,9 +114,12 @@ def add_memory(
             "metadata": metadata,
         }
     )
-    return Call(
-        "POST", "/v1/memories", lambda j: (Memory.from_json(j["memory"]), bool(j["created"])), json=body, ok=(200, 201)
-    )
+    return Call("POST", "/v1/memories", _added, json=body, ok=(200, 201))
+
+
+def _added(answer: Any) -> tuple[MemoryOut, bool]:
+    added = MemoryAdded.model_validate(answer)
+    return added.memory, added.created
 
 
 def search(
@@ -107,7 +129,8 @@ def search(
     channel: str | None,
     limit: int | None,
     min_score: float | None,
-) -> Call[list[Memory]]:
+) -> Call[list[MemoryHitOut]]:
+    """``POST /v1/memory/search``: the hits, best first."""
     body = _drop_none(
         {
             "query": query,
@@ -118,7 +141,7 @@ def search(
             "minScore": min_score,
         }
     )
-    return Call("POST", "/v1/memory/search", lambda j: [Memory.from_json(r) for r in j["results"]], json=body)
+    return Call("POST", "/v1/memory/search", lambda j: SearchResponse.model_validate(j).results, json=body)
 
 
 def context(
@@ -128,7 +151,8 @@ def context(
     limit: int | None,
     persona: str | None,
     channel: str | None,
-) -> Call[dict[str, Any]]:
+) -> Call[KnownFactsResponse]:
+    """``POST /v1/memory/context``."""
     body = _drop_none(
         {
             "userId": user,
@@ -139,21 +163,24 @@ def context(
             "channel": channel,
         }
     )
-    return Call("POST", "/v1/memory/context", dict, json=body)
+    return Call("POST", "/v1/memory/context", KnownFactsResponse.model_validate, json=body)
 
 
-def list_memories(persona: str, scope: str | None, limit: int, offset: int) -> Call[list[Memory]]:
+def list_memories(persona: str, scope: str | None, limit: int, offset: int) -> Call[list[MemoryOut]]:
+    """``GET /v1/memories``: a page of a persona's memories."""
     params = _drop_none({"persona": persona, "scope": scope, "limit": limit, "offset": offset})
-    return Call("GET", "/v1/memories", lambda j: [Memory.from_json(m) for m in j["memories"]], params)
+    return Call("GET", "/v1/memories", lambda j: MemoryList.model_validate(j).memories, params)
 
 
-def forget(memory_id: int) -> Call[Memory]:
-    return Call("DELETE", f"/v1/memories/{int(memory_id)}", lambda j: Memory.from_json(j["forgotten"]))
+def forget(memory_id: int) -> Call[MemoryOut]:
+    """``DELETE /v1/memories/{id}``: what was deleted."""
+    return Call("DELETE", f"/v1/memories/{int(memory_id)}", lambda j: Forgotten.model_validate(j).forgotten)
 
 
-def budget(persona: str, channel: str, user: str | None, message: str | None) -> Call[dict[str, Any]]:
+def budget(persona: str, channel: str, user: str | None, message: str | None) -> Call[BudgetResponse]:
+    """``GET /v1/budget``."""
     params = _drop_none({"persona": persona, "channel": channel, "user": user, "message": message})
-    return Call("GET", "/v1/budget", dict, params)
+    return Call("GET", "/v1/budget", BudgetResponse.model_validate, params)
 
 
 def chat_body(
@@ -169,9 +196,8 @@ def to_event(sse: ServerSentEvent) -> StreamEvent | None:
     ``retry:`` frame, keep-alives: the SSE spec dispatches no event for those)."""
     if not sse.data:
         return None
-
     try:
-        data = json.loads(sse.data) if sse.data else {}
+        data = json.loads(sse.data)
     except ValueError:
         data = {"raw": sse.data}
     if not isinstance(data, dict):

@@ -1,8 +1,13 @@
-"""What :mod:`agentd.client` returns: small frozen dataclasses over the API's JSON."""
+"""What :mod:`agentd.client` returns that the API has no model for: a stream's events.
+
+Every other answer is read into the model the API serves it as, from
+:mod:`agentd.schemas.responses` (:class:`~agentd.schemas.responses.Health`,
+:class:`~agentd.schemas.responses.MemoryOut`, …): one shape on both sides of the wire.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -16,43 +21,3 @@ class StreamEvent:
     event: str
     data: dict[str, Any]
     last_event_id: str | None = None
-
-
-@dataclass(frozen=True)
-class Posted:
-    """A message the daemon accepted (202): its id, and who will answer."""
-
-    id: int
-    channel: str
-    persona: str
-    request_id: str
-
-
-@dataclass(frozen=True)
-class Memory:
-    """One stored memory; ``score`` and ``relevance`` are set on search results."""
-
-    id: int
-    persona: str
-    scope: str
-    category: str
-    text: str
-    created_at: str
-    metadata: dict[str, Any] = field(default_factory=dict)
-    score: float | None = None
-    relevance: float | None = None
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Memory:
-        """From the API's memory or search-result JSON."""
-        return cls(
-            id=int(data["id"]),
-            persona=str(data.get("persona", "")),
-            scope=str(data.get("scope", "")),
-            category=str(data.get("category", "")),
-            text=str(data["text"]),
-            created_at=str(data.get("created_at", "")),
-            metadata=dict(data.get("metadata") or {}),
-            score=data.get("score"),
-            relevance=data.get("relevance"),
-        )

@@ -1,20 +1,44 @@
-"""The blocking client: :class:`AgentdClient`."""
+"""The blocking client: :class:`AgentdClient`, carrying out the programs of :mod:`agentd.client._program`."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import Any, TypeVar
 
 import httpx
-from httpx_sse import connect_sse
+from httpx_sse import ServerSentEvent, connect_sse
 
 from agentd.client import _calls
-from agentd.client._feed import FeedState
-from agentd.client.errors import ApiError, DaemonUnreachable, error_from
-from agentd.client.models import Memory, Posted, StreamEvent
+from agentd.client._feed import FeedState, following
+from agentd.client._program import (
+    Emit,
+    Next,
+    Open,
+    Program,
+    Reply,
+    Request,
+    Step,
+    Wait,
+    calling,
+    chatting,
+    posting,
+    unreachable,
+)
+from agentd.client.models import StreamEvent
 from agentd.client.retry import DEFAULT_PATIENCE, Patience
+from agentd.schemas.responses import (
+    BudgetResponse,
+    Health,
+    KnownFactsResponse,
+    MemoryHitOut,
+    MemoryOut,
+    MessageOut,
+    PersonaOut,
+    PostAccepted,
+)
 
 T = TypeVar("T")
 
@@ -29,13 +53,81 @@ def auth_headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
+class _Steps:
+    """Carries out one program's steps with blocking I/O: at most one stream open at a time,
+    closed at the next :class:`Open` or :class:`Wait` and when the program ends."""
+
+    def __init__(self, client: AgentdClient, closed: threading.Event | None = None) -> None:
+        self._client = client
+        self._closed = closed
+        self.streams = ExitStack()
+        self._frames: Iterator[ServerSentEvent] = iter(())
+
+    def do(self, step: Step) -> Reply:
+        """The step's reply; a connection that failed is answered, not raised."""
+        try:
+            return self._do(step)
+        except httpx.TransportError as exc:
+            return unreachable(self._client.url, exc)
+
+    def _do(self, step: Step) -> Reply:
+        http = self._client._http
+        if isinstance(step, Request):
+            call = step.call
+            return http.request(call.method, call.path, params=call.params, json=call.json)
+        if isinstance(step, Next):
+            return next(self._frames, None)
+        self.streams.close()
+        if isinstance(step, Open):
+            timeout = httpx.Timeout(self._client._timeout, read=STREAM_READ_TIMEOUT)
+            opening = connect_sse(http, step.method, step.path, headers=step.headers, json=step.json, timeout=timeout)
+            source = self.streams.enter_context(opening)
+            if source.response.status_code != 200:
+                source.response.read()
+            self._frames = source.iter_sse()
+            return source.response
+        if isinstance(step, Wait):
+            if self._closed is None:
+                time.sleep(step.seconds)
+            else:
+                self._closed.wait(step.seconds)
+        return None
+
+    def run(self, program: Program[T]) -> T:
+        """Run a program to its result."""
+        with self.streams:
+            reply: Reply = None
+            while True:
+                try:
+                    step = program.send(reply)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+                reply = self.do(step)
+
+    def stream(self, program: Program[None]) -> Iterator[StreamEvent]:
+        """Run a program, yielding the events it emits."""
+        with self.streams:
+            reply: Reply = None
+            while True:
+                try:
+                    step = program.send(reply)
+                except StopIteration:
+                    return
+                if isinstance(step, Emit):
+                    yield step.event
+                    reply = None
+                else:
+                    reply = self.do(step)
+
+
 class AgentdClient:
     """A running daemon's HTTP API, blocking. Use as a context manager, or ``close()``.
 
-    Errors the daemon answers raise :class:`ApiError` (status, code, field,
-    message); not reaching it raises :class:`DaemonUnreachable`. ``busy_patience``: how many
-    seconds :meth:`post` keeps posting again while the daemon answers ``429`` (after its
-    ``Retry-After``) or refuses the connection (0: never).
+    Answers are the models the API serves (:mod:`agentd.schemas.responses`). Errors the daemon
+    answers raise the :class:`~agentd.client.errors.ApiError` subclass for their code (status,
+    code, field, message); not reaching it raises :class:`~agentd.client.DaemonUnreachable`.
+    ``busy_patience``: how many seconds :meth:`post` keeps posting again while the daemon
+    answers ``429`` (after its ``Retry-After``) or refuses the connection (0: never).
     """
 
     def __init__(
@@ -64,24 +156,20 @@ class AgentdClient:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    # -- plain calls ---------------------------------------------------------------------
-
     def _call(self, call: _calls.Call[T]) -> T:
-        try:
-            response = self._http.request(call.method, call.path, params=call.params, json=call.json)
-        except httpx.TransportError as exc:
-            raise DaemonUnreachable(self.url, exc) from exc
-        if response.status_code not in call.ok:
-            raise error_from(response, response.content)
-        return call.parse(response.json())
+        return _Steps(self).run(calling(call))
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> Health:
         """``GET /healthz``: status, version, actors."""
         return self._call(_calls.health())
 
-    def personas(self) -> list[dict[str, Any]]:
+    def personas(self) -> list[PersonaOut]:
         """Every persona with its model, window and channels."""
         return self._call(_calls.personas())
+
+    def bindings(self) -> dict[str, list[str]]:
+        """The personas each configured channel is bound to (``[channels.NAME] personas``; several: a room)."""
+        return self._call(_calls.bindings())
 
     def post(
         self,
@@ -92,7 +180,7 @@ class AgentdClient:
         persona: str | None = None,
         disable_memory: bool = False,
         visibility: str | None = None,
-    ) -> Posted:
+    ) -> PostAccepted:
         """Post a message to a channel (stored at once; the reply arrives on :meth:`follow`).
 
         ``visibility``: ``direct`` (only this user and the persona read the channel) or
@@ -101,17 +189,9 @@ class AgentdClient:
         may have been stored is.
         """
         call = _calls.post(channel, user, text, persona, disable_memory, visibility)
-        patience = Patience(self.busy_patience)
-        while True:
-            try:
-                return self._call(call)
-            except (ApiError, DaemonUnreachable) as exc:
-                wait = patience.wait_after(exc)
-                if wait is None:
-                    raise
-                time.sleep(wait)
+        return _Steps(self).run(posting(call, Patience(self.busy_patience)))
 
-    def messages(self, channel: str, after: int = 0, limit: int = 100) -> list[dict[str, Any]]:
+    def messages(self, channel: str, after: int = 0, limit: int = 100) -> list[MessageOut]:
         """A channel's stored messages after id ``after``, oldest first."""
         return self._call(_calls.messages(channel, after, limit))
 
@@ -125,8 +205,9 @@ class AgentdClient:
         user: str | None = None,
         channel: str | None = None,
         metadata: dict[str, Any] | None = None,
-    ) -> tuple[Memory, bool]:
-        """Store a memory (global unless ``scope``, ``user`` or ``channel``); True if it was new."""
+    ) -> tuple[MemoryOut, bool]:
+        """Store a memory (global unless ``scope``, ``user`` or ``channel``): the memory, and
+        whether it was new (False: an identical one was stored already)."""
         return self._call(_calls.add_memory(persona, text, category, scope, user, channel, metadata))
 
     def search_memories(
@@ -138,7 +219,7 @@ class AgentdClient:
         channel: str | None = None,
         limit: int | None = None,
         min_score: float | None = None,
-    ) -> list[Memory]:
+    ) -> list[MemoryHitOut]:
         """Memories ranked by relevance to ``query`` (``user``'s and ``channel``'s included)."""
         return self._call(_calls.search(query, persona, user, channel, limit, min_score))
 
@@ -151,27 +232,26 @@ class AgentdClient:
         limit: int | None = None,
         persona: str | None = None,
         channel: str | None = None,
-    ) -> dict[str, Any]:
-        """The ``## Known Facts`` block for ``query`` (``{context, memoriesUsed, tokensUsed, tokenBudget}``)."""
+    ) -> KnownFactsResponse:
+        """The ``## Known Facts`` block for ``query`` (``context``, ``memoriesUsed``, ``tokensUsed``,
+        ``tokenBudget``)."""
         return self._call(_calls.context(user, query, token_budget, limit, persona, channel))
 
     def list_memories(
         self, persona: str, *, scope: str | None = None, limit: int = 100, offset: int = 0
-    ) -> list[Memory]:
+    ) -> list[MemoryOut]:
         """A persona's memories, newest first (``scope``: global, channel:NAME, user:ID)."""
         return self._call(_calls.list_memories(persona, scope, limit, offset))
 
-    def forget_memory(self, memory_id: int) -> Memory:
+    def forget_memory(self, memory_id: int) -> MemoryOut:
         """Delete a memory; returns what was deleted."""
         return self._call(_calls.forget(memory_id))
 
     def budget(
         self, persona: str, channel: str, *, user: str | None = None, message: str | None = None
-    ) -> dict[str, Any]:
+    ) -> BudgetResponse:
         """Where the tokens of the persona's next prompt in ``channel`` would go."""
         return self._call(_calls.budget(persona, channel, user, message))
-
-    # -- streams ---------------------------------------------------------------------------
 
     def chat(
         self,
@@ -186,17 +266,7 @@ class AgentdClient:
         """Send a message and yield the turn's events: ``memory_context``, ``history_context``,
         ``token_delta``…, ``tool_call``/``tool_result``, then ``done`` or ``error``."""
         body = _calls.chat_body(persona, channel, user, message, disable_memory, visibility)
-        timeout = httpx.Timeout(self._timeout, read=STREAM_READ_TIMEOUT)
-        try:
-            with connect_sse(self._http, "POST", "/v1/chat", json=body, timeout=timeout) as source:
-                if source.response.status_code != 200:
-                    raise error_from(source.response, source.response.read())
-                for sse in source.iter_sse():
-                    event = _calls.to_event(sse)
-                    if event is not None:
-                        yield event
-        except httpx.TransportError as exc:
-            raise DaemonUnreachable(self.url, exc) from exc
+        return _Steps(self).stream(chatting(body))
 
     def follow(self, channel: str, *, last_event_id: str | None = None, reconnect: bool = True) -> Feed:
         """Follow a channel's feed: stored ``message`` events (with ids) after
@@ -210,41 +280,9 @@ class Feed(FeedState):
     id of the last ``message`` event seen; ``close()`` (from any thread) ends it."""
 
     def __init__(self, client: AgentdClient, channel: str, last_event_id: str | None, reconnect: bool) -> None:
-        super().__init__(channel, last_event_id, reconnect)
+        self._closing = threading.Event()
+        super().__init__(channel, last_event_id, reconnect, self._closing)
         self._client = client
-        self._closed = threading.Event()
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` was called."""
-        return self._closed.is_set()
-
-    def close(self) -> None:
-        """Stop: at once when called between two events (in the loop's body), else at the next event
-        or wait (the open connection ends with its next read)."""
-        self._closed.set()
 
     def __iter__(self) -> Iterator[StreamEvent]:
-        client = self._client
-        path = _calls.channel_path(self.channel, "events")
-        timeout = httpx.Timeout(client._timeout, read=STREAM_READ_TIMEOUT)
-        while not self._closed.is_set():
-            headers = self.connecting()
-            try:
-                with connect_sse(client._http, "GET", path, headers=headers, timeout=timeout) as source:
-                    if source.response.status_code != 200:
-                        self.refused(error_from(source.response, source.response.read()))
-                    else:
-                        for sse in source.iter_sse():
-                            opened, event = self.received(sse)
-                            for item in (opened, event):
-                                if item is not None:
-                                    yield item
-                                if self._closed.is_set():  # closed while the event was handled
-                                    return
-            except httpx.TransportError as exc:
-                self.dropped(client.url, exc)
-            wait = self.again()
-            if wait is None:
-                return
-            self._closed.wait(wait)
+        return _Steps(self._client, self._closing).stream(following(self))

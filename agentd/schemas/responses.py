@@ -1,10 +1,14 @@
-"""What the API answers: one typed model per response, so ``/docs`` shows what comes back.
+"""What the API answers: one typed model per response, so ``/docs`` shows what comes back, and
+the classes :mod:`agentd.client` returns (the same classes: one shape per answer).
 
 Field names are snake_case across the API. The one exception is the memory
 service's ``/v1/memory/context`` answer, whose fields (``memoriesUsed``,
 ``tokensUsed``, ``tokenBudget``) are a published contract kept as they are.
 Errors have one shape, :class:`ErrorResponse`, with a code from the catalogue
 (:class:`agentd.ErrorCode`).
+
+A client reads answers of daemons newer than itself: a field it does not know is ignored
+(``extra="ignore"``), never an error.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentd._exceptions import CATALOGUE, ErrorCode
-from agentd.ops.memory import (
+from agentd.ops.models import (
     Forgotten,
     HistoryEntryOut,
     ImportResponse,
@@ -26,12 +30,22 @@ from agentd.ops.memory import (
     MemoryOut,
     SearchResponse,
     SkippedItem,
+    UserExport,
+    UserForgotten,
 )
-from agentd.ops.users import UserExport, UserForgotten
 
-#: The operations' results are the response bodies; re-exported here beside the API's own.
+#: The API's answers: its own, and the operations' results (:mod:`agentd.ops.models`) re-exported.
 __all__ = [
+    "BudgetResponse",
+    "CapOut",
+    "ChannelList",
+    "ChannelOut",
+    "COMMON_ERRORS",
+    "error_responses",
+    "ErrorDetail",
+    "ErrorResponse",
     "Forgotten",
+    "Health",
     "HistoryEntryOut",
     "ImportResponse",
     "KnownFactsResponse",
@@ -40,15 +54,29 @@ __all__ = [
     "MemoryHitOut",
     "MemoryList",
     "MemoryOut",
+    "MessageOut",
+    "MessagePage",
+    "openai_error_responses",
+    "OpenAIErrorDetail",
+    "OpenAIErrorResponse",
+    "PersonaList",
+    "PersonaOut",
+    "PostAccepted",
     "SearchResponse",
     "SkippedItem",
+    "StoreHealth",
+    "UsageResponse",
+    "UsageRowOut",
+    "UsageTally",
     "UserExport",
     "UserForgotten",
 ]
 
 
 class _Out(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    """An answer: frozen, and tolerant of fields a newer daemon adds (a client ignores them)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
 
 class ErrorDetail(_Out):
