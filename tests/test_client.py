@@ -21,7 +21,7 @@ from agentd.api import DaemonServer
 from agentd.app import App
 from agentd.client import AgentdClient, ApiError, AsyncAgentdClient, DaemonUnreachable, StreamEvent, _calls, errors
 from agentd.client._feed import FeedState, following
-from agentd.client._program import NEXT, Emit, Open, Request, Wait, posting, unreachable
+from agentd.client._program import NEXT, Emit, Open, Send, Wait, posting, unreachable
 from agentd.client.errors import error_from
 from agentd.client.retry import Patience
 from agentd.config import load_config
@@ -246,12 +246,12 @@ def test_a_feed_resumes_and_ends_as_its_program_says() -> None:
 def test_a_refused_post_is_posted_again_after_retry_after() -> None:
     call = _calls.post("general", "alice", "hi", None, False)
     program = posting(call, Patience(60.0))
-    assert program.send(None) == Request(call)
+    assert program.send(None) == Send(call)
     busy = {"error": {"code": "overloaded", "field": None, "message": "busy"}}
     wait = program.send(httpx.Response(429, headers={"Retry-After": "1"}, json=busy))
     assert isinstance(wait, Wait)
     assert 1.0 <= wait.seconds <= 1.25
-    assert program.send(None) == Request(call)
+    assert program.send(None) == Send(call)
     accepted = {"id": 3, "channel": "general", "persona": "fake", "request_id": "r", "status": "queued"}
     with pytest.raises(StopIteration) as done:
         program.send(httpx.Response(202, json=accepted))

@@ -1,7 +1,7 @@
 """What the client does, written once for the blocking and the asyncio client (sans I/O).
 
 Each call is a *program*: a generator that yields the steps it needs carried out and is sent
-back what came of each. :class:`Request` a call (sent back: the response), :class:`Open` a
+back what came of each. :class:`Send` a call (sent back: the response), :class:`Open` a
 stream (the response, its body read if it is an error), :class:`Next` frame of the open stream
 (the frame; ``None`` when the stream ended), :class:`Wait`, :class:`Emit` an event to the
 caller. A step whose connection failed is answered with the :class:`DaemonUnreachable` that
@@ -31,7 +31,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Request:
+class Send:
     """Send one plain request; sent back: its response."""
 
     call: _calls.Call[Any]
@@ -66,7 +66,7 @@ class Emit:
     event: StreamEvent
 
 
-Step = Request | Open | Next | Wait | Emit
+Step = Send | Open | Next | Wait | Emit
 #: What a step is answered with.
 Reply = httpx.Response | ServerSentEvent | DaemonUnreachable | None
 #: A call's program, ending with its result.
@@ -83,7 +83,7 @@ def unreachable(url: str, exc: httpx.TransportError) -> DaemonUnreachable:
 
 
 def answered(reply: Reply) -> httpx.Response:
-    """The response a :class:`Request` or :class:`Open` was answered with; raise if it failed."""
+    """The response a :class:`Send` or :class:`Open` was answered with; raise if it failed."""
     if isinstance(reply, DaemonUnreachable):
         raise reply
     if not isinstance(reply, httpx.Response):  # a driver's bug, not the daemon's
@@ -103,7 +103,7 @@ def frame_of(reply: Reply) -> ServerSentEvent | None:
 
 def calling(call: _calls.Call[T]) -> Program[T]:
     """One request, read into its result; an error answer raises its :class:`ApiError`."""
-    response = answered((yield Request(call)))
+    response = answered((yield Send(call)))
     if response.status_code not in call.ok:
         raise error_from(response, response.content)
     return call.parse(response.json())

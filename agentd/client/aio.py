@@ -19,7 +19,7 @@ from agentd.client._program import (
     Open,
     Program,
     Reply,
-    Request,
+    Send,
     Step,
     Wait,
     calling,
@@ -49,7 +49,7 @@ async def _no_frames() -> AsyncIterator[ServerSentEvent]:
     yield  # an async generator that yields nothing
 
 
-class _Steps:
+class _AsyncSteps:
     """Carries out one program's steps with asyncio: at most one stream open at a time,
     closed at the next :class:`Open` or :class:`Wait` and when the program ends."""
 
@@ -68,7 +68,7 @@ class _Steps:
 
     async def _do(self, step: Step) -> Reply:
         http = self._client._http
-        if isinstance(step, Request):
+        if isinstance(step, Send):
             call = step.call
             return await http.request(call.method, call.path, params=call.params, json=call.json)
         if isinstance(step, Next):
@@ -153,7 +153,7 @@ class AsyncAgentdClient:
         await self.aclose()
 
     async def _call(self, call: _calls.Call[T]) -> T:
-        return await _Steps(self).run(calling(call))
+        return await _AsyncSteps(self).run(calling(call))
 
     async def health(self) -> Health:
         """``GET /healthz``."""
@@ -184,7 +184,7 @@ class AsyncAgentdClient:
         or a refused connection is retried for up to ``busy_patience`` seconds.
         """
         call = _calls.post(channel, user, text, persona, disable_memory, visibility)
-        return await _Steps(self).run(posting(call, Patience(self.busy_patience)))
+        return await _AsyncSteps(self).run(posting(call, Patience(self.busy_patience)))
 
     async def messages(self, channel: str, after: int = 0, limit: int = 100) -> list[MessageOut]:
         """A channel's stored messages after id ``after``."""
@@ -258,7 +258,7 @@ class AsyncAgentdClient:
     ) -> AsyncIterator[StreamEvent]:
         """Send a message and yield the turn's events until ``done`` or ``error``."""
         body = _calls.chat_body(persona, channel, user, message, disable_memory, visibility)
-        return _Steps(self).stream(chatting(body))
+        return _AsyncSteps(self).stream(chatting(body))
 
     def follow(self, channel: str, *, last_event_id: str | None = None, reconnect: bool = True) -> AsyncFeed:
         """Follow a channel's feed, resuming with ``Last-Event-ID`` (see :meth:`AgentdClient.follow`)."""
@@ -274,4 +274,4 @@ class AsyncFeed(FeedState):
         self._client = client
 
     def __aiter__(self) -> AsyncIterator[StreamEvent]:
-        return _Steps(self._client, self._closing).stream(following(self))
+        return _AsyncSteps(self._client, self._closing).stream(following(self))

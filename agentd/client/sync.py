@@ -19,7 +19,7 @@ from agentd.client._program import (
     Open,
     Program,
     Reply,
-    Request,
+    Send,
     Step,
     Wait,
     calling,
@@ -53,7 +53,7 @@ def auth_headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-class _Steps:
+class _BlockingSteps:
     """Carries out one program's steps with blocking I/O: at most one stream open at a time,
     closed at the next :class:`Open` or :class:`Wait` and when the program ends."""
 
@@ -72,7 +72,7 @@ class _Steps:
 
     def _do(self, step: Step) -> Reply:
         http = self._client._http
-        if isinstance(step, Request):
+        if isinstance(step, Send):
             call = step.call
             return http.request(call.method, call.path, params=call.params, json=call.json)
         if isinstance(step, Next):
@@ -157,7 +157,7 @@ class AgentdClient:
         self.close()
 
     def _call(self, call: _calls.Call[T]) -> T:
-        return _Steps(self).run(calling(call))
+        return _BlockingSteps(self).run(calling(call))
 
     def health(self) -> Health:
         """``GET /healthz``: status, version, actors."""
@@ -189,7 +189,7 @@ class AgentdClient:
         may have been stored is.
         """
         call = _calls.post(channel, user, text, persona, disable_memory, visibility)
-        return _Steps(self).run(posting(call, Patience(self.busy_patience)))
+        return _BlockingSteps(self).run(posting(call, Patience(self.busy_patience)))
 
     def messages(self, channel: str, after: int = 0, limit: int = 100) -> list[MessageOut]:
         """A channel's stored messages after id ``after``, oldest first."""
@@ -266,7 +266,7 @@ class AgentdClient:
         """Send a message and yield the turn's events: ``memory_context``, ``history_context``,
         ``token_delta``…, ``tool_call``/``tool_result``, then ``done`` or ``error``."""
         body = _calls.chat_body(persona, channel, user, message, disable_memory, visibility)
-        return _Steps(self).stream(chatting(body))
+        return _BlockingSteps(self).stream(chatting(body))
 
     def follow(self, channel: str, *, last_event_id: str | None = None, reconnect: bool = True) -> Feed:
         """Follow a channel's feed: stored ``message`` events (with ids) after
@@ -285,4 +285,4 @@ class Feed(FeedState):
         self._client = client
 
     def __iter__(self) -> Iterator[StreamEvent]:
-        return _Steps(self._client, self._closing).stream(following(self))
+        return _BlockingSteps(self._client, self._closing).stream(following(self))
