@@ -253,7 +253,8 @@ def operation(
 
 def tool_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The JSON schema of an MCP tool's (or a skill's) arguments, from ``model``'s: by alias, without
-    pydantic's titles and the model's docstring (the tool has its own description), an optional
+    pydantic's titles, patterns and int64 bounds (:func:`_untitled`) and the model's docstring (the
+    tool has its own description), an optional
     argument as its type (left out, not ``null``; its default is in its description), and
     ``required`` always present."""
     schema: dict[str, Any] = _untitled(model.model_json_schema(by_alias=True))
@@ -272,9 +273,24 @@ def _optional_as_type(prop: dict[str, Any]) -> dict[str, Any]:
     return prop
 
 
+#: Numbers past this are not exact in JSON (a double's 53 bits): a bound there only says "an id".
+_JSON_SAFE = 2**53
+
+
 def _untitled(node: Any) -> Any:
+    """``node`` without what a model reading the tool does not need and pays for in tokens on every
+    turn: pydantic's titles, regular expressions (the checks a value's text passes: the operation
+    refuses a bad value with its reason either way) and bounds past JSON's exact numbers."""
     if isinstance(node, dict):
-        return {k: _untitled(v) for k, v in node.items() if not (k == "title" and isinstance(v, str))}
+        return {k: _untitled(v) for k, v in node.items() if not _dropped(k, v)}
     if isinstance(node, list):
         return [_untitled(v) for v in node]
     return node
+
+
+def _dropped(key: str, value: Any) -> bool:
+    if key == "title":
+        return isinstance(value, str)
+    if key == "pattern":
+        return isinstance(value, str)
+    return key == "maximum" and isinstance(value, int) and value >= _JSON_SAFE
