@@ -55,10 +55,9 @@ def serve_worker(config: Config, index: int, count: int, conn: Connection) -> No
             try:
                 message = conn.recv()
             except (EOFError, OSError):
-                # The daemon is gone: cut the turns at once (they stay pending, and the daemon answers
-                # them when it starts again; finishing them here would race its answers).
+                # The daemon is gone: stop as it would have asked. A turn finished here may race the
+                # restarted daemon's answer to the same message: the reply writer keeps the first.
                 worker.log.warning("worker_orphaned")
-                grace = 0.0
                 break
             if isinstance(message, Answer):
                 worker.answer(message)
