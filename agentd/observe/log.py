@@ -59,6 +59,20 @@ class _Formatter(logging.Formatter):
         return self._inner.format(record)
 
 
+class _CurrentStderr:
+    """``sys.stderr`` as it is when a line is written, not as it was when logging was set up: a
+    program (or a test harness) that replaces ``sys.stderr`` later still gets agentd's lines."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+_STDERR: Any = _CurrentStderr()
+
+
 def renders_json(config: LoggingConfig, stream: TextIO | None = None) -> bool:
     """True when logs are written as JSON lines (``auto``: when ``stream`` is not a terminal)."""
     if config.format != "auto":
@@ -82,7 +96,7 @@ def configure(config: LoggingConfig) -> None:
         else:
             _pending = (level, as_json)
     # Records of the logging module, rendered like agentd's own events (the logger's name kept).
-    handler = _Handler(sys.stderr)
+    handler = _Handler(_STDERR)
     handler.setFormatter(_Formatter(as_json))
     root = logging.getLogger()
     for old in [h for h in root.handlers if isinstance(h, _Handler)]:
@@ -138,6 +152,6 @@ def _set_up(level: int, as_json: bool) -> None:
         wrapper_class=structlog.make_filtering_bound_logger(level),
         # One write per line (PrintLogger writes the line, then its newline): the daemon's
         # worker processes write to the same stderr, and their lines must not interleave.
-        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.WriteLoggerFactory(file=_STDERR),
         cache_logger_on_first_use=False,
     )
