@@ -279,8 +279,11 @@ class MessageRepo:
 
     def set_status(self, conn: sa.Connection, message_id: int, status: str, *, unless: str | None = None) -> None:
         """Change a message's status (``unless`` it is in that status now)."""
-        params = {"mid": message_id, "new_status": status}
-        conn.execute(_SET_STATUS if unless is None else _SET_STATUS_UNLESS, {**params, "unless": unless})
+        params: dict[str, Any] = {"mid": message_id, "new_status": status}
+        if unless is None:
+            conn.execute(_SET_STATUS, params)
+        else:
+            conn.execute(_SET_STATUS_UNLESS, {**params, "unless": unless})
 
     def set_statuses(self, conn: sa.Connection, message_ids: Sequence[int], status: str) -> None:
         """Change several messages' status, in one statement."""
