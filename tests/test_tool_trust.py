@@ -12,7 +12,6 @@ HTTP, and the turn resumes with the tool's answer or the denial, once.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,25 +24,11 @@ from agentd.personas import load_persona_file
 from agentd.runtime.pipeline.record import ContextRecord
 from agentd.skills import SKILL_TOOLS
 from agentd.text.quoting import LINE_BREAKS
-from tests.conftest import REPO, agentd_cli, write_home
+from tests.conftest import agentd_cli, write_home
 from tests.support import SSE, Running, read_sse, wait_for
 from tests.support.fakeopenai import FakeOpenAI, Turn, fake_persona
+from tests.support.mcptools import APPROVAL, WEATHER, tools_server
 from tests.support.serve import Serve
-
-SERVER = REPO / "tests" / "mcp_tools_server.py"
-WEATHER = "mcp__tools__weather"
-
-
-def tools_server() -> str:
-    """agentd.toml lines: the test MCP server on stdio."""
-    return f"""
-[mcp]
-restart_backoff_seconds = 0.1
-[mcp.servers.tools]
-command = [{json.dumps(sys.executable)}, {json.dumps(str(SERVER))}]
-timeout_seconds = 4
-start_timeout_seconds = 120
-"""
 
 
 def persona(fake: FakeOpenAI, policies: str, owners: str = '["carol"]') -> dict[str, str]:
@@ -199,8 +184,6 @@ def test_a_tool_result_is_data_it_cannot_forge_a_heading_or_a_role(
 
 
 # -- approvals ----------------------------------------------------------------------------------
-
-APPROVAL = f'[tools."{WEATHER}"]\napproval = "required"\n'
 
 
 def paused(d: Running, channel: str = "general", user: str = "alice") -> tuple[list[SSE], dict[str, Any]]:

@@ -4,7 +4,8 @@ thread (its ``daemons`` fixture is in conftest.py), waiting with a deadline, and
 independently of agentd's own client. Beside it: :mod:`~tests.support.homes` (agentd homes),
 :mod:`~tests.support.fakeopenai` (a fake OpenAI server), :mod:`~tests.support.pgserver` (the run's
 PostgreSQL), :mod:`~tests.support.serve` (``agentd serve`` in a subprocess), :mod:`~tests.support.workers`,
-:mod:`~tests.support.cluster`, :mod:`~tests.support.processes`, :mod:`~tests.support.synapse`. What
+:mod:`~tests.support.cluster`, :mod:`~tests.support.dispatch`, :mod:`~tests.support.mcptools`,
+:mod:`~tests.support.processes`, :mod:`~tests.support.synapse`. What
 bench/ shares with the tests is in the top-level package ``testkit``."""
 
 from __future__ import annotations
