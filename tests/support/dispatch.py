@@ -7,9 +7,13 @@ import os
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
+import sqlalchemy as sa
 
+from agentd.app import App
+from agentd.config import load_config
 from tests.support import wait_for
 from tests.support.fakeopenai import FakeOpenAI, fake_persona
 from tests.support.homes import write_home
@@ -40,12 +44,13 @@ class Dispatch:
     daemons: list[Serve] = field(default_factory=list)
     home: Path | None = None
 
-    def start(self, config: str = "", daemon: str = "") -> Serve:
+    def start(self, config: str = "", daemon: str = "", personas: dict[str, str] | None = None) -> Serve:
         """Write the home (``config``: tables added to the dispatcher's own settings; ``daemon``: lines of
-        its ``[daemon]`` table) and start a daemon on it."""
+        its ``[daemon]`` table; ``personas``: persona files by name, beside or instead of ``fake``, the
+        fake model's persona in ``dm-*``) and start a daemon on it."""
         text = BASE + daemon + DISPATCHERS[self.kind] + config
-        personas = {"fake": fake_persona(self.fake.url, channels='["dm-*"]', skills="[]")}
-        self.home = write_home(self.root / "home", text, personas, self.database_url)
+        files = {"fake": fake_persona(self.fake.url, channels='["dm-*"]', skills="[]"), **(personas or {})}
+        self.home = write_home(self.root / "home", text, files, self.database_url)
         return self.restart()
 
     def restart(self) -> Serve:
@@ -59,9 +64,10 @@ class Dispatch:
         """The newest daemon's base URL."""
         return self.daemons[-1].url
 
-    def post(self, channel: str, text: str, user: str = "ann") -> httpx.Response:
-        """``POST /v1/channels/{channel}/messages`` to the newest daemon."""
-        body = {"persona": "fake", "user": user, "text": text}
+    def post(self, channel: str, text: str, user: str = "ann", persona: str | None = "fake") -> httpx.Response:
+        """``POST /v1/channels/{channel}/messages`` to the newest daemon (``persona`` ``None``: the
+        channel's, or in a room the room's rules, choose who answers)."""
+        body = {"user": user, "text": text} | ({} if persona is None else {"persona": persona})
         return httpx.post(f"{self.url}/v1/channels/{channel}/messages", json=body, timeout=30)
 
     def accept(self, channels: list[str], per_channel: int, words: int = 3) -> list[int]:
@@ -74,10 +80,34 @@ class Dispatch:
                 ids.append(int(answer.json()["id"]))
         return ids
 
+    def messages(self, channel: str) -> list[dict[str, Any]]:
+        """``GET /v1/channels/{channel}/messages`` of the newest daemon: the channel's messages, oldest first."""
+        answer = httpx.get(f"{self.url}/v1/channels/{channel}/messages", params={"limit": 1000}, timeout=30)
+        assert answer.status_code == 200, answer.text
+        return answer.json()["messages"]  # type: ignore[no-any-return]
+
     def replies(self) -> dict[int, list[tuple[int, str]]]:
         """User message id -> its complete replies ``(id, status)``, read from the store."""
         assert self.home is not None
         return replies_of(self.home)
+
+    def stored(self, channel: str) -> list[dict[str, Any]]:
+        """Every message of ``channel`` as stored (people's, the personas' calls on each other (role
+        ``trigger``), replies), oldest first, read from the store: what the daemon did, whichever ran it."""
+        assert self.home is not None, "start() first"
+        app = App(load_config(self.home, environ={}))
+        try:
+            with app.store.read() as conn:
+                rows = conn.execute(
+                    sa.text(
+                        "SELECT id, role, persona, author, content, source, status, reply_to FROM messages "
+                        "WHERE channel = :channel ORDER BY id"
+                    ),
+                    {"channel": channel},
+                ).fetchall()
+        finally:
+            app.close()
+        return [dict(row._mapping) for row in rows]
 
     def wait_answered(self, ids: list[int], timeout: float = 120) -> dict[int, list[tuple[int, str]]]:
         """Wait until every message of ``ids`` has a complete reply; the replies."""
