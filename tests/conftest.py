@@ -252,11 +252,10 @@ def agentd_process(
 #: processes on SQLite); ``actors``: local actors (turns in the test's own process). Unset:
 #: :data:`DAEMONS_DEFAULT`.
 DAEMONS_ENV = "PYTEST_AGENTD_DAEMONS"
-#: What the daemons run when :data:`DAEMONS_ENV` is unset. ``actors`` for now: in ``serve`` mode
-#: (``PYTEST_AGENTD_DAEMONS=serve``) test_keys, test_mcp_http, test_mcp_tools (each worker starts its
-#: own MCP servers), test_openai_api and test_metrics do not all pass yet, and every daemon's workers
-#: load their own models (test_api: 67 s -> 323 s on this loaded machine). Set to ``serve`` once they do.
-DAEMONS_DEFAULT = "actors"
+#: What the daemons run when :data:`DAEMONS_ENV` is unset: what ``agentd serve`` runs. A test that
+#: reaches into the process running the turns says so with ``@pytest.mark.local_actors(reason)``;
+#: ``PYTEST_AGENTD_DAEMONS=actors`` runs every test on local actors (quicker, for a developer's loop).
+DAEMONS_DEFAULT = "serve"
 
 
 def daemon_workers(request: pytest.FixtureRequest, config: Config, backend: str) -> int:

@@ -62,6 +62,13 @@ def tool_messages(fake: FakeOpenAI) -> list[dict[str, Any]]:
     return [m for m in fake.chat_requests()[-1]["messages"] if m["role"] == "tool"]
 
 
+def assert_started(starts: Path, times: int) -> None:
+    """The server was started ``times`` times in all (a worker starts its servers as it starts, on a
+    thread of its own: wait for that many, then check there is no more)."""
+    wait_for(lambda: len(starts.read_text().splitlines()) >= times, 60, f"{times} server starts")
+    assert len(starts.read_text().splitlines()) == times, starts.read_text()
+
+
 @pytest.fixture
 def starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "starts.log"
@@ -95,10 +102,11 @@ def test_a_persona_calls_a_stdio_mcp_servers_tool(
     (used,) = ContextRecord.from_json(record.data).tool_calls
     assert used.name == "mcp__tools__weather"
     assert used.ok
-    # A second turn uses the same server process: started once per daemon, not per turn.
+    # A second turn uses the same server process: started once per process that runs turns (the
+    # daemon, or each of its workers), not per turn.
     fake_openai.queue(Turn(tool_calls=[("mcp__tools__weather", {"city": "Rome"})]), Turn(text="Sunny."))
     assert d.chat("And in Rome?")[-1].event == "done"
-    assert len(starts.read_text().splitlines()) == 1
+    assert_started(starts, d.turn_processes)
 
 
 def test_errors_hangs_and_big_or_forged_answers_are_what_the_model_sees_not_a_failed_turn(
@@ -160,7 +168,7 @@ def test_a_crashed_server_is_a_tool_error_and_is_started_again(
     sse = d.chat("Weather?")
     (again,) = events(sse, "tool_result")
     assert again["result"]["content"].startswith("The weather in Oslo"), again
-    assert len(starts.read_text().splitlines()) == 2
+    assert_started(starts, d.turn_processes + 1)  # once in each process that runs turns, and again
 
 
 @dataclass

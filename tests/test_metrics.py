@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agentd.api.keys import KeyBook
 from tests.conftest import REPO, write_home
-from tests.support import wait_for
+from tests.support import COUNTS_TURNS_ON_METRICS, wait_for
 from tests.support.fakeopenai import FakeOpenAI, Turn, fake_persona
 from tests.support.processes import Process, start_on_a_free_port
 from tests.support.serve import Serve
@@ -274,6 +274,7 @@ def test_each_daemon_on_one_postgresql_counts_the_turns_it_answered(request: pyt
     assert sum(counts) == posted, counts
 
 
+@pytest.mark.local_actors(COUNTS_TURNS_ON_METRICS)
 def test_a_failed_turn_counts_as_failed_and_its_stages_are_not_observed(daemons: Any, fake_openai: FakeOpenAI) -> None:
     d = daemons()
 

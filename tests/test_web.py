@@ -125,8 +125,7 @@ def test_chat_streams_shows_recalled_memories_and_forgets(daemons, fake_openai, 
     blue, _ = d.app.memory.add("fake", Scope.user("web"), "The user's favorite color is blue", "preference")
     d.app.memory.add("fake", Scope.user("web"), "The user's favorite food is pasta", "preference")
     reply = "Your favorite color is blue, as you told me before."
-    fake_openai.chat_delay_per_token = 0.12
-    fake_openai.queue(Turn(text=reply))
+    fake_openai.queue(Turn(text=reply, pause_after=3))  # three words, then nothing until released
     browser.get(d.url + "/")
     wait_for(lambda: browser.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true", 30, "the page")
     assert browser.find_element(By.ID, "persona").get_attribute("value") == "fake"
@@ -138,9 +137,10 @@ def test_chat_streams_shows_recalled_memories_and_forgets(daemons, fake_openai, 
     assert active.get_attribute("id") == "message"
     active.send_keys("What is my favorite color?", Keys.ENTER)
     partial = wait_for(
-        lambda: [t for t in texts(browser, ".reply.streaming .text") if t and t != reply], 30, "a streamed part"
+        lambda: [t for t in texts(browser, ".reply.streaming .text") if t and t != reply], 60, "a streamed part"
     )
     assert reply.startswith(partial[0])  # seen mid-stream
+    fake_openai.release()
     wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, ".exchange.complete"), 60, "the reply to complete")
     assert texts(browser, ".reply .text") == [reply]
     recalled = browser.find_elements(By.CSS_SELECTOR, ".recalled li.memory")

@@ -111,6 +111,11 @@ class Running:
     def url(self) -> str:
         return self.server.url
 
+    @property
+    def turn_processes(self) -> int:
+        """How many processes run this daemon's turns: its workers, or itself."""
+        return len(self.server.runtime.worker_pids) or 1
+
     def chat(
         self, message: str, persona: str = "fake", channel: str = "general", user: str = "alice", **extra: Any
     ) -> list[SSE]:

@@ -61,7 +61,9 @@ class Turn:
     answer until the server stops or :meth:`FakeOpenAI.release` is called),
     ``close_after`` (stream that many words, then close the connection with no
     ``finish_reason`` and no ``[DONE]``), ``reset`` (close the connection before
-    any answer).
+    any answer). ``pause_after``: stream that many words, then wait for
+    :meth:`FakeOpenAI.release` before the rest (a test sees the reply mid-stream,
+    however late the machine delivers each part).
     """
 
     text: str = ""
@@ -73,6 +75,7 @@ class Turn:
     hang: bool = False
     close_after: int | None = None
     reset: bool = False
+    pause_after: int | None = None
 
 
 @dataclass(frozen=True)
@@ -372,6 +375,8 @@ class FakeOpenAI:
             for n, word in enumerate(re.findall(r"\S+\s*", turn.text)):
                 if turn.close_after is not None and n >= turn.close_after:
                     break
+                if turn.pause_after is not None and n == turn.pause_after:
+                    self._hang()
                 if self.chat_delay_per_token:
                     time.sleep(self.chat_delay_per_token)
                 chunk({"content": word})

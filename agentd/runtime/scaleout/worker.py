@@ -24,8 +24,12 @@ from agentd.runtime.messages import Turn
 from agentd.runtime.scaleout.pipe import BATCH, Answer, Answered, Ask, Events, Stop, Stopped, shard_of
 
 
-def serve_worker(config: Config, index: int, count: int, conn: Connection) -> None:
+def serve_worker(config: Config, index: int, count: int, conn: Connection, environ: dict[str, str]) -> None:
     """A worker process: answer the turns the daemon sends until it says stop (or is gone).
+
+    ``environ`` is the daemon's environment when it started this worker, which the worker takes
+    as its own: a forked worker would otherwise have its fork server's, as it was when the first
+    worker started (what the configuration's ``${VAR}`` names, an MCP server's key say, is read here).
 
     The runtime is built on a thread of its own (opening the store may ask a remote
     embedding model its dimension, which may hang) while this loop already reads
@@ -36,6 +40,8 @@ def serve_worker(config: Config, index: int, count: int, conn: Connection) -> No
     # stops on its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.environ.clear()
+    os.environ.update(environ)
     # What the fork server imported lives as long as the worker: out of the collector's passes,
     # which would otherwise also copy the pages the workers share.
     gc.freeze()

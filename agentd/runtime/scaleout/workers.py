@@ -38,9 +38,10 @@ once what a worker needs (:meth:`agentd.app.App.turn_modules`: agentd, the
 embedding runtime, litellm when a persona uses it) before it forks the first one.
 A second worker, or one started again after it died, then starts with all of it
 loaded (and shares those pages with its siblings until it writes to them) instead
-of importing it again: seconds of CPU each. ``agentd serve`` starts the fork server
-first thing (:func:`start_fork_server`), so its imports run while the daemon starts; the
-daemon starts the workers on a thread of its own, so it listens meanwhile; turns queue
+of importing it again: seconds of CPU each. A worker takes the daemon's environment as it is when
+the worker starts, not the fork server's (as it was when the first worker started).
+``agentd serve`` starts the fork server first thing (:func:`start_fork_server`), so its imports
+run while the daemon starts; the daemon starts the workers on a thread of its own, so it listens meanwhile; turns queue
 until their worker is there.
 """
 
@@ -48,6 +49,7 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+import os
 import queue
 import threading
 import time
@@ -226,7 +228,7 @@ class _Shard:
         here, there = context.Pipe(duplex=True)
         process = context.Process(
             target=worker.serve_worker,
-            args=(self._owner._config, self.index, self._owner.count, there),
+            args=(self._owner._config, self.index, self._owner.count, there, dict(os.environ)),
             name=f"agentd-worker-{self.index}",
             daemon=True,
         )
