@@ -65,8 +65,12 @@ def tool_messages(fake: FakeOpenAI) -> list[dict[str, Any]]:
 def assert_started(starts: Path, times: int) -> None:
     """The server was started ``times`` times in all (a worker starts its servers as it starts, on a
     thread of its own: wait for that many, then check there is no more)."""
-    wait_for(lambda: len(starts.read_text().splitlines()) >= times, 60, f"{times} server starts")
-    assert len(starts.read_text().splitlines()) == times, starts.read_text()
+
+    def count() -> int:
+        return len(starts.read_text().splitlines()) if starts.exists() else 0
+
+    wait_for(lambda: count() >= times, 60, f"{times} server starts")
+    assert count() == times, starts.read_text()
 
 
 @pytest.fixture
@@ -327,3 +331,20 @@ def test_each_worker_process_runs_its_own_servers_and_stops_them_with_the_daemon
         wait_for(lambda: not any(_alive(p) for p in pids), 30, "the MCP server processes to end")
     finally:
         daemon.stop()
+
+
+def test_a_worker_reads_the_environment_the_daemon_has_when_the_worker_starts(
+    daemons: Callable[..., Running], fake_openai: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers fork from one fork server per process, started with the first worker: a later
+    daemon's workers still get the environment as it is when they start (here what ${MCP_TEST_STARTS}
+    names), not the fork server's."""
+    first, second = tmp_path / "first.log", tmp_path / "second.log"
+    monkeypatch.setenv("MCP_TEST_STARTS", str(first))
+    one = daemons(stdio_server(), persona(fake_openai, ["tools"]), workers=2)
+    assert_started(first, 2)
+    monkeypatch.setenv("MCP_TEST_STARTS", str(second))
+    two = daemons(stdio_server(), persona(fake_openai, ["tools"]), workers=2)
+    assert_started(second, 2)
+    assert_started(first, 2)
+    assert one.turn_processes == two.turn_processes == 2
