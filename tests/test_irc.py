@@ -279,6 +279,34 @@ def test_every_message_is_answered_once_across_a_daemon_kill_and_an_irc_restart(
     assert sorted(replies) == [*expected, "alice: echo: q5 one two three"], replies
 
 
+#: A short grace period: a turn still running when the daemon stops is cut (its partial kept).
+CUT_ENV = {"AGENTD_DAEMON__SHUTDOWN_GRACE_SECONDS": "0.5", "AGENTD_LOGGING__LEVEL": "info"}
+
+
+@pytest.mark.parametrize("stack", [{"env": CUT_ENV}], indirect=True)
+def test_a_private_reply_cut_by_a_graceful_stop_is_shown_cut_and_the_full_answer_follows_the_restart(
+    stack, fake_openai
+) -> None:
+    """(A room of several personas says only complete replies: there the full answer alone is said.)"""
+    alice = stack.alice
+    fake_openai.queue(Turn(text="so far so good and then more", pause_after=3))
+    alice.say("agentbot", "a question")
+    wait_for(lambda: fake_openai.hanging == 1, 60, "the reply to pause mid-stream")
+    stack.daemon.stop()  # SIGTERM: the turn is cut after the grace period and its partial stored
+    fake_openai.release()
+    fake_openai.hold()
+    fake_openai.queue(Turn(text="the whole answer", pause_after=0))  # waits until the cut one is seen
+    stack.daemon.start()  # answers the message again
+    alice.until(lambda t: any(x.endswith("[…]") for x in t), "the cut reply")
+    fake_openai.release()
+    alice.say("agentbot", "sentinel")  # replies arrive in order: the full answer comes before this one
+    texts = alice.until(lambda t: "echo: sentinel" in t, "the sentinel")
+    cut, full = [t for t in texts if t.startswith(("so far", "the whole"))]
+    assert cut.startswith("so far so"), cut
+    assert cut.endswith("[…]"), cut
+    assert full == "the whole answer"
+
+
 @pytest.mark.parametrize("stack", [{"ircbot": '["*"]'}], indirect=True)
 def test_a_refused_private_message_is_answered_with_a_notice_once_a_minute(stack, fake_openai) -> None:
     """Two personas' globs match dm-irc-alice (fake: dm-*, ircbot: *): the daemon refuses a private

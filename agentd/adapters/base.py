@@ -88,6 +88,9 @@ class Reply:
     notice: bool = False
     #: The persona that wrote it (its own identity on the network speaks it, where it has one).
     persona: str | None = None
+    #: A reply cut short (the daemon stopped mid-turn): shown as it is, marked cut; the daemon
+    #: answers the message again after its next start, and that answer is delivered too.
+    partial: bool = False
 
 
 class Adapter(ABC):
@@ -251,6 +254,8 @@ class Adapter(ABC):
         for key, entry in sorted(self.state.pending.items(), key=lambda kv: int(kv[0])):
             if "reply" in entry:  # arrived before a restart, not yet delivered
                 self._outbox.put_nowait(self._reply(int(key), entry))
+            elif not entry.get("partial", {}).get("sent", True):
+                self._outbox.put_nowait(self._reply(int(key), entry, "partial"))
         try:
             await asyncio.gather(self.run_network(), self._post_loop(), self._deliver_loop())
         finally:
@@ -265,8 +270,9 @@ class Adapter(ABC):
     def _route_of(self, channel: str) -> dict[str, str]:
         return self.state.routes.get(channel, {})
 
-    def _reply(self, user_message_id: int, entry: dict[str, Any]) -> Reply:
-        reply = entry["reply"]
+    def _reply(self, user_message_id: int, entry: dict[str, Any], kind: str = "reply") -> Reply:
+        """The :class:`Reply` for ``entry[kind]``: its ``reply``, or the ``partial`` one before it."""
+        reply = entry[kind]
         room = self._route_of(entry["channel"]).get("room")
         meta = dict(entry.get("meta", {}))
         persona = reply.get("persona")
@@ -280,6 +286,7 @@ class Adapter(ABC):
             meta,
             False,
             persona,
+            kind == "partial",
         )
 
     # -- the daemon's side --------------------------------------------------------------------
@@ -316,10 +323,14 @@ class Adapter(ABC):
             self.state.pending.setdefault(key, {"channel": channel, "sender": m["author"].split(":", 1)[1]})
         elif m.get("role") == "assistant" and str(m.get("reply_to")) in self.state.pending:
             entry = self.state.pending[str(m["reply_to"])]
-            if "reply" not in entry:
-                text = m["content"] + (" […]" if m.get("status") == "interrupted" else "")
-                entry["reply"] = {"id": m["id"], "text": text, "persona": m.get("persona")}
+            said = {"id": m["id"], "text": m["content"], "persona": m.get("persona")}
+            cut = m.get("status") == "interrupted"
+            if "reply" not in entry and not cut:
+                entry["reply"] = said
                 self._outbox.put_nowait(self._reply(int(m["reply_to"]), entry))
+            elif "reply" not in entry and "partial" not in entry:  # shown cut; the full answer follows
+                entry["partial"] = {**said, "text": m["content"] + " […]", "sent": False}
+                self._outbox.put_nowait(self._reply(int(m["reply_to"]), entry, "partial"))
         self.state.cursors[channel] = key
         self.state.save()
 
@@ -443,8 +454,9 @@ class Adapter(ABC):
     async def _deliver_loop(self) -> None:
         while True:
             reply = await self._outbox.get()
-            if not reply.notice and str(reply.reply_to) not in self.state.pending:
-                continue  # already delivered (queued twice across a restart)
+            entry = self.state.pending.get(str(reply.reply_to))
+            if not reply.notice and (entry is None or (reply.partial and "reply" in entry)):
+                continue  # already delivered (queued twice across a restart), or the full answer came
             lines = self.split(reply, self.format_reply(reply)) or ["…"]
             sent = 0
             backoff = Backoff(first=0.2, cap=5.0)
@@ -460,6 +472,10 @@ class Adapter(ABC):
                     self.log.warning("undeliverable", channel=reply.channel, reply=reply.message_id, error=str(exc))
                     break
             if reply.notice:
+                continue
+            if reply.partial and entry is not None:  # the message stays pending: its answer follows
+                entry["partial"]["sent"] = True
+                self.state.save()
                 continue
             self.state.pending.pop(str(reply.reply_to), None)
             self.state.save()

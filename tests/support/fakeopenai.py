@@ -189,6 +189,10 @@ class FakeOpenAI:
         """End every hang (those hanging now answer as if they had not hung)."""
         self._released.set()
 
+    def hold(self) -> None:
+        """Hang again from now on (after :meth:`release`): later hangs and pauses wait for the next release."""
+        self._released.clear()
+
     @property
     def hanging(self) -> int:
         """How many requests are hanging right now."""
