@@ -165,22 +165,24 @@ def stack(request: pytest.FixtureRequest, tmp_path: Path, fake_openai: FakeOpenA
         "--no-voices", *extra_args,
     ]  # fmt: skip
     adapter = Process(adapter_args, tmp_path / "adapter.log", env)
-    alice = IrcUser(irc_port, "alice")
-    alice.join("#a")
-    alice.wait(lambda line: "JOIN" in line and line.startswith(":agentbot!"), "the adapter to join", 60)
+    try:  # the processes stop, and their logs are shown, however the test (or this setup) ends
+        alice = IrcUser(irc_port, "alice")
+        alice.join("#a")
+        alice.wait(lambda line: "JOIN" in line and line.startswith(":agentbot!"), "the adapter to join", 60)
 
-    class Stack:
-        pass
+        class Stack:
+            pass
 
-    s = Stack()
-    s.irc_port, s.server, s.daemon, s.adapter, s.alice, s.url, s.state = (
-        irc_port, server, daemon, adapter, alice, url, state,
-    )  # fmt: skip
-    yield s
-    adapter.stop()
-    daemon.stop()
-    for name in ("adapter.log", "daemon.log"):
-        print(f"--- {name}\n{(tmp_path / name).read_text(errors='replace')[-3000:]}")
+        s = Stack()
+        s.irc_port, s.server, s.daemon, s.adapter, s.alice, s.url, s.state = (
+            irc_port, server, daemon, adapter, alice, url, state,
+        )  # fmt: skip
+        yield s
+    finally:
+        adapter.stop()
+        daemon.stop()
+        for name in ("adapter.log", "daemon.log"):
+            print(f"--- {name}\n{(tmp_path / name).read_text(errors='replace')[-3000:]}")
 
 
 def test_rooms_private_messages_and_long_replies(stack, fake_openai) -> None:
