@@ -15,11 +15,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from agentd.adapters import split_text
 from tests.conftest import write_home
-from tests.support import wait_for
+from tests.support import SSE, follow, wait_for
 from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
 from tests.support.processes import Process, listening, serve_on_port_0, start_on_a_free_port
 
@@ -292,8 +293,16 @@ def test_a_private_reply_cut_by_a_graceful_stop_is_shown_cut_and_the_full_answer
     """(A room of several personas says only complete replies: there the full answer alone is said.)"""
     alice = stack.alice
     fake_openai.queue(Turn(text="so far so good and then more", pause_after=3))
-    alice.say("agentbot", "a question")
-    wait_for(lambda: fake_openai.hanging == 1, 60, "the reply to pause mid-stream")
+
+    def streamed(events: list[SSE]) -> bool:
+        return "so far so" in "".join(e.data.get("text", "") for e in events if e.event == "token_delta")
+
+    with httpx.Client(base_url=stack.url, timeout=60) as client:
+        follower, thread = follow(client, "dm-irc-alice", until=streamed)
+        wait_for(follower.ready.is_set, 30, "the follower to connect")
+        alice.say("agentbot", "a question")
+        thread.join(120)  # the three words reached the daemon: a cut now keeps them
+        assert streamed(follower.snapshot()), follower.snapshot()
     stack.daemon.stop()  # SIGTERM: the turn is cut after the grace period and its partial stored
     fake_openai.release()
     fake_openai.hold()
