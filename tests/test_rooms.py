@@ -202,12 +202,15 @@ def test_a_persona_s_call_on_another_counts_toward_admission_control(
     fake_openai.queue(Turn(text="@beta have a look"), Turn(text="Looked.", hang=True))
     _post(d, "@alpha hi")
     wait_for(lambda: fake_openai.hanging == 1, 60, "beta's turn, called on by alpha, to be running")
-    refused = d.client.post("/v1/channels/lounge/messages", json={"user": "alice", "text": "and now?"})
+    body = {"user": "alice", "text": "and now?"}
+    refused = d.client.post("/v1/channels/lounge/messages", json=body)
     assert refused.status_code == 429, refused.text
     fake_openai.release()
     assert [r["persona"] for r in _settled(d, 2)] == ["alpha", "beta"]
     fake_openai.queue(Turn(text="Now, yes."))
-    _post(d, "and now?")
+    # The bound frees once the daemon has the turn's end; with worker processes that comes over the
+    # pipe a moment after the reply is stored, so the post may be refused (and not stored) until then.
+    wait_for(lambda: d.client.post("/v1/channels/lounge/messages", json=body).status_code == 202, 60, "the post")
     assert len(_settled(d, 3)) == 3
 
 
