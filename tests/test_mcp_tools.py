@@ -24,29 +24,19 @@ import pytest
 
 from agentd.runtime.pipeline.record import ContextRecord
 from agentd.runtime.scaleout.workers import shard_of
-from tests.conftest import REPO, agentd_cli, write_home
+from tests.conftest import agentd_cli, write_home
 from tests.support import SSE, Running, read_sse, wait_for
 from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, Turn, fake_persona
+from tests.support.mcptools import SERVER, tools_server
 from tests.support.serve import Serve
 
 #: Starts processes, loads a model or takes seconds: not in the fast tier.
 pytestmark = pytest.mark.slow
 
-SERVER = REPO / "tests" / "mcp_tools_server.py"
-
 
 def stdio_server(name: str = "tools", extra: str = "") -> str:
     """agentd.toml lines: the test server on stdio, its starts counted in $MCP_TEST_STARTS."""
-    return f"""
-[mcp]
-restart_backoff_seconds = 0.1
-[mcp.servers.{name}]
-command = [{json.dumps(sys.executable)}, {json.dumps(str(SERVER))}]
-env = {{ MCP_TEST_STARTS = "${{MCP_TEST_STARTS}}" }}
-timeout_seconds = 4
-start_timeout_seconds = 120
-{extra}
-"""
+    return tools_server(name, 'env = { MCP_TEST_STARTS = "${MCP_TEST_STARTS}" }\n' + extra)
 
 
 def persona(fake: FakeOpenAI, servers: list[str]) -> dict[str, str]:

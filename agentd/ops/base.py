@@ -289,8 +289,6 @@ def _untitled(node: Any) -> Any:
 
 
 def _dropped(key: str, value: Any) -> bool:
-    if key == "title":
-        return isinstance(value, str)
-    if key == "pattern":
+    if key in ("title", "pattern"):
         return isinstance(value, str)
     return key == "maximum" and isinstance(value, int) and value >= _JSON_SAFE

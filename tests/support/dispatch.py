@@ -10,15 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import sqlalchemy as sa
 
-from agentd.app import App
-from agentd.config import load_config
 from tests.support import wait_for
 from tests.support.fakeopenai import FakeOpenAI, fake_persona
 from tests.support.homes import write_home
 from tests.support.serve import Serve
-from tests.support.workers import replies_of
+from tests.support.workers import replies_of, stored_rows
 
 #: The dispatchers, and what a home needs to get each: local actors and the worker pool on SQLite,
 #: the cluster router on PostgreSQL (with leases short enough for a takeover within a test).
@@ -95,18 +92,12 @@ class Dispatch:
         """Every message of ``channel`` as stored (people's, the personas' calls on each other (role
         ``trigger``), replies), oldest first, read from the store: what the daemon did, whichever ran it."""
         assert self.home is not None, "start() first"
-        app = App(load_config(self.home, environ={}))
-        try:
-            with app.store.read() as conn:
-                rows = conn.execute(
-                    sa.text(
-                        "SELECT id, role, persona, author, content, source, status, reply_to FROM messages "
-                        "WHERE channel = :channel ORDER BY id"
-                    ),
-                    {"channel": channel},
-                ).fetchall()
-        finally:
-            app.close()
+        rows = stored_rows(
+            self.home,
+            "SELECT id, role, persona, author, content, source, status, reply_to FROM messages "
+            "WHERE channel = :channel ORDER BY id",
+            {"channel": channel},
+        )
         return [dict(row._mapping) for row in rows]
 
     def wait_answered(self, ids: list[int], timeout: float = 120) -> dict[int, list[tuple[int, str]]]:

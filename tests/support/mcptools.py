@@ -16,13 +16,14 @@ WEATHER = "mcp__tools__weather"
 APPROVAL = f'[tools."{WEATHER}"]\napproval = "required"\n'
 
 
-def tools_server() -> str:
-    """agentd.toml lines: the test MCP server on stdio, as ``tools``."""
+def tools_server(name: str = "tools", extra: str = "") -> str:
+    """agentd.toml lines: the test MCP server on stdio, as ``name`` (``extra``: more lines of its table)."""
     return f"""
 [mcp]
 restart_backoff_seconds = 0.1
-[mcp.servers.tools]
+[mcp.servers.{name}]
 command = [{json.dumps(sys.executable)}, {json.dumps(str(SERVER))}]
 timeout_seconds = 4
 start_timeout_seconds = 120
+{extra}
 """

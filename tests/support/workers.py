@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import httpx
+import sqlalchemy as sa
 
 from agentd.app import App
 from agentd.config import load_config
@@ -28,16 +30,21 @@ def channels_of_both_workers(n: int) -> list[str]:
     return found[0][: n // 2] + found[1][: n - n // 2]
 
 
-def replies_of(home: Path) -> dict[int, list[tuple[int, str]]]:
-    """user message id -> its complete replies ``(id, status)``."""
+def stored_rows(home: Path, sql: str, params: dict[str, Any] | None = None) -> list[Any]:
+    """The rows ``sql`` reads from the store of the home ``home`` (a daemon may be running on it)."""
     app = App(load_config(home, environ={}))
     try:
         with app.store.read() as conn:
-            rows = conn.exec_driver_sql(
-                "SELECT reply_to, id, status FROM messages WHERE role = 'assistant' AND status = 'complete'"
-            ).fetchall()
+            return list(conn.execute(sa.text(sql), params or {}).fetchall())
     finally:
         app.close()
+
+
+def replies_of(home: Path) -> dict[int, list[tuple[int, str]]]:
+    """user message id -> its complete replies ``(id, status)``."""
+    rows = stored_rows(
+        home, "SELECT reply_to, id, status FROM messages WHERE role = 'assistant' AND status = 'complete'"
+    )
     found: dict[int, list[tuple[int, str]]] = {}
     for reply_to, mid, status in rows:
         found.setdefault(int(reply_to), []).append((int(mid), str(status)))

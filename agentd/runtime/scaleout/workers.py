@@ -41,8 +41,8 @@ loaded (and shares those pages with its siblings until it writes to them) instea
 of importing it again: seconds of CPU each. A worker takes the daemon's environment as it is when
 the worker starts, not the fork server's (as it was when the first worker started).
 ``agentd serve`` starts the fork server first thing (:func:`start_fork_server`), so its imports
-run while the daemon starts; the daemon starts the workers on a thread of its own, so it listens meanwhile; turns queue
-until their worker is there.
+run while the daemon starts; the daemon starts the workers on a thread of its own, so it listens
+meanwhile; turns queue until their worker is there.
 """
 
 from __future__ import annotations
