@@ -94,6 +94,21 @@ class IrcUser:
         self.send(f"JOIN {room}")
         self.wait(lambda line: " 366 " in line, "the JOIN")
 
+    def names(self, room: str) -> set[str]:
+        """The nicks in ``room`` now, asked with NAMES (whoever joined before or after us)."""
+        self.send(f"NAMES {room}")
+        lines: list[str] = []
+        self.wait(lambda line: " 366 " in line or (" 353 " in line and bool(lines.append(line))), "NAMES")
+        return {n.lstrip("@+%&~").lower() for line in lines for n in line.split(" :", 1)[-1].split()}
+
+    def wait_in(self, room: str, nicks: set[str], timeout: float = 60.0) -> None:
+        """Until every one of ``nicks`` is in ``room`` (asked twice a second: the server throttles floods)."""
+        deadline = time.monotonic() + timeout
+        while not nicks <= self.names(room):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout:g} s waiting for {sorted(nicks)} to join {room}")
+            time.sleep(0.5)
+
     def say(self, target: str, text: str) -> None:
         self.send(f"PRIVMSG {target} :{text}")
 
@@ -156,6 +171,7 @@ def stack(request: pytest.FixtureRequest, tmp_path: Path, fake_openai: FakeOpenA
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     env[KEY_ENV] = "test-key"
+    env["AGENTD_LOGGING__LEVEL"] = "info"  # their logs are shown when the test fails: say where time went
     env.update(more_env)
     url, daemon = serve_on_port_0([AGENTD, "--config", str(home), "serve"], tmp_path / "daemon.log", env)
     state = tmp_path / "adapter-state.json"
@@ -169,7 +185,7 @@ def stack(request: pytest.FixtureRequest, tmp_path: Path, fake_openai: FakeOpenA
     try:  # the processes stop, and their logs are shown, however the test (or this setup) ends
         alice = IrcUser(irc_port, "alice")
         alice.join("#a")
-        alice.wait(lambda line: "JOIN" in line and line.startswith(":agentbot!"), "the adapter to join", 60)
+        alice.wait_in("#a", {"agentbot"})
 
         class Stack:
             pass
@@ -183,7 +199,7 @@ def stack(request: pytest.FixtureRequest, tmp_path: Path, fake_openai: FakeOpenA
         adapter.stop()
         daemon.stop()
         for name in ("adapter.log", "daemon.log"):
-            print(f"--- {name}\n{(tmp_path / name).read_text(errors='replace')[-3000:]}")
+            print(f"--- {name}\n{(tmp_path / name).read_text(errors='replace')[-8000:]}")
 
 
 def test_rooms_private_messages_and_long_replies(stack, fake_openai) -> None:
@@ -226,14 +242,7 @@ def test_each_persona_of_a_room_speaks_with_its_own_nick_and_answers_privately(s
     names them); a private message to other's nick is answered by other, privately."""
     alice = stack.alice
 
-    def both_joined() -> bool:
-        alice.send("NAMES #a")
-        names: list[str] = []
-        alice.wait(lambda line: " 366 " in line or (" 353 " in line and bool(names.append(line))), "NAMES")
-        said = " ".join(names).split(":")[-1].split()
-        return {"fake", "other"} <= {n.lstrip("@+") for n in said}
-
-    wait_for(both_joined, 60, "both personas' nicks to join #a")
+    alice.wait_in("#a", {"fake", "other"})
     alice.say("#a", "@fake @other what do you think?")
     heard = lambda: [(s, x) for s, t, x in alice.received if t == "#a"]  # noqa: E731
     alice.until(lambda _t: any(s == "other" and "echo: fake: " in x for s, x in heard()), "other answering fake")

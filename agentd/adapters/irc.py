@@ -160,6 +160,7 @@ class IrcVoice:
             await self._send("NICK", self.nick)
         elif msg.command == "JOIN" and msg.nick.lower() == self.nick.lower() and msg.params:
             self.joined.add(msg.params[0].lower())
+            self.adapter.log.info("irc_voice_joined", persona=self.persona, room=msg.params[0])
         elif msg.command == "KICK" and len(msg.params) > 1 and msg.params[1].lower() == self.nick.lower():
             self.joined.discard(msg.params[0].lower())
             await self._send("JOIN", msg.params[0])
@@ -342,6 +343,7 @@ class IrcAdapter(Adapter):
             await self._send("NICK", self.nick)
         elif msg.command == "JOIN" and msg.nick.lower() == self.nick.lower() and msg.params:
             self.joined.add(msg.params[0].lower())
+            self.log.info("irc_joined", room=msg.params[0])
         elif msg.command in ("PART", "KICK") and msg.params:
             gone = msg.nick if msg.command == "PART" else (msg.params[1] if len(msg.params) > 1 else "")
             if gone.lower() == self.nick.lower():
