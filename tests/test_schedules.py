@@ -96,6 +96,32 @@ def test_schedules_a_few_seconds_ahead_fire_once_each_into_their_channels(daemon
     assert "agentd_schedule_lateness_seconds_count" in scraped
 
 
+def test_a_firing_is_said_by_its_user_in_the_prompt(daemons, fake_openai: FakeOpenAI) -> None:
+    """A schedule's firing is in its user's words: alone in a channel, nobody is named (two firings
+    are not two speakers); where others speak too, it is named for its user, never ``schedule:<id>``."""
+    d: Running = daemons(QUIET, {"fake": fake_persona(fake_openai.url, channels='["lobby"]')})
+    for text in ("ping one", "ping two"):  # the second made once the first is answered: it follows it
+        made = _add(d.client, persona="fake", channel="lobby", user="ann", text=text, at=_at(1))
+        wait_for(lambda made=made: _answered_once(d.client, made), 60, f"schedule {made['id']} to be answered")
+
+    def talk() -> list[tuple[str, str]]:
+        messages = fake_openai.chat_requests()[-1]["messages"]
+        return [(m["role"], m["content"]) for m in messages if m["role"] != "system"]
+
+    assert talk() == [("user", "ping one"), ("assistant", "echo: ping one"), ("user", "ping two")]
+    chat = {"persona": "fake", "channel": "lobby", "user": "bob", "message": "hi all"}
+    with d.client.stream("POST", "/v1/chat", json=chat) as response:
+        assert response.status_code == 200, response.read()
+        response.read()
+    assert talk() == [
+        ("user", "ann: ping one"),
+        ("assistant", "echo: ping one"),
+        ("user", "ann: ping two"),
+        ("assistant", "echo: ping two"),
+        ("user", "bob: hi all"),
+    ]
+
+
 def _refused(response: httpx.Response, field: str, words: str) -> None:
     assert response.status_code == 422, response.text
     error = response.json()["error"]

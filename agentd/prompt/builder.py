@@ -22,6 +22,7 @@ from agentd.prompt.windows import Window, WindowMap
 from agentd.search.ranking import MemoryHit
 from agentd.store import Store
 from agentd.store.memories import Memory
+from agentd.store.schedules import AUTHOR_PREFIX
 
 PAGE = 200
 #: A channel's transcript (its recent messages), newest first, and how many messages the channel has.
@@ -214,9 +215,11 @@ class ContextBuilder:
         history, available = (
             recent if recent is not None else self.recent(persona, channel, before_id, before_user=current is not None)
         )
-        several = speaker is not None and bool(
-            {i.author for i in history if i.role == "user" and not i.synthetic} - {speaker}
-        )
+        authors = {i.author for i in history if i.role == "user" and not i.synthetic}
+        if any(a.startswith(AUTHOR_PREFIX) for a in authors):
+            history = self._in_askers_words(history)
+            authors = {i.author for i in history if i.role == "user" and not i.synthetic}
+        several = speaker is not None and bool(authors - {speaker})
         if room or caller is not None or in_a_room(history, persona.name):
             history = room_history(history, persona.name, counter, people=several)
             if current is not None and (caller is not None or (several and speaker is not None)):
@@ -244,6 +247,14 @@ class ContextBuilder:
             episodes=tuple(episodes),
         )
         return ContextAssembler(counter).assemble(request, window)
+
+    def _in_askers_words(self, history: list[HistoryItem]) -> list[HistoryItem]:
+        """``history`` with each schedule's firing said by the user it is for (it is in their words;
+        ``schedule:<id>`` is no speaker the model should tell apart from them)."""
+        ids = [i.message_id for i in history if i.role == "user" and i.author.startswith(AUTHOR_PREFIX)]
+        with self._store.read() as conn:
+            askers = self._store.messages.askers(conn, ids)
+        return [i._replace(author=askers[i.message_id]) if i.message_id in askers else i for i in history]
 
     def history(
         self, channel: str, before_id: int | None, counter: TokenCounter, max_tokens: int, *, before_user: bool = False

@@ -56,12 +56,12 @@ from agentd.runtime.dispatch import DispatcherFactory, Parts
 from agentd.runtime.events import Done, Error, Event
 from agentd.runtime.group_commit import GroupCommit
 from agentd.runtime.inflight import InFlight, Listener
-from agentd.runtime.messages import FOR_USER, Sink, Turn, asker, resumed_turn, room_of_message
+from agentd.runtime.messages import Sink, Turn, resumed_turn, room_of_message
 from agentd.runtime.pipeline.record import Incoming
 from agentd.runtime.pipeline.runner import TurnRunner
 from agentd.runtime.pipeline.turn import PreparedTurn
 from agentd.runtime.rooms import answerers, room_of
-from agentd.store.messages import Message
+from agentd.store.messages import FOR_USER, Message
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -410,7 +410,7 @@ class Intake:
             stored.request_id,
             stored.persona,
             stored.channel,
-            asker(stored),
+            stored.asker,
             stored.id,
             stored.content,
             delivery.sink,

@@ -151,16 +151,6 @@ class Turn:
         return (self.persona, self.channel)
 
 
-#: The stored option naming who a trigger message is for when its author is not a person (a
-#: schedule's firing, from ``schedule:<id>``, recalls the memories of the schedule's user).
-FOR_USER = "for_user"
-
-
-def asker(msg: Message) -> str:
-    """Who a stored user message's turn answers: its author, or the user it was stored for."""
-    return str(msg.options.get(FOR_USER) or msg.author)
-
-
 def resumed_turn(msg: Message, sink: Sink) -> Turn:
     """The turn that answers a stored user message still ``pending`` (with its stored options)."""
     assert msg.persona is not None
@@ -168,7 +158,7 @@ def resumed_turn(msg: Message, sink: Sink) -> Turn:
         msg.request_id or uuid.uuid4().hex,
         msg.persona,
         msg.channel,
-        asker(msg),
+        msg.asker,
         msg.id,
         msg.content,
         sink,
@@ -180,7 +170,7 @@ def resumed_turn(msg: Message, sink: Sink) -> Turn:
 
 def room_of_message(msg: Message) -> RoomTurn:
     """The :class:`RoomTurn` a stored message's options describe (a trigger a persona's reply stored
-    says who spoke: its author; the person the chain answers is its :data:`FOR_USER` option)."""
+    says who spoke: its author; the person the chain answers is its :data:`~agentd.store.messages.FOR_USER` option)."""
     o = msg.options
     if not ("queue" in o or "hop" in o or "source" in o):
         return NO_ROOM
@@ -188,7 +178,7 @@ def room_of_message(msg: Message) -> RoomTurn:
     return RoomTurn(
         tuple(str(p) for p in o.get("queue", ())),
         int(o.get("hop", 0)),
-        msg.author if msg.role == "trigger" and asker(msg) != msg.author else None,
+        msg.author if msg.role == "trigger" and msg.asker != msg.author else None,
         int(source) if source is not None else None,
     )
 

@@ -32,6 +32,9 @@ CHAIN_SOURCE = "persona"
 QUEUE_SOURCE = "room"
 #: Roles answered by a turn.
 ANSWERED_ROLES = ("user", TRIGGER)
+#: The stored option naming who a message is for when its author is not a person (a schedule's
+#: firing, from ``schedule:<id>``, is in its user's words and recalls that user's memories).
+FOR_USER = "for_user"
 
 # The statements of a turn's hot path, built once with bound parameters. Building an expression
 # and its cache key costs several times what SQLite takes to run it (bench/daemon.py's floor).
@@ -106,6 +109,11 @@ class Message:
     token_counter: str | None
     options: dict[str, Any]
     created_at: datetime
+
+    @property
+    def asker(self) -> str:
+        """Who a user message's turn answers: its author, or the user it was stored for."""
+        return str(self.options.get(FOR_USER) or self.author)
 
     def as_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -268,6 +276,15 @@ class MessageRepo:
         """One message by id."""
         row = conn.execute(sa.select(_M).where(_M.c.id == message_id)).first()
         return None if row is None else _message(row)
+
+    def askers(self, conn: sa.Connection, message_ids: Sequence[int]) -> dict[int, str]:
+        """Each of ``message_ids``'s :attr:`Message.asker` (missing ids are absent)."""
+        found: dict[int, str] = {}
+        for start in range(0, len(message_ids), 500):
+            chunk = [int(i) for i in message_ids[start : start + 500]]
+            query = sa.select(_M.c.id, _M.c.author, _M.c.options).where(_M.c.id.in_(chunk))
+            found.update((int(r.id), str((r.options or {}).get(FOR_USER) or r.author)) for r in conn.execute(query))
+        return found
 
     def statuses(self, conn: sa.Connection, message_ids: Sequence[int]) -> dict[int, str]:
         """The status of each of ``message_ids`` (missing ids are absent)."""

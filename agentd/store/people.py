@@ -40,6 +40,7 @@ import sqlalchemy as sa
 from agentd.store import schema
 from agentd.store.indexes import TextIndex, VectorIndex
 from agentd.store.lexical import context_of
+from agentd.store.schedules import AUTHOR_PREFIX
 from agentd.store.spend import SpendRepo
 
 _M = schema.messages
@@ -141,7 +142,7 @@ def _schedules(conn: sa.Connection, user: str, persona: str | None) -> list[int]
 
 def _authored(conn: sa.Connection, user: str, persona: str | None) -> list[int]:
     """The user's messages, and the trigger messages of the schedules made for them."""
-    authors = [user, *(f"schedule:{i}" for i in _schedules(conn, user, persona))]
+    authors = [user, *(f"{AUTHOR_PREFIX}{i}" for i in _schedules(conn, user, persona))]
     query = sa.select(_M.c.id).where(_M.c.role == "user", _M.c.author.in_(authors))
     if persona is not None:
         query = query.where(_M.c.persona == persona)

@@ -22,6 +22,8 @@ from agentd.store.schema import inserted_id, utcnow
 _S = schema.schedules
 #: The states a schedule can be in.
 STATES = ("scheduled", "fired", "missed", "cancelled")
+#: The author of a schedule's trigger messages is this and its id (``schedule:7``).
+AUTHOR_PREFIX = "schedule:"
 #: The earliest due time of the schedules still to fire (built once: the scheduler asks it each wake).
 _NEXT_DUE = sa.select(sa.func.min(_S.c.next_at)).where(_S.c.state == "scheduled")
 
@@ -54,7 +56,7 @@ class Schedule:
     @property
     def author(self) -> str:
         """Who its firings' trigger messages are from."""
-        return f"schedule:{self.id}"
+        return f"{AUTHOR_PREFIX}{self.id}"
 
     def as_json(self) -> dict[str, Any]:
         """A JSON-ready dict (the API's and ``--json``'s fields)."""

@@ -22,7 +22,7 @@ from agentd.personas import Persona
 from agentd.prompt.builder import ContextBuilder
 from agentd.runtime.events import Called
 from agentd.runtime.group_commit import MAX_BATCH, GroupCommit
-from agentd.runtime.messages import FOR_USER, TurnState
+from agentd.runtime.messages import TurnState
 from agentd.runtime.pipeline.context_record import (
     ContextRecord,
     HistoryInfo,
@@ -37,7 +37,7 @@ from agentd.runtime.pipeline.context_record import (
 )
 from agentd.spend.caps import day_of
 from agentd.store import Store
-from agentd.store.messages import CHAIN_SOURCE, QUEUE_SOURCE, TRIGGER, Message
+from agentd.store.messages import CHAIN_SOURCE, FOR_USER, QUEUE_SOURCE, TRIGGER, Message
 from agentd.store.spend import Spent
 
 if TYPE_CHECKING:
