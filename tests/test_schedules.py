@@ -96,6 +96,7 @@ def test_schedules_a_few_seconds_ahead_fire_once_each_into_their_channels(daemon
     assert "agentd_schedule_lateness_seconds_count" in scraped
 
 
+@pytest.mark.both_backends
 def test_a_firing_is_said_by_its_user_in_the_prompt(daemons, fake_openai: FakeOpenAI) -> None:
     """A schedule's firing is in its user's words: alone in a channel, nobody is named (two firings
     are not two speakers); where others speak too, it is named for its user, never ``schedule:<id>``."""

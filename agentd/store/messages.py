@@ -113,7 +113,7 @@ class Message:
     @property
     def asker(self) -> str:
         """Who a user message's turn answers: its author, or the user it was stored for."""
-        return str(self.options.get(FOR_USER) or self.author)
+        return asker(self.options, self.author)
 
     def as_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -129,6 +129,11 @@ class Message:
             "reply_to": self.reply_to,
             "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
         }
+
+
+def asker(options: Mapping[str, Any] | None, author: str) -> str:
+    """Who a user message with these stored ``options`` and ``author`` is for (see :data:`FOR_USER`)."""
+    return str((options or {}).get(FOR_USER) or author)
 
 
 def _message(row: sa.Row[Any]) -> Message:
@@ -283,7 +288,7 @@ class MessageRepo:
         for start in range(0, len(message_ids), 500):
             chunk = [int(i) for i in message_ids[start : start + 500]]
             query = sa.select(_M.c.id, _M.c.author, _M.c.options).where(_M.c.id.in_(chunk))
-            found.update((int(r.id), str((r.options or {}).get(FOR_USER) or r.author)) for r in conn.execute(query))
+            found.update((int(r.id), asker(r.options, r.author)) for r in conn.execute(query))
         return found
 
     def statuses(self, conn: sa.Connection, message_ids: Sequence[int]) -> dict[int, str]:
