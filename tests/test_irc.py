@@ -103,11 +103,7 @@ class IrcUser:
 
     def wait_in(self, room: str, nicks: set[str], timeout: float = 60.0) -> None:
         """Until every one of ``nicks`` is in ``room`` (asked twice a second: the server throttles floods)."""
-        deadline = time.monotonic() + timeout
-        while not nicks <= self.names(room):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout:g} s waiting for {sorted(nicks)} to join {room}")
-            time.sleep(0.5)
+        wait_for(lambda: nicks <= self.names(room), timeout, f"{sorted(nicks)} to join {room}", every=0.5)
 
     def say(self, target: str, text: str) -> None:
         self.send(f"PRIVMSG {target} :{text}")

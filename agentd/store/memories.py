@@ -18,7 +18,7 @@ from agentd.access.scopes import Scope
 from agentd.store import schema
 from agentd.store.indexes import TextIndex, VectorIndex, VectorRow, WordsRow
 from agentd.store.lexical import context_of
-from agentd.store.schema import UTCDateTime, inserted_id, utcnow
+from agentd.store.schema import UTCDateTime, id_chunks, inserted_id, utcnow
 
 if TYPE_CHECKING:
     import numpy as np
@@ -143,8 +143,7 @@ class MemoryRepo:
     def fetch(self, conn: sa.Connection, ids: Sequence[int]) -> dict[int, Memory]:
         """Memories by id (missing ids are absent from the result)."""
         found: dict[int, Memory] = {}
-        for start in range(0, len(ids), 500):
-            chunk = list(ids[start : start + 500])
+        for chunk in id_chunks(ids):
             for row in conn.execute(_FETCH, {"ids": chunk}):
                 mem = _memory(row)
                 found[mem.id] = mem
@@ -153,8 +152,7 @@ class MemoryRepo:
     def learned_in(self, conn: sa.Connection, ids: Sequence[int]) -> dict[int, str | None]:
         """The channel each memory of ``ids`` was learned in (its source message's; ``None``: unknown)."""
         found: dict[int, str | None] = {int(i): None for i in ids}
-        for start in range(0, len(ids), 500):
-            chunk = [int(i) for i in ids[start : start + 500]]
+        for chunk in id_chunks(ids):
             query = (
                 sa.select(_T.c.id, _MESSAGES.c.channel)
                 .join(_MESSAGES, _MESSAGES.c.id == _T.c.source_message_id)
@@ -166,8 +164,7 @@ class MemoryRepo:
     def in_scope(self, conn: sa.Connection, ids: Sequence[int], scope: Scope) -> set[int]:
         """Which of ``ids`` are memories of ``scope`` (without loading their rows)."""
         found: set[int] = set()
-        for start in range(0, len(ids), 500):
-            chunk = [int(i) for i in ids[start : start + 500]]
+        for chunk in id_chunks(ids):
             query = sa.select(_T.c.id).where(_T.c.id.in_(chunk), _T.c.scope == str(scope))
             found.update(int(mid) for (mid,) in conn.execute(query))
         return found
@@ -186,8 +183,7 @@ class MemoryRepo:
             )
             found.update((mid, when.replace(tzinfo=UTC)) for mid, when in rows)
             return found
-        for start in range(0, len(ids), 500):
-            chunk = [int(i) for i in ids[start : start + 500]]
+        for chunk in id_chunks(ids):
             marks = ",".join("?" * len(chunk))
             rows = conn.exec_driver_sql(f"SELECT id, created_at FROM {_T.name} WHERE id IN ({marks})", tuple(chunk))
             found.update((mid, datetime.fromisoformat(when).replace(tzinfo=UTC)) for mid, when in rows)

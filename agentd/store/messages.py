@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from agentd._exceptions import AlreadyAnswered
 from agentd.store import schema
 from agentd.store.engine import driver_sql, insert_for
-from agentd.store.schema import inserted_id, utcnow
+from agentd.store.schema import id_chunks, inserted_id, utcnow
 
 _C = schema.channels
 _M = schema.messages
@@ -63,6 +63,7 @@ _AFTER = (
 _REPLIES = sa.select(_M).where(_M.c.reply_to.in_(_B("ids", expanding=True)), _M.c.role == "assistant").order_by(_M.c.id)
 _REPLIES_IN = _REPLIES.where(_M.c.status == _B("status"))
 _STATUSES = sa.select(_M.c.id, _M.c.status).where(_M.c.id.in_(_B("ids", expanding=True)))
+_ASKERS = sa.select(_M.c.id, _M.c.author, _M.c.options).where(_M.c.id.in_(_B("ids", expanding=True)))
 _SET_STATUS = sa.update(_M).where(_M.c.id == _B("mid")).values(status=_B("new_status"))
 _SET_STATUS_UNLESS = _SET_STATUS.where(_M.c.status != _B("unless"))
 _INSERT = sa.insert(_M)
@@ -285,17 +286,14 @@ class MessageRepo:
     def askers(self, conn: sa.Connection, message_ids: Sequence[int]) -> dict[int, str]:
         """Each of ``message_ids``'s :attr:`Message.asker` (missing ids are absent)."""
         found: dict[int, str] = {}
-        for start in range(0, len(message_ids), 500):
-            chunk = [int(i) for i in message_ids[start : start + 500]]
-            query = sa.select(_M.c.id, _M.c.author, _M.c.options).where(_M.c.id.in_(chunk))
-            found.update((int(r.id), asker(r.options, r.author)) for r in conn.execute(query))
+        for chunk in id_chunks(message_ids):
+            found.update((int(r.id), asker(r.options, r.author)) for r in conn.execute(_ASKERS, {"ids": chunk}))
         return found
 
     def statuses(self, conn: sa.Connection, message_ids: Sequence[int]) -> dict[int, str]:
         """The status of each of ``message_ids`` (missing ids are absent)."""
         found: dict[int, str] = {}
-        for start in range(0, len(message_ids), 500):
-            chunk = [int(i) for i in message_ids[start : start + 500]]
+        for chunk in id_chunks(message_ids):
             found.update((int(mid), str(status)) for mid, status in conn.execute(_STATUSES, {"ids": chunk}))
         return found
 

@@ -41,6 +41,7 @@ from agentd.store import schema
 from agentd.store.indexes import TextIndex, VectorIndex
 from agentd.store.lexical import context_of
 from agentd.store.schedules import AUTHOR_PREFIX
+from agentd.store.schema import id_chunks
 from agentd.store.spend import SpendRepo
 
 _M = schema.messages
@@ -57,8 +58,6 @@ _S = schema.schedules
 REDACTED = "[forgotten]"
 #: Texts shorter than this (stripped) are not searched for as quotes.
 MIN_QUOTE = 12
-#: Ids per ``IN (...)`` list.
-_CHUNK = 500
 #: Quotes per ``LIKE`` prefilter statement.
 _QUOTES_PER_QUERY = 20
 #: Memories categories kept as episodes (reported apart in an export).
@@ -123,11 +122,6 @@ class Erased:
         )
 
 
-def _chunks(ids: Sequence[int]) -> Iterable[list[int]]:
-    for start in range(0, len(ids), _CHUNK):
-        yield [int(i) for i in ids[start : start + _CHUNK]]
-
-
 def _user_scopes(user: str) -> list[str]:
     return [f"user:{user}", f"episodes:user:{user}"]
 
@@ -156,7 +150,7 @@ def _answers(conn: sa.Connection, ids: Sequence[int]) -> list[int]:
     seen = set(ids)
     while frontier:
         nxt: list[int] = []
-        for chunk in _chunks(frontier):
+        for chunk in id_chunks(frontier):
             for mid in conn.execute(sa.select(_M.c.id).where(_M.c.reply_to.in_(chunk))).scalars():
                 if int(mid) not in seen:
                     seen.add(int(mid))
@@ -171,14 +165,14 @@ def _memory_ids(conn: sa.Connection, user: str, persona: str | None, message_ids
     if persona is not None:
         base = base.where(_T.c.persona == persona)
     found = {int(i) for i in conn.execute(base.where(_T.c.scope.in_(_user_scopes(user)))).scalars()}
-    for chunk in _chunks(message_ids):
+    for chunk in id_chunks(message_ids):
         found.update(int(i) for i in conn.execute(base.where(_T.c.source_message_id.in_(chunk))).scalars())
     return sorted(found)
 
 
 def _rows(conn: sa.Connection, table: sa.Table, column: sa.Column[Any], ids: Sequence[int]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for chunk in _chunks(ids):
+    for chunk in id_chunks(ids):
         out.extend(
             dict(r._mapping) for r in conn.execute(sa.select(table).where(column.in_(chunk)).order_by(table.c.id))
         )
@@ -300,14 +294,14 @@ def forget(
     channels = sorted(
         {
             str(c)
-            for chunk in _chunks(gone_messages)
+            for chunk in id_chunks(gone_messages)
             for c in conn.execute(sa.select(_M.c.channel).where(_M.c.id.in_(chunk))).scalars()
         }
     )
     erased.channels = channels
     texts = [
         str(t)
-        for chunk in _chunks(authored)
+        for chunk in id_chunks(authored)
         for t in conn.execute(sa.select(_M.c.content).where(_M.c.id.in_(chunk))).scalars()
     ]
     texts += [str(r["text"]) for r in _rows(conn, _T, _T.c.id, sorted(memory_ids))]
@@ -325,7 +319,7 @@ def forget(
         memory_ids.update(int(r[0]) for r in _quoting(conn, query, [_T.c.text], quotes))
 
     # Context records of the deleted replies, then of anything pointing at a deleted message.
-    for chunk in _chunks(gone_messages):
+    for chunk in id_chunks(gone_messages):
         erased.context_records += conn.execute(
             sa.delete(_R).where(sa.or_(_R.c.reply_id.in_(chunk), _R.c.user_message_id.in_(chunk)))
         ).rowcount
@@ -340,15 +334,15 @@ def forget(
             erased.episodes += 1
         else:
             erased.memories += 1
-    for chunk in _chunks(sorted(memory_ids)):
+    for chunk in id_chunks(sorted(memory_ids)):
         erased.memory_history += conn.execute(sa.delete(_H).where(_H.c.memory_id.in_(chunk))).rowcount
-    for chunk in _chunks(gone_messages):
+    for chunk in id_chunks(gone_messages):
         erased.memory_history += conn.execute(sa.delete(_H).where(_H.c.source_message_id.in_(chunk))).rowcount
     for table in (_X, _A):  # their tool calls (arguments, results) and paused conversations
         gone = conn.execute(sa.delete(table).where(_theirs(table, user, persona, gone_messages))).rowcount
         erased.tool_calls += gone if table is _X else 0
     _erase_messages(conn, gone_messages, channels, erased)
-    for chunk in _chunks(_schedules(conn, user, persona)):
+    for chunk in id_chunks(_schedules(conn, user, persona)):
         erased.schedules += conn.execute(sa.delete(_S).where(_S.c.id.in_(chunk))).rowcount
     _drop_empty_direct_channels(conn, user)
     if quotes:
@@ -361,11 +355,11 @@ def forget(
 
 def _erase_messages(conn: sa.Connection, gone_messages: list[int], channels: list[str], erased: Erased) -> None:
     """Delete the messages (what still points at them first), then fix their channels' counts."""
-    for chunk in _chunks(gone_messages):
+    for chunk in id_chunks(gone_messages):
         conn.execute(sa.update(_M).where(_M.c.reply_to.in_(chunk), _M.c.id.not_in(gone_messages)).values(reply_to=None))
         conn.execute(sa.update(_T).where(_T.c.source_message_id.in_(chunk)).values(source_message_id=None))
     counted: dict[str, int] = {}
-    for chunk in _chunks(gone_messages):
+    for chunk in id_chunks(gone_messages):
         rows = conn.execute(sa.select(_M.c.channel, _M.c.role).where(_M.c.id.in_(chunk))).all()
         for channel, role in rows:
             if role in ("user", "assistant"):

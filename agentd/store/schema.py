@@ -11,6 +11,7 @@ declared here; :mod:`agentd.store.vectors` and :mod:`agentd.store.lexical` own t
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,6 +45,16 @@ def inserted_id(result: sa.CursorResult[Any]) -> int:
 def utcnow() -> datetime:
     """The current time, UTC-aware."""
     return datetime.now(UTC)
+
+
+#: Ids per ``IN (...)`` list: well under SQLite's and PostgreSQL's bound parameter limits.
+ID_CHUNK = 500
+
+
+def id_chunks(ids: Sequence[int]) -> Iterator[list[int]]:
+    """``ids`` as lists of at most :data:`ID_CHUNK` ints, in order (one ``IN`` query each)."""
+    for start in range(0, len(ids), ID_CHUNK):
+        yield [int(i) for i in ids[start : start + ID_CHUNK]]
 
 
 #: Every table agentd declares.

@@ -55,8 +55,8 @@ CHROMIUM_FLAGS = (
 )
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    """Poll ``predicate`` until it returns something truthy, or fail after ``timeout`` seconds."""
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition", every: float = 0.02) -> Any:
+    """Poll ``predicate`` every ``every`` seconds until it returns something truthy; fail after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     pause = threading.Event()
     while True:
@@ -65,7 +65,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "c
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        pause.wait(0.02)
+        pause.wait(every)
 
 
 @dataclass(frozen=True)
