@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import agentd_cli, agentd_process, write_home
+from tests.support.fakeopenai import KEY_ENV, FakeOpenAI, embedding_config
 
 
 @pytest.mark.slow
@@ -124,3 +125,23 @@ def test_a_missing_model_key_is_one_line_at_once(tmp_path: Path) -> None:
         "error: model 'anthropic/claude-sonnet-4-5' needs ANTHROPIC_API_KEY, which is not set in the environment\n"
     )
     assert not (tmp_path / "agentd.db").exists()
+
+
+@pytest.mark.slow
+def test_a_one_message_chat_waits_for_its_episode_before_it_exits(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    """Episodes are indexed in the background after the reply: ``chat -m`` gives that job its
+    shutdown grace before the process ends, saying so, rather than cutting it (the exchange would be
+    indexed only by the next start). The embedder takes a second per call here."""
+    config = embedding_config(fake_openai) + "[memory]\nauto_retrieve = false\n"
+    home = write_home(tmp_path, config)
+    fake_openai.embedding_delay = 1.0
+    env = {KEY_ENV: "test-key"}
+    said = agentd_cli(
+        "chat", "buddy", "-c", "general", "-u", "bob", "-m", "I keep the spare key under the mat", config=home, env=env
+    )
+    assert said.returncode == 0, said.stderr
+    assert "saving what this conversation taught" in said.stderr
+    listed = agentd_cli(
+        "memory", "list", "-p", "buddy", "--episodes", "channel:general", "--json", config=home, env=env
+    )
+    assert [e["text"] for e in json.loads(listed.stdout)] == ["bob: I keep the spare key under the mat"]

@@ -6,6 +6,7 @@ import queue
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import nullcontext
 
 import click
 from rich.markup import escape
@@ -92,7 +93,9 @@ def chat(
 ) -> None:
     """Chat with PERSONA; recalled memories are shown before each streamed reply.
 
-    Interactive without --message: one line per message, Ctrl-D or /quit to leave.
+    Interactive without --message: one line per message, Ctrl-D or /quit to leave. Before it
+    exits, the exchanges' episodes and facts are indexed (up to [daemon] shutdown_grace_seconds;
+    what is left, the next start does).
     """
     p = app.personas[persona]
     # A key that is missing is said at once, before the store, the embedder and the runtime start.
@@ -140,6 +143,7 @@ def chat(
                 if waiting is not None:
                     waiting.done()
     finally:
+        _let_learning_finish(runtime, app.config.daemon.shutdown_grace_seconds, quiet=as_json)
         runtime.stop(grace=5)
         loading.join()
     if failed and message is not None:
@@ -163,6 +167,17 @@ def _turn(  # noqa: PLR0913 - the command's flags, passed on
     values = {"persona": persona, "channel": channel, "user": user, "message": line, "visibility": visibility}
     chat_operation(ctx, acting.request(ChatRequest, FLAGS, disable_memory=no_memory, **values))
     return until_done(events, wait)
+
+
+def _let_learning_finish(runtime: Runtime, bound: float, quiet: bool) -> None:
+    """Give the background jobs (episodes, extracted facts) of the exchanges just had up to ``bound``
+    seconds (``[daemon] shutdown_grace_seconds``) to finish before the process ends, saying so when
+    it takes a moment; what is left is resumed by the next start (``agentd serve`` or ``chat``)."""
+    if runtime.learning_idle(min(0.5, bound)):
+        return
+    with Waiting("saving what this conversation taught (episodes, facts)") if not quiet else nullcontext():
+        if not runtime.learning_idle(max(bound - 0.5, 0.0)) and not quiet:
+            err.print("[dim]not finished; the next start (agentd serve or chat) resumes it[/]")
 
 
 def _preload(app: App) -> None:
