@@ -15,7 +15,8 @@ and nothing is stored; a follower sees the message, the turn's events and the re
 room, the personas its rules name answer once each and hear each other by name; a schedule fires
 once and is answered (and one due while no daemon ran fires once after the next start); a tool
 call needing approval holds its turn until it is decided over HTTP, then the turn goes on once
-with the tool's answer (approved) or the denial.
+with the tool's answer (approved) or the denial; a burst's later message, stored while the earlier
+one was being answered, has that answer in its prompt.
 
 How to add a behaviour: write a test here that takes ``dispatcher: Dispatch`` (and
 ``fake_openai`` to script the model), start the daemon with ``dispatcher.start(config)`` (extra
@@ -124,6 +125,28 @@ def test_a_follower_sees_the_message_the_turns_events_and_the_reply_in_order(dis
     assert messages[0].data["id"] == posted.json()["id"]
     assert messages[1].data["reply_to"] == posted.json()["id"]
     assert kinds.index("message") < kinds.index("done")  # the user message before its turn's end
+
+
+def test_a_bursts_later_message_is_answered_with_the_earlier_ones_reply_in_its_prompt(
+    dispatcher: Dispatch, fake_openai: FakeOpenAI
+) -> None:
+    """Two messages in a row, the second stored while the first is still being answered: the second's
+    turn runs after the first's reply is stored, and its prompt carries that reply where it belongs
+    (after the first message), not a note that it was never answered."""
+    dispatcher.start()
+    fake_openai.queue(Turn(hang=True, text="the first answer"), Turn(text="the second answer"))
+    first = dispatcher.post("burst", "what is the capital of France?")
+    wait_for(lambda: fake_openai.hanging == 1, 60, "the first turn to wait on the model")
+    second = dispatcher.post("burst", "and of Spain?")
+    assert first.status_code == second.status_code == 202
+    fake_openai.release()
+    dispatcher.wait_answered([first.json()["id"], second.json()["id"]])
+    prompt = fake_openai.chat_requests()[-1]["messages"]
+    assert [(m["role"], m["content"]) for m in prompt if m["role"] != "system"] == [
+        ("user", "what is the capital of France?"),
+        ("assistant", "the first answer"),
+        ("user", "and of Spain?"),
+    ]
 
 
 # -- rooms ------------------------------------------------------------------------------------------

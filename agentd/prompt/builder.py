@@ -15,7 +15,7 @@ from agentd.config import Config
 from agentd.observe import tracing
 from agentd.personas import Persona
 from agentd.prompt.assembler import AssembledContext, ContextAssembler, HistoryItem, PromptRequest, Snippet, make
-from agentd.prompt.history_cache import MAX_ROWS, HistoryCache, newest_read
+from agentd.prompt.history_cache import MAX_ROWS, HistoryCache, Row, newest_read
 from agentd.prompt.project import ProjectFiles
 from agentd.prompt.tokens import PER_MESSAGE, TokenCounter
 from agentd.prompt.windows import Window, WindowMap
@@ -261,9 +261,11 @@ class ContextBuilder:
     ) -> tuple[list[HistoryItem], int]:
         """Recent messages newest first, up to ``max_tokens`` worth; and how many the channel has.
 
-        A user message with no reply after it (its turn failed, or was cut short) is
-        followed by a counted :data:`NO_REPLY` note, so two user turns never follow each
-        other; ``before_user``: the prompt's next message is a user's (the current one).
+        A user message with no reply after it is followed by its reply if one was stored
+        after ``before_id`` (a burst's earlier message answered while this one waited),
+        else (its turn failed, or was cut short) by a counted :data:`NO_REPLY` note, so two
+        user turns never follow each other; ``before_user``: the prompt's next message is a
+        user's (the current one).
         """
         items: list[HistoryItem] = []
         spent = 0
@@ -274,6 +276,8 @@ class ContextBuilder:
         if not rows and not complete:
             newest = -1  # nothing kept: set once the first page is read
         fresh: dict[int, int] = {}
+        late: dict[int, list[Row]] | None = None  # read when a user message seems unanswered
+        shown_late = 0
         # The loop runs once per message a long channel's prompt carries (thousands): names are local.
         name, count = counter.name, counter.count
         newer = "user" if before_user else None  # the role of the message after this one
@@ -296,11 +300,11 @@ class ContextBuilder:
                 rows[i] = (mid, role, content, tokens, name, author)
             i += 1
             if role == "user" and newer == "user":
-                if name not in self._no_reply:
-                    self._no_reply[name] = count(NO_REPLY)
-                note = HistoryItem(mid, "assistant", NO_REPLY, self._no_reply[name], synthetic=True)
-                items.append(note)
-                spent += note.tokens + PER_MESSAGE
+                late = self._late_replies(channel, before_id) if late is None else late
+                for item in self._in_place_of_no_reply(mid, counter, late, fresh):
+                    items.append(item)
+                    spent += item.tokens + PER_MESSAGE
+                    shown_late += not item.synthetic
             items.append(make(HistoryItem, (mid, role, content, tokens, author, False)))
             spent += tokens + PER_MESSAGE
             newer = role
@@ -309,4 +313,29 @@ class ContextBuilder:
                 self._store.messages.set_token_counts(conn, fresh, counter.name)
         if newest >= 0:
             self._kept.keep(channel, rows, newest, complete, erasures)
-        return items, available
+        return items, available + shown_late
+
+    def _late_replies(self, channel: str, before_id: int | None) -> dict[int, list[Row]]:
+        """The replies stored after message ``before_id`` to messages before it, by the message they answer."""
+        if before_id is None:
+            return {}
+        with self._store.read() as conn:
+            return self._store.messages.late_replies(conn, channel, before_id)
+
+    def _in_place_of_no_reply(
+        self, mid: int, counter: TokenCounter, late: dict[int, list[Row]], fresh: dict[int, int]
+    ) -> list[HistoryItem]:
+        """What follows user message ``mid`` when the next message is a user's too, newest first: the
+        replies to it stored after the turn's own message (a burst's earlier message, answered while
+        this one waited), else a counted :data:`NO_REPLY` note. New token counts go to ``fresh``."""
+        answers = late.get(mid)
+        if not answers:
+            if counter.name not in self._no_reply:
+                self._no_reply[counter.name] = counter.count(NO_REPLY)
+            return [HistoryItem(mid, "assistant", NO_REPLY, self._no_reply[counter.name], synthetic=True)]
+        items: list[HistoryItem] = []
+        for rid, role, content, tokens, counted_by, author in reversed(answers):
+            if tokens is None or counted_by != counter.name:
+                tokens = fresh[rid] = counter.count(content)
+            items.append(make(HistoryItem, (rid, role, content, tokens, author, False)))
+        return items

@@ -39,6 +39,8 @@ FOR_USER = "for_user"
 # The statements of a turn's hot path, built once with bound parameters. Building an expression
 # and its cache key costs several times what SQLite takes to run it (bench/daemon.py's floor).
 _B = sa.bindparam
+#: Replies stored after a turn's message to messages before it, read for its prompt at most.
+LATE_REPLIES = 200
 _VISIBILITY = sa.select(_C.c.visibility, _C.c.owner).where(_C.c.name == _B("name"))
 _CHANNEL_COUNT = sa.select(_C.c.message_count, _C.c.erasures).where(_C.c.name == _B("channel"))
 _COUNT_ONE_MORE = sa.update(_C).where(_C.c.name == _B("channel")).values(message_count=_C.c.message_count + 1)
@@ -385,6 +387,25 @@ class MessageRepo:
             (channel, after_id, before_id, limit),
         ).fetchall()
         return [(int(r[0]), str(r[1]), str(r[2]), r[3], r[4], str(r[5])) for r in rows]
+
+    def late_replies(
+        self, conn: sa.Connection, channel: str, before_id: int, limit: int = LATE_REPLIES
+    ) -> dict[int, list[tuple[int, str, str, int | None, str | None, str]]]:
+        """The replies stored after message ``before_id`` to messages before it (an earlier message
+        of a burst, answered once this one was already stored), as :meth:`history_page`'s rows
+        by the message they answer, oldest first; at most ``limit`` rows."""
+        rows = conn.exec_driver_sql(
+            driver_sql(
+                conn,
+                "SELECT id, role, content, token_count, token_counter, author, reply_to FROM messages "
+                "WHERE channel = ? AND id > ? AND role = 'assistant' AND reply_to < ? ORDER BY id LIMIT ?",
+            ),
+            (channel, before_id, before_id, limit),
+        ).fetchall()
+        found: dict[int, list[tuple[int, str, str, int | None, str | None, str]]] = {}
+        for r in rows:
+            found.setdefault(int(r[6]), []).append((int(r[0]), str(r[1]), str(r[2]), r[3], r[4], str(r[5])))
+        return found
 
     def channels(self, conn: sa.Connection, limit: int = 1000) -> list[tuple[str, str | None, str | None, int]]:
         """``(name, visibility, owner, message count)`` of up to ``limit`` channels, by name."""
