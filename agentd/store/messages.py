@@ -36,11 +36,12 @@ ANSWERED_ROLES = ("user", TRIGGER)
 #: firing, from ``schedule:<id>``, is in its user's words and recalls that user's memories).
 FOR_USER = "for_user"
 
+#: Replies stored after a turn's message to messages before it, read for its prompt at most.
+LATE_REPLIES = 200
+
 # The statements of a turn's hot path, built once with bound parameters. Building an expression
 # and its cache key costs several times what SQLite takes to run it (bench/daemon.py's floor).
 _B = sa.bindparam
-#: Replies stored after a turn's message to messages before it, read for its prompt at most.
-LATE_REPLIES = 200
 _VISIBILITY = sa.select(_C.c.visibility, _C.c.owner).where(_C.c.name == _B("name"))
 _CHANNEL_COUNT = sa.select(_C.c.message_count, _C.c.erasures).where(_C.c.name == _B("channel"))
 _COUNT_ONE_MORE = sa.update(_C).where(_C.c.name == _B("channel")).values(message_count=_C.c.message_count + 1)
