@@ -142,8 +142,9 @@ def chat(
             finally:
                 if waiting is not None:
                     waiting.done()
-    finally:
+        # Left normally (not by Ctrl-C or an error): what the exchanges taught is saved first.
         _let_learning_finish(runtime, app.config.daemon.shutdown_grace_seconds, quiet=as_json)
+    finally:
         runtime.stop(grace=5)
         loading.join()
     if failed and message is not None:
