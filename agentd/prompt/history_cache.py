@@ -28,9 +28,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from agentd.store import Store
+from agentd.store.messages import HistoryRow
 
 #: ``(id, role, content, token count, its tokenizer, author)``, as ``history_page`` returns.
-Row = tuple[int, str, str, int | None, str | None, str]
+Row = HistoryRow
 #: Rows kept in all, across channels, by default (~150 bytes each plus the text).
 MAX_ROWS = 100_000
 

@@ -36,6 +36,9 @@ ANSWERED_ROLES = ("user", TRIGGER)
 #: firing, from ``schedule:<id>``, is in its user's words and recalls that user's memories).
 FOR_USER = "for_user"
 
+#: A conversation message as the prompt's history reads it (the assembler's hot path: a plain tuple):
+#: ``(id, role, content, token count, its tokenizer, author)``.
+HistoryRow = tuple[int, str, str, int | None, str | None, str]
 #: Replies stored after a turn's message to messages before it, read for its prompt at most.
 LATE_REPLIES = 200
 
@@ -138,6 +141,11 @@ class Message:
 def asker(options: Mapping[str, Any] | None, author: str) -> str:
     """Who a user message with these stored ``options`` and ``author`` is for (see :data:`FOR_USER`)."""
     return str((options or {}).get(FOR_USER) or author)
+
+
+def _history_rows(rows: Sequence[Any]) -> list[HistoryRow]:
+    """The :data:`HistoryRow` of each fetched row whose first six columns are its fields."""
+    return [(int(r[0]), str(r[1]), str(r[2]), r[3], r[4], str(r[5])) for r in rows]
 
 
 def _message(row: sa.Row[Any]) -> Message:
@@ -360,9 +368,7 @@ class MessageRepo:
             total -= int(conn.execute(_NEWER, {"channel": channel, "before_id": before_id}).scalar_one())
         return total, erasures
 
-    def history_page(
-        self, conn: sa.Connection, channel: str, before_id: int | None, limit: int
-    ) -> list[tuple[int, str, str, int | None, str | None, str]]:
+    def history_page(self, conn: sa.Connection, channel: str, before_id: int | None, limit: int) -> list[HistoryRow]:
         """``(id, role, content, token_count, token_counter, author)`` of up to ``limit`` conversation
         messages before ``before_id``, newest first (the assembler's hot path: plain tuples)."""
         rows = conn.exec_driver_sql(
@@ -373,11 +379,11 @@ class MessageRepo:
             ),
             (channel, before_id if before_id is not None else 2**62, limit),
         ).fetchall()
-        return [(int(r[0]), str(r[1]), str(r[2]), r[3], r[4], str(r[5])) for r in rows]
+        return _history_rows(rows)
 
     def history_between(
         self, conn: sa.Connection, channel: str, after_id: int, before_id: int, limit: int
-    ) -> list[tuple[int, str, str, int | None, str | None, str]]:
+    ) -> list[HistoryRow]:
         """:meth:`history_page`'s rows with ``after_id < id < before_id``, newest first, at most ``limit``."""
         rows = conn.exec_driver_sql(
             driver_sql(
@@ -387,11 +393,11 @@ class MessageRepo:
             ),
             (channel, after_id, before_id, limit),
         ).fetchall()
-        return [(int(r[0]), str(r[1]), str(r[2]), r[3], r[4], str(r[5])) for r in rows]
+        return _history_rows(rows)
 
     def late_replies(
         self, conn: sa.Connection, channel: str, before_id: int, limit: int = LATE_REPLIES
-    ) -> dict[int, list[tuple[int, str, str, int | None, str | None, str]]]:
+    ) -> dict[int, list[HistoryRow]]:
         """The replies stored after message ``before_id`` to messages before it (an earlier message
         of a burst, answered once this one was already stored), as :meth:`history_page`'s rows
         by the message they answer, oldest first; at most ``limit`` rows."""
@@ -403,9 +409,9 @@ class MessageRepo:
             ),
             (channel, before_id, before_id, limit),
         ).fetchall()
-        found: dict[int, list[tuple[int, str, str, int | None, str | None, str]]] = {}
-        for r in rows:
-            found.setdefault(int(r[6]), []).append((int(r[0]), str(r[1]), str(r[2]), r[3], r[4], str(r[5])))
+        found: dict[int, list[HistoryRow]] = {}
+        for answered, row in zip((int(r[6]) for r in rows), _history_rows(rows), strict=True):
+            found.setdefault(answered, []).append(row)
         return found
 
     def channels(self, conn: sa.Connection, limit: int = 1000) -> list[tuple[str, str | None, str | None, int]]:
