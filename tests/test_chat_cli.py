@@ -131,10 +131,11 @@ def test_a_missing_model_key_is_one_line_at_once(tmp_path: Path) -> None:
 def test_a_one_message_chat_waits_for_its_episode_before_it_exits(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     """Episodes are indexed in the background after the reply: ``chat -m`` gives that job its
     shutdown grace before the process ends, saying so, rather than cutting it (the exchange would be
-    indexed only by the next start). The embedder takes a second per call here."""
+    indexed only by the next start). The embedder takes two seconds per call here: the job runs
+    on for well over the half second after which chat says it is saving (a margin for a busy machine)."""
     config = embedding_config(fake_openai) + "[memory]\nauto_retrieve = false\n"
     home = write_home(tmp_path, config)
-    fake_openai.embedding_delay = 1.0
+    fake_openai.embedding_delay = 2.0
     env = {KEY_ENV: "test-key"}
     said = agentd_cli(
         "chat", "buddy", "-c", "general", "-u", "bob", "-m", "I keep the spare key under the mat", config=home, env=env
